@@ -1,0 +1,229 @@
+"""What bootstrap does on each node, as data: the exact commands, before anything runs.
+
+Steps, in order, each idempotent: a fingerprint of its inputs is stored on the node after it
+succeeds, and a step whose fingerprint is unchanged is skipped in the same round trip.
+  ready    SSH answers, the VM's own startup has finished, the accelerator is visible
+  drivers  GPU nodes without a working nvidia-smi get the NVIDIA driver; others skip
+  sync     rsync of the code (from the controller), honouring .gitignore, deleting stale files
+  env      a uv virtual environment with the project's requirements
+  setup    the user's setup commands, with the node's rank and the node list in the environment
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from bootstrap.ssh import join, openssh_command, shell_env
+from infra.inventory import Inventory, Node
+
+STEPS = ("ready", "drivers", "sync", "env", "setup")
+SKIPPED_MARK = "TRAINCTL_STEP_SKIPPED"
+# Google's documented installer for Compute Engine (Ubuntu/Debian/RHEL images); it reboots
+# once for the kernel module, so it is rerun until nvidia-smi works.
+GPU_DRIVER_INSTALLER = ("https://storage.googleapis.com/compute-gpu-installation-us/"
+                        "installer/latest/cuda_installer.pyz")
+UV_INSTALLER = "https://astral.sh/uv/install.sh"
+DEFAULT_EXCLUDES = (".git/", ".venv/", "__pycache__/", "*.pyc", "runs/", ".pytest_cache/",
+                    ".mypy_cache/", ".hypothesis/")
+
+
+class BootstrapSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    code_dir: Path
+    excludes: tuple[str, ...] = ()
+    requirements: str | None = None  # relative to code_dir
+    setup: tuple[str, ...] = ()
+    python: str = "python3"
+    force: tuple[str, ...] = ()
+    ready_timeout: float = 300.0
+
+    @field_validator("force")
+    @classmethod
+    def known_steps(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for step in v:
+            if step not in STEPS:
+                raise ValueError(f"--force {step!r}: unknown step; valid: {', '.join(STEPS)}")
+        return v
+
+    @field_validator("requirements")
+    @classmethod
+    def relative(cls, v: str | None) -> str | None:
+        if v is not None and (Path(v).is_absolute() or ".." in Path(v).parts):
+            raise ValueError(f"requirements {v!r} must be a path inside the code directory")
+        return v
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    where: Literal["node", "controller"]
+    command: str | list[str]  # a shell line on the node, or argv on the controller
+    fingerprint: str | None = None  # None: always runs (cheap or self-idempotent)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node: Node
+    steps: list[Step] = field(default_factory=list)
+
+
+def node_paths(node: Node) -> dict[str, str]:
+    w = node.workdir.rstrip("/")
+    return {"workdir": w, "code": f"{w}/code", "venv": f"{w}/venv", "state": f"{w}/.trainctl"}
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def guarded(step: str, node: Node, fingerprint: str | None, body: str, force: bool) -> str:
+    """Wrap a step body: skip when the stored fingerprint matches, store it after success."""
+    if fingerprint is None:
+        return body
+    fp_file = shlex.quote(f"{node_paths(node)['state']}/fp/{step}")
+    check = "" if force else (f'if [ "$(cat {fp_file} 2>/dev/null)" = {fingerprint} ]; then '
+                              f"echo {SKIPPED_MARK}; exit 0; fi; ")
+    return (f"{check}( {body} ) && mkdir -p $(dirname {fp_file}) && "
+            f"echo {fingerprint} > {fp_file}")
+
+
+def ready_command(node: Node) -> str:
+    probe = "nproc >/dev/null"
+    if node.accelerator.startswith("gpu"):
+        # The driver step decides what a missing nvidia-smi means; here only report it.
+        probe = "(nvidia-smi -L || echo 'nvidia-smi not working yet')"
+    elif node.accelerator.startswith("tpu"):
+        probe = ("ls /dev/accel* /dev/vfio/* >/dev/null 2>&1 || "
+                 "{ echo 'no TPU device (/dev/accel*, /dev/vfio) on this TPU VM' >&2; exit 3; }")
+    wait_startup = (
+        "if command -v cloud-init >/dev/null 2>&1; then cloud-init status --wait >/dev/null || true; fi; "
+        "if command -v systemctl >/dev/null 2>&1 && systemctl list-unit-files "
+        "google-startup-scripts.service >/dev/null 2>&1; then "
+        "while [ \"$(systemctl is-active google-startup-scripts.service)\" = activating ]; "
+        "do sleep 2; done; fi")
+    return f"{wait_startup}; {probe}; mkdir -p {shlex.quote(node.workdir)}"
+
+
+def drivers_command(node: Node) -> tuple[str, str]:
+    if not node.accelerator.startswith("gpu"):
+        return "echo 'no GPU on this node: driver not needed'", "not needed"
+    install = (
+        "if nvidia-smi -L >/dev/null 2>&1; then echo 'NVIDIA driver already working'; else "
+        f"curl -fsSL {GPU_DRIVER_INSTALLER} -o /tmp/cuda_installer.pyz && "
+        "python3 /tmp/cuda_installer.pyz install_driver --installation-mode=binary; "
+        "nvidia-smi -L || { echo TRAINCTL_REBOOT_REQUIRED; exit 75; }; fi")
+    return install, "install if nvidia-smi fails"
+
+
+def env_command(node: Node, spec: BootstrapSpec) -> str:
+    p = node_paths(node)
+    venv_python = shlex.quote(f"{p['venv']}/bin/python")
+    lines = [
+        'UV="$(command -v uv || echo "$HOME/.local/bin/uv")"',
+        f'[ -x "$UV" ] || {{ curl -LsSf {UV_INSTALLER} | sh && UV="$HOME/.local/bin/uv"; }}',
+        f'[ -x {venv_python} ] || "$UV" venv -q --python {shlex.quote(spec.python)} {shlex.quote(p["venv"])}',
+    ]
+    if spec.requirements:
+        req = shlex.quote(f"{p['code']}/{spec.requirements}")
+        lines.append(f'"$UV" pip install -q --python {venv_python} -r {req}')
+    return " && ".join(lines)
+
+
+def setup_command(inventory: Inventory, node: Node, spec: BootstrapSpec) -> str:
+    p = node_paths(node)
+    env = {
+        "TRAINCTL_NODE_RANK": str(node.rank),
+        "TRAINCTL_NUM_NODES": str(len(inventory.nodes)),
+        "TRAINCTL_NODE_IPS": ",".join(n.internal_ip for n in inventory.nodes),
+        "VIRTUAL_ENV": p["venv"],
+    }
+    script = "set -e\n" + "\n".join(spec.setup)
+    return (f"cd {shlex.quote(p['code'])} && {shell_env(env)}"
+            f"export PATH={shlex.quote(p['venv'] + '/bin')}:$PATH; bash -c {shlex.quote(script)}")
+
+
+def rsync_argv(inventory: Inventory, node: Node, spec: BootstrapSpec) -> list[str]:
+    ssh = join(openssh_command(inventory, node))
+    argv = ["rsync", "-a", "--delete", "--delete-excluded", "--mkpath",
+            "--filter=:- .gitignore", "-e", ssh]
+    for pattern in (*DEFAULT_EXCLUDES, *spec.excludes):
+        argv.append(f"--exclude={pattern}")
+    src = str(spec.code_dir.resolve()) + "/"
+    argv += [src, f"{node.ssh_host}:{node_paths(node)['code']}/"]
+    return argv
+
+
+def requirements_digest(spec: BootstrapSpec, inventory: Inventory) -> str:
+    content = ""
+    if spec.requirements:
+        path = spec.code_dir / spec.requirements
+        content = path.read_text() if path.is_file() else ""
+    uv_env = ",".join(f"{k}={v}" for k, v in sorted(inventory.node_env.items()) if k.startswith("UV_"))
+    return _digest("env", spec.python, spec.requirements or "", content, uv_env)
+
+
+# What a node's login shell has on PATH (sshd's default): `python3` must mean the same
+# interpreter on the controller when it prefetches for offline nodes.
+NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def prefetch_argv(inventory: Inventory, spec: BootstrapSpec, uv: str) -> tuple[list[str], dict[str, str], Path] | None:
+    """For offline nodes: one install on the controller into a seed environment fills the
+    nodes' shared uv cache, so N nodes cost one download and no copies."""
+    if not inventory.offline_nodes or not spec.requirements:
+        return None
+    import shutil
+
+    python = shutil.which(spec.python, path=NODE_PATH) or spec.python
+    cache = inventory.node_env.get("UV_CACHE_DIR")
+    if not cache:
+        raise ValueError("offline nodes need UV_CACHE_DIR in the inventory's node_env")
+    seed = Path(cache).parent / "seed" / requirements_digest(spec, inventory)
+    env = {k: v for k, v in inventory.node_env.items() if k.startswith("UV_") and k != "UV_OFFLINE"}
+    script = (f"[ -f {shlex.quote(str(seed))}/.complete ] && exit 0; "
+              f"{join([uv, 'venv', '-q', '--allow-existing', '--python', python, str(seed)])} && "
+              f"{join([uv, 'pip', 'install', '-q', '--python', str(seed / 'bin' / 'python'), '-r', str(spec.code_dir / spec.requirements)])} && "
+              f"touch {shlex.quote(str(seed))}/.complete")
+    return ["sh", "-c", script], env, seed
+
+
+def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = None) -> list[NodePlan]:
+    if spec.requirements and not (spec.code_dir / spec.requirements).is_file():
+        raise FileNotFoundError(f"requirements file {spec.code_dir / spec.requirements} does not exist")
+    if not spec.code_dir.is_dir():
+        raise FileNotFoundError(f"code directory {spec.code_dir} does not exist")
+    env_fp = requirements_digest(spec, inventory)
+    prefix = shell_env(inventory.node_env)
+    plans = []
+    for node in nodes or list(inventory.nodes):
+        force = set(spec.force)
+        drivers, drivers_note = drivers_command(node)
+        steps = [
+            Step("ready", "node", prefix + ready_command(node), note="SSH + startup finished + accelerator probe"),
+            Step("drivers", "node", drivers, note=drivers_note),
+            Step("sync", "controller", rsync_argv(inventory, node, spec),
+                 note="rsync, only changed files"),
+            Step("env", "node",
+                 prefix + guarded("env", node, env_fp, env_command(node, spec), "env" in force),
+                 fingerprint=env_fp, note="uv venv + requirements"),
+        ]
+        if spec.setup:
+            setup_fp = _digest("setup", *spec.setup, env_fp)
+            steps.append(Step("setup", "node",
+                              prefix + guarded("setup", node, setup_fp, setup_command(inventory, node, spec),
+                                      "setup" in force),
+                              fingerprint=setup_fp, note=f"{len(spec.setup)} command(s)"))
+        plans.append(NodePlan(node, steps))
+    return plans

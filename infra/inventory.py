@@ -1,0 +1,76 @@
+"""Inventory: what a realized cluster looks like to bootstrap, launch, ssh, status and down.
+
+A GCP stack exports it as the stack output "inventory"; the local realizer writes the same
+model to its state directory. It holds no private key material: paths and public host keys only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    rank: int = Field(ge=0)
+    role: Literal["worker", "tpu-worker", "gke-node"] = "worker"
+    internal_ip: str  # what other nodes use (rendezvous, TF_CONFIG)
+    ssh_host: str  # what the controller dials
+    ssh_port: int = 22
+    ssh_user: str = "root"
+    host_keys: tuple[str, ...]  # "ssh-ed25519 AAAA…" lines, pinned
+    accelerator: str = "cpu"  # "cpu", "gpu:8xnvidia-tesla-a100", "tpu:v5litepod-16"
+    workdir: str  # absolute path on the node that trainctl owns
+    interface: str | None = None  # NIC that collective traffic should bind to
+
+
+class Inventory(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stack: str
+    provider: Literal["local", "gcp"]
+    nodes: tuple[Node, ...]
+    bucket_uri: str  # gs://name
+    storage_emulator_host: str | None = None  # http://ip:port on the local stack
+    ssh_private_key: str  # path on the controller, never its content
+    known_hosts: str  # path on the controller: one line per node, written from host_keys
+    rendezvous_port: int = 29400
+    node_env: dict[str, str] = Field(default_factory=dict)  # exported on every node
+    # Nodes without a route to package registries (the local stack): the controller fills the
+    # nodes' shared uv cache, and nodes install from it offline.
+    offline_nodes: bool = False
+    kubeconfig: str | None = None  # path, GKE only
+
+    @property
+    def rank0(self) -> Node:
+        return min(self.nodes, key=lambda n: n.rank)
+
+    def node(self, name_or_rank: str) -> Node:
+        for n in self.nodes:
+            if name_or_rank in (n.name, str(n.rank)):
+                return n
+        raise KeyError(f"no node {name_or_rank!r}; nodes: {', '.join(n.name for n in self.nodes)}")
+
+    def select(self, names_or_ranks: list[str] | None) -> list[Node]:
+        if not names_or_ranks:
+            return list(self.nodes)
+        return [self.node(x) for x in names_or_ranks]
+
+    def known_hosts_lines(self) -> list[str]:
+        lines = []
+        for n in self.nodes:
+            host = n.ssh_host if n.ssh_port == 22 else f"[{n.ssh_host}]:{n.ssh_port}"
+            lines.extend(f"{host} {key}" for key in n.host_keys)
+        return lines
+
+    def write(self, path: Path) -> None:
+        path.write_text(self.model_dump_json(indent=2))
+
+    @classmethod
+    def read(cls, path: Path) -> Inventory:
+        return cls.model_validate(json.loads(path.read_text()))

@@ -1,0 +1,127 @@
+"""Linux network plumbing for local nodes: bridge, namespaces, veths, iptables.
+
+Thin wrappers over iproute2/iptables (there is no maintained Python library that drives network
+namespaces without reimplementing netlink; pyroute2 would be one more moving part for ~10 calls).
+Every delete is idempotent: removing what is already gone is success.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+
+class LocalCommandError(RuntimeError):
+    pass
+
+
+def run(args: list[str], *, check: bool = True, netns: str | None = None,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    if netns:
+        args = ["ip", "netns", "exec", netns, *args]
+    proc = subprocess.run(args, capture_output=True, text=True, input=input)
+    if check and proc.returncode != 0:
+        raise LocalCommandError(f"{' '.join(args)} failed ({proc.returncode}): "
+                                f"{(proc.stderr or proc.stdout).strip()}")
+    return proc
+
+
+def link_exists(name: str) -> bool:
+    return os.path.exists(f"/sys/class/net/{name}")
+
+
+def netns_exists(name: str) -> bool:
+    return os.path.exists(f"/run/netns/{name}")
+
+
+def list_netns() -> list[str]:
+    try:
+        return sorted(os.listdir("/run/netns"))
+    except FileNotFoundError:
+        return []
+
+
+def create_bridge(name: str, address_cidr: str) -> None:
+    run(["ip", "link", "add", name, "type", "bridge"])
+    run(["ip", "addr", "add", address_cidr, "dev", name])
+    run(["ip", "link", "set", name, "up"])
+
+
+def delete_link(name: str) -> None:
+    if link_exists(name):
+        run(["ip", "link", "del", name], check=False)
+
+
+def create_node_netns(ns: str, veth_host: str, bridge: str, address_cidr: str,
+                      ifname: str = "eth0") -> None:
+    run(["ip", "netns", "add", ns])
+    peer = veth_host + "p"
+    run(["ip", "link", "add", veth_host, "type", "veth", "peer", "name", peer])
+    run(["ip", "link", "set", peer, "netns", ns])
+    run(["ip", "link", "set", veth_host, "master", bridge])
+    run(["ip", "link", "set", veth_host, "up"])
+    run(["ip", "link", "set", peer, "name", ifname], netns=ns)
+    run(["ip", "addr", "add", address_cidr, "dev", ifname], netns=ns)
+    run(["ip", "link", "set", ifname, "up"], netns=ns)
+    run(["ip", "link", "set", "lo", "up"], netns=ns)
+
+
+def netns_pids(ns: str) -> list[int]:
+    if not netns_exists(ns):
+        return []
+    out = run(["ip", "netns", "pids", ns], check=False).stdout
+    return [int(p) for p in out.split() if p.isdigit()]
+
+
+def kill_netns_processes(ns: str, timeout: float = 5.0) -> None:
+    """SIGKILL everything living in the namespace and wait until it is gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = netns_pids(ns)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise LocalCommandError(f"processes {pids} in namespace {ns} survived SIGKILL")
+        time.sleep(0.05)
+
+
+def delete_netns(ns: str) -> None:
+    kill_netns_processes(ns)
+    if netns_exists(ns):
+        run(["ip", "netns", "del", ns], check=False)
+
+
+def apply_iptables(ns: str, rules: list[list[str]]) -> None:
+    """Load an INPUT policy into a namespace atomically (iptables-restore)."""
+    lines = ["*filter", ":INPUT DROP [0:0]", ":FORWARD DROP [0:0]", ":OUTPUT ACCEPT [0:0]"]
+    lines += [" ".join(["-A", "INPUT", *rule]) for rule in rules]
+    lines.append("COMMIT")
+    run(["iptables-restore"], netns=ns, input="\n".join(lines) + "\n")
+
+
+def host_forward_rule(bridge: str) -> list[str]:
+    # Hosts whose FORWARD policy is DROP (Docker sets it) would otherwise drop bridged traffic
+    # between nodes when br_netfilter is loaded.
+    return ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+
+
+def add_host_rule(rule: list[str]) -> None:
+    if run(["iptables", "-C", *rule], check=False).returncode != 0:
+        run(["iptables", "-I", *rule])
+
+
+def delete_host_rule(rule: list[str]) -> None:
+    while run(["iptables", "-C", *rule], check=False).returncode == 0:
+        run(["iptables", "-D", *rule], check=False)
+
+
+def used_ipv4_networks() -> list[str]:
+    out = run(["ip", "-4", "-o", "addr", "show"], check=False).stdout
+    return [line.split()[3] for line in out.splitlines() if len(line.split()) > 3]

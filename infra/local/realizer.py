@@ -1,0 +1,436 @@
+"""The local realizer: a ClusterSpec becomes namespaces, sshds and a GCS emulator on this machine.
+
+Layout of a stack with N nodes on subnet 10.210.S.0/24 (S derived from the stack name):
+  bridge  tcb<hash>     10.210.S.1   the controller's address (this process, root namespace)
+  netns   tc-<stack>-bucket  .2     the GCS emulator (the bucket)
+  netns   tc-<stack>-n<i>    .10+i  node i: sshd as PID 1 of its own PID + mount namespace
+Firewall rules from the spec become iptables rules inside each namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from infra import keys
+from infra.inventory import Inventory, Node
+from infra.local import netns, sshd
+from infra.local.state import (StackState, cache_dir, global_lock, load_state, new_state,
+                               stack_lock, state_dir)
+from infra.spec import ClusterSpec
+from infra.stack_config import ConfigError
+
+POOL = ipaddress.ip_network("10.210.0.0/16")
+EMULATOR_PORT = 9023
+RENDEZVOUS_PORT = 29400
+NODE_IFNAME = "eth0"
+# CPU wheels that lie on this machine's disk (torch among them): nodes install from here first.
+LOCAL_WHEELHOUSE = "/opt/wheels"
+
+
+class LocalStackError(RuntimeError):
+    pass
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise ConfigError(
+            "the local stack needs root (or CAP_NET_ADMIN + CAP_SYS_ADMIN): it creates network "
+            "namespaces, veth pairs, a bridge and iptables rules, and starts one sshd per node "
+            "in its own mount/PID namespace. Run it with sudo, or use a gcp stack.")
+
+
+@dataclass(frozen=True)
+class Names:
+    stack: str
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha1(self.stack.encode()).hexdigest()
+
+    @property
+    def bridge(self) -> str:
+        return f"tcb{self.digest[:8]}"
+
+    def veth(self, index: int) -> str:
+        return f"tcv{self.digest[:6]}n{index}"  # <= 12 chars; the peer adds "p" (IFNAMSIZ 15)
+
+    def node(self, index: int) -> str:
+        return f"node{index}"
+
+    def node_netns(self, index: int) -> str:
+        return f"tc-{self.stack}-n{index}"
+
+    @property
+    def bucket_netns(self) -> str:
+        return f"tc-{self.stack}-bucket"
+
+    @property
+    def bucket_veth(self) -> str:
+        return f"tcv{self.digest[:6]}bk"
+
+    @property
+    def bucket(self) -> str:
+        return f"trainctl-{self.stack}"
+
+    @property
+    def netns_prefix(self) -> str:
+        return f"tc-{self.stack}-"
+
+
+@dataclass(frozen=True)
+class Addresses:
+    subnet: ipaddress.IPv4Network
+
+    @property
+    def controller(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    @property
+    def bucket(self) -> str:
+        return str(self.subnet.network_address + 2)
+
+    def node(self, index: int) -> str:
+        return str(self.subnet.network_address + 10 + index)
+
+    def cidr(self, ip: str) -> str:
+        return f"{ip}/{self.subnet.prefixlen}"
+
+
+def pick_subnet(stack: str) -> ipaddress.IPv4Network:
+    """A /24 of the pool derived from the stack name, skipping any that is in use on this host."""
+    used = [ipaddress.ip_interface(a).network for a in netns.used_ipv4_networks()]
+    subnets = list(POOL.subnets(new_prefix=24))
+    start = int(hashlib.sha1(stack.encode()).hexdigest(), 16) % len(subnets)
+    for offset in range(len(subnets)):
+        candidate = subnets[(start + offset) % len(subnets)]
+        if not any(candidate.overlaps(u) for u in used):
+            return candidate
+    raise LocalStackError(f"no free /24 left in {POOL} for stack {stack!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# plan
+
+
+def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """What `up` would create, in order, without touching the machine."""
+    names = Names(spec.name)
+    resources: list[dict[str, Any]] = [
+        {"kind": "dir", "name": str(state_dir(spec.name))},
+        {"kind": "bridge", "name": names.bridge, "subnet": "10.210.x.0/24 (derived, free)"},
+        {"kind": "host_rule", "rule": netns.host_forward_rule(names.bridge)},
+        {"kind": "netns", "name": names.bucket_netns, "role": "bucket",
+         "service": f"gcs-emulator :{EMULATOR_PORT}", "bucket": f"gs://{names.bucket}"},
+    ]
+    for i in range(spec.node_count):
+        resources.append({"kind": "netns", "name": names.node_netns(i), "role": "node",
+                          "node": names.node(i), "service": "sshd :22",
+                          "firewall": firewall_summary()})
+    return resources
+
+
+def firewall_summary() -> str:
+    return ("INPUT drop; allow established, lo, tcp/22 from the controller, "
+            "all from cluster nodes")
+
+
+def node_rules(addr: Addresses, node_ips: list[str], ssh_sources: list[str]) -> list[list[str]]:
+    rules = [["-i", "lo", "-j", "ACCEPT"],
+             ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
+    rules += [["-p", "tcp", "-s", src, "--dport", "22", "-j", "ACCEPT"] for src in ssh_sources]
+    rules += [["-s", f"{ip}/32", "-j", "ACCEPT"] for ip in node_ips]
+    return rules
+
+
+def bucket_rules(addr: Addresses, node_ips: list[str]) -> list[list[str]]:
+    rules = [["-i", "lo", "-j", "ACCEPT"],
+             ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
+    for ip in [addr.controller, *node_ips]:
+        rules.append(["-p", "tcp", "-s", f"{ip}/32", "--dport", str(EMULATOR_PORT), "-j", "ACCEPT"])
+    return rules
+
+
+# ---------------------------------------------------------------------------------------------
+# up
+
+
+def up(spec: ClusterSpec, progress: Callable[[str], None] = lambda _: None) -> Inventory:
+    """Create the stack. Refuses an existing one; on failure removes what it created."""
+    require_root()
+    if spec.provider != "local":
+        raise ConfigError(f"stack {spec.name!r} has provider {spec.provider!r}, not local")
+    with stack_lock(spec.name, "up"):
+        existing = load_state(spec.name)
+        if existing is not None:
+            raise ConfigError(
+                f"stack {spec.name!r} already exists (state {existing.path}); "
+                f"use it, or remove it first with `trainctl down --stack {spec.name}`")
+        state = new_state(spec.name, spec.model_dump(mode="json"))
+        try:
+            inventory = _create(spec, state, progress)
+        except BaseException:
+            progress("creation failed: removing what was created")
+            _destroy(state, Names(spec.name), progress)
+            raise
+        state.data["status"] = "ready"
+        state.save()
+        return inventory
+
+
+def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None]) -> Inventory:
+    names = Names(spec.name)
+    sdir = state.path.parent
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+
+    # Keys first: nothing on the network exists yet, and the inventory pins them from the start.
+    client_key = sdir / "keys" / "id_ed25519"
+    client_pub = keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}")
+    authorized = sdir / "keys" / "authorized_keys"
+    authorized.write_text(client_pub + "\n")
+    os.chmod(authorized, 0o600)
+
+    with global_lock():
+        subnet = pick_subnet(spec.name)
+        addr = Addresses(subnet)
+        state.data["subnet"] = str(subnet)
+        record = state.intend("bridge", name=names.bridge)
+        if netns.link_exists(names.bridge):
+            raise LocalStackError(f"interface {names.bridge} already exists: another stack's "
+                                  f"name hashes alike; choose another stack name")
+        netns.create_bridge(names.bridge, addr.cidr(addr.controller))
+        state.created(record)
+    progress(f"bridge {names.bridge} {subnet}")
+
+    rule = netns.host_forward_rule(names.bridge)
+    record = state.intend("host_rule", rule=rule)
+    netns.add_host_rule(rule)
+    state.created(record)
+
+    node_ips = [addr.node(i) for i in range(spec.node_count)]
+    ssh_sources = [f"{addr.controller}/32"]
+
+    # The bucket: an emulator in its own namespace, reachable only from the cluster.
+    record = state.intend("netns", name=names.bucket_netns, veth=names.bucket_veth)
+    netns.create_node_netns(names.bucket_netns, names.bucket_veth, names.bridge,
+                            addr.cidr(addr.bucket))
+    state.created(record)
+    netns.apply_iptables(names.bucket_netns, bucket_rules(addr, node_ips))
+    _start_emulator(names, addr, sdir)
+
+    nodes_dir = sdir / "nodes"
+    host_keys: dict[int, str] = {}
+
+    def create_node(i: int) -> None:
+        ns = names.node_netns(i)
+        ndir = nodes_dir / names.node(i)
+        for sub in ("root", "tmp", "work"):
+            (ndir / sub).mkdir(parents=True, exist_ok=True)
+        os.chmod(ndir / "root", 0o700)
+        os.chmod(ndir / "tmp", 0o1777)
+        host_key = ndir / "ssh_host_ed25519_key"
+        host_keys[i] = keys.write_ed25519_keypair(host_key, ns)
+        config = ndir / "sshd_config"
+        config.write_text(sshd.sshd_config(addr.node(i), host_key, authorized))
+        netns.create_node_netns(ns, names.veth(i), names.bridge, addr.cidr(addr.node(i)),
+                                NODE_IFNAME)
+        netns.apply_iptables(ns, node_rules(addr, node_ips, ssh_sources))
+        sshd.boot_node(ns, names.node(i), ndir / "root", ndir / "tmp", config, ndir / "sshd.log")
+
+    # Intent for every node is on disk before any of them is created.
+    records = [state.intend("netns", name=names.node_netns(i), veth=names.veth(i))
+               for i in range(spec.node_count)]
+    # `ip netns exec` bind-mounts /etc/netns/<ns>/hosts over /etc/hosts: nodes resolve each
+    # other by name (as GCE's internal DNS does) and reverse lookups of peers succeed.
+    hosts = hosts_file(names, addr, spec.node_count)
+    for i in range(spec.node_count):
+        etc = Path("/etc/netns") / names.node_netns(i)
+        state.intend("dir", name=str(etc))
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "hosts").write_text(hosts)
+    with ThreadPoolExecutor(max_workers=min(16, spec.node_count)) as pool:
+        list(pool.map(create_node, range(spec.node_count)))
+    for r in records:
+        state.created(r)
+
+    waits = [(f"node {i}", addr.node(i), 22) for i in range(spec.node_count)]
+    waits.append(("bucket emulator", addr.bucket, EMULATOR_PORT))
+    with ThreadPoolExecutor(max_workers=len(waits)) as pool:
+        answered = list(pool.map(lambda w: sshd.wait_for_port(w[1], w[2], 20.0), waits))
+    late = [w[0] for w, ok in zip(waits, answered) if not ok]
+    if late:
+        raise LocalStackError(f"not answering after 20 s: {', '.join(late)} "
+                              f"(logs under {nodes_dir})")
+    progress(f"{spec.node_count} node(s) answering on :22, bucket gs://{names.bucket}")
+
+    inventory = Inventory(
+        stack=spec.name,
+        provider="local",
+        nodes=tuple(
+            Node(name=names.node(i), rank=i, internal_ip=addr.node(i), ssh_host=addr.node(i),
+                 ssh_user="root", host_keys=(host_keys[i],), accelerator="cpu",
+                 workdir=str(nodes_dir / names.node(i) / "work"), interface=NODE_IFNAME)
+            for i in range(spec.node_count)),
+        bucket_uri=f"gs://{names.bucket}",
+        storage_emulator_host=f"http://{addr.bucket}:{EMULATOR_PORT}",
+        ssh_private_key=str(client_key),
+        known_hosts=str(sdir / "keys" / "known_hosts"),
+        rendezvous_port=RENDEZVOUS_PORT,
+        node_env=_node_env(addr, cache),
+        offline_nodes=True,
+    )
+    Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
+    os.chmod(inventory.known_hosts, 0o600)
+    inventory.write(sdir / "inventory.json")
+    return inventory
+
+
+def hosts_file(names: Names, addr: Addresses, count: int) -> str:
+    lines = ["127.0.0.1 localhost", f"{addr.bucket} bucket"]
+    lines += [f"{addr.node(i)} {names.node(i)}" for i in range(count)]
+    return "\n".join(lines) + "\n"
+
+
+def _node_env(addr: Addresses, cache: Path) -> dict[str, str]:
+    env = {
+        "STORAGE_EMULATOR_HOST": f"http://{addr.bucket}:{EMULATOR_PORT}",
+        # gcsfs otherwise probes buckets over gRPC/TLS and stalls ~60 s per call on the emulator.
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+        # One cache for all nodes on this machine, on the same filesystem as their workdirs:
+        # uv hardlinks from it, so N environments cost one copy of torch.
+        "UV_CACHE_DIR": str(cache / "uv"),
+        "UV_LINK_MODE": "hardlink",
+        "UV_PYTHON_DOWNLOADS": "never",
+        # Nodes have no route off the machine; bootstrap fills the cache from the controller.
+        "UV_OFFLINE": "1",
+    }
+    if os.path.isdir(LOCAL_WHEELHOUSE):
+        env["UV_FIND_LINKS"] = LOCAL_WHEELHOUSE
+    return env
+
+
+def _start_emulator(names: Names, addr: Addresses, sdir: Path) -> None:
+    exe = shutil.which("gcp-storage-emulator", path=str(Path(sys.executable).parent))
+    if exe is None:
+        raise LocalStackError("gcp-storage-emulator is not installed beside this Python "
+                              "(run `make deps`)")
+    log = open(sdir / "emulator.log", "ab")
+    subprocess.run(
+        ["setsid", "-f", "ip", "netns", "exec", names.bucket_netns, exe, "start",
+         "--host", addr.bucket, "--port", str(EMULATOR_PORT), "--in-memory",
+         "--default-bucket", names.bucket],
+        check=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+
+# ---------------------------------------------------------------------------------------------
+# down
+
+
+def down(stack: str, *, force: bool = False,
+         progress: Callable[[str], None] = lambda _: None) -> bool:
+    """Remove everything of the stack. Idempotent; returns whether anything was there."""
+    require_root()
+    names = Names(stack)
+    with stack_lock(stack, "down"):
+        try:
+            state = load_state(stack)
+        except ConfigError:
+            if not force:
+                raise
+            state = None
+        if state is None and not force:
+            leftovers = discover(names)
+            if leftovers:
+                raise ConfigError(
+                    f"stack {stack!r} has no state, but these exist: {', '.join(leftovers)}; "
+                    f"`trainctl down --stack {stack} --force` removes them")
+            return False
+        if state is None:
+            _destroy_discovered(names, progress)
+            shutil.rmtree(state_dir(stack), ignore_errors=True)
+            return True
+        state.data["status"] = "deleting"
+        state.save()
+        _destroy(state, names, progress)
+        return True
+
+
+def discover(names: Names) -> list[str]:
+    """Things on this machine that belong to the stack by name, with or without a state file."""
+    found = [ns for ns in netns.list_netns() if ns.startswith(names.netns_prefix)]
+    found += [str(p) for p in Path("/etc/netns").glob(f"{names.netns_prefix}*")]
+    if netns.link_exists(names.bridge):
+        found.append(names.bridge)
+    if state_dir(names.stack).exists():
+        found.append(str(state_dir(names.stack)))
+    return found
+
+
+def _destroy(state: StackState, names: Names, progress: Callable[[str], None]) -> None:
+    errors: list[str] = []
+    node_records = [r for r in state.resources if r["kind"] == "netns"]
+
+    def remove_ns(record: dict[str, Any]) -> None:
+        netns.delete_netns(record["name"])
+        netns.delete_link(record["veth"])
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        for record, exc in zip(node_records, pool.map(_capture(remove_ns), node_records)):
+            if exc:
+                errors.append(f"{record['name']}: {exc}")
+    for record in reversed(state.resources):
+        try:
+            if record["kind"] == "host_rule":
+                netns.delete_host_rule(record["rule"])
+            elif record["kind"] == "bridge":
+                netns.delete_link(record["name"])
+            elif record["kind"] == "dir":
+                shutil.rmtree(record["name"], ignore_errors=True)
+        except Exception as exc:  # keep removing the rest; report at the end
+            errors.append(f"{record['kind']} {record.get('name', '')}: {exc}")
+    leftovers = [x for x in discover(names) if not x.startswith(str(state_dir(names.stack)))]
+    if leftovers:
+        _destroy_discovered(names, progress)
+    if errors:
+        raise LocalStackError("teardown incomplete: " + "; ".join(errors))
+    shutil.rmtree(state.path.parent, ignore_errors=True)
+    progress(f"stack {names.stack} removed")
+
+
+def _destroy_discovered(names: Names, progress: Callable[[str], None]) -> None:
+    for ns in [n for n in netns.list_netns() if n.startswith(names.netns_prefix)]:
+        netns.delete_netns(ns)
+    for etc in Path("/etc/netns").glob(f"{names.netns_prefix}*"):
+        shutil.rmtree(etc, ignore_errors=True)
+    for link in os.listdir("/sys/class/net"):
+        if link.startswith(f"tcv{names.digest[:6]}"):
+            netns.delete_link(link)
+    netns.delete_host_rule(netns.host_forward_rule(names.bridge))
+    netns.delete_link(names.bridge)
+    progress(f"removed leftovers of stack {names.stack}")
+
+
+def _capture(fn: Callable[[Any], None]) -> Callable[[Any], Exception | None]:
+    def wrapped(arg: Any) -> Exception | None:
+        try:
+            fn(arg)
+            return None
+        except Exception as exc:
+            return exc
+    return wrapped
+
+
+def load_inventory(stack: str) -> Inventory:
+    path = state_dir(stack) / "inventory.json"
+    if not path.exists():
+        raise ConfigError(f"stack {stack!r} is not up (no {path}); run `trainctl up --stack {stack}`")
+    return Inventory.read(path)

@@ -1,0 +1,86 @@
+"""One real OpenSSH sshd per local node, in the node's own mount and PID namespace.
+
+The node gets private /root, /tmp, /run and /var/log, and shares /usr and the rest of the tree,
+so it behaves like its own machine (its processes, its home, its hostname) while installed software costs
+nothing per node. PID 1 of the node's PID namespace is sshd itself: killing it kills the node.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+
+
+def sshd_config(listen_ip: str, host_key: Path, authorized_keys: Path) -> str:
+    return "\n".join([
+        "Port 22",
+        f"ListenAddress {listen_ip}",
+        f"HostKey {host_key}",
+        "PidFile /run/sshd.pid",
+        f"AuthorizedKeysFile {authorized_keys}",
+        "PermitRootLogin prohibit-password",
+        "PubkeyAuthentication yes",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "StrictModes yes",
+        "X11Forwarding no",
+        "AllowTcpForwarding no",
+        "AllowAgentForwarding no",
+        "PrintMotd no",
+        "PrintLastLog no",
+        # Dead controllers and cut links are noticed in ~15 s instead of never.
+        "ClientAliveInterval 5",
+        "ClientAliveCountMax 3",
+        # Parallel bootstrap opens several sessions per node at once.
+        "MaxStartups 100:30:200",
+        "MaxSessions 64",
+        f"Subsystem sftp {SFTP_SERVER}",
+        "",
+    ])
+
+
+def node_boot_script(hostname: str, private_root: Path, private_tmp: Path, config: Path,
+                     log: Path) -> str:
+    q = shlex.quote
+    return "; ".join([
+        "set -e",
+        f"hostname {q(hostname)}",
+        "mount -t tmpfs -o mode=0755 tmpfs /run",
+        "mkdir -p /run/sshd",
+        "mount -t tmpfs -o mode=0755 tmpfs /var/log",
+        f"mount --bind {q(str(private_root))} /root",
+        f"mount --bind {q(str(private_tmp))} /tmp",
+        f"exec {SSHD} -D -f {q(str(config))} -E {q(str(log))}",
+    ])
+
+
+def boot_node(netns: str, hostname: str, private_root: Path, private_tmp: Path, config: Path,
+              log: Path) -> None:
+    """Start the node detached from this process (it must outlive `trainctl up`)."""
+    script = node_boot_script(hostname, private_root, private_tmp, config, log)
+    subprocess.run(
+        ["setsid", "-f", "ip", "netns", "exec", netns,
+         "unshare", "--mount", "--propagation", "private", "--pid", "--uts", "--fork", "--kill-child",
+         "--mount-proc", "/bin/sh", "-c", script],
+        check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=open(log.with_suffix(".boot.log"), "ab"))
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1.0):
+                return True
+        except OSError:
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    return False

@@ -1,0 +1,296 @@
+"""ClusterSpec: the single validated description of a cluster.
+
+Both realizers (infra/local, infra/gcp) take a ClusterSpec and never re-read raw config.
+Every invalid combination fails here, naming the field, the bad value and the valid choices,
+all checked against infra/catalog.py.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from infra import catalog
+
+# GCE resource names: RFC 1035 labels. Suffixes such as "-node-12" and "-fw-internal" are
+# appended, so the cluster name keeps 22 characters of headroom below GCE's 63.
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,39}[a-z0-9])?$")
+LABEL_KEY_RE = re.compile(r"^[a-z][-_a-z0-9]{0,62}$")
+LABEL_VALUE_RE = re.compile(r"^[-_a-z0-9]{0,63}$")
+
+
+class SpecModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _choices(values, limit: int = 12) -> str:
+    values = sorted(values)
+    shown = ", ".join(values[:limit])
+    return shown + (f", … ({len(values)} in all)" if len(values) > limit else "")
+
+
+def validate_name(value: str, what: str = "name") -> str:
+    if not NAME_RE.match(value):
+        raise ValueError(
+            f"{what} {value!r} must be 1-41 characters of lowercase letters, digits and '-', "
+            "start with a letter and not end with '-' (GCE and Kubernetes naming rules)")
+    return value
+
+
+class GpuRequest(SpecModel):
+    type: str
+    count: int = Field(1, ge=1, le=16)
+
+    @field_validator("type")
+    @classmethod
+    def known_gpu(cls, v: str) -> str:
+        name = catalog.gpu_label_to_name(v)
+        if name not in catalog.GPUS:
+            raise ValueError(f"unknown GPU type {v!r}; valid: {_choices(catalog.GPUS)}")
+        return name
+
+
+class TpuRequest(SpecModel):
+    type: str
+    runtime_version: str | None = None  # defaults to the catalog's first for the type
+
+    @field_validator("type")
+    @classmethod
+    def known_tpu(cls, v: str) -> str:
+        if v not in catalog.TPUS:
+            raise ValueError(f"unknown TPU type {v!r}; valid: {_choices(catalog.TPUS)}")
+        return v
+
+    @model_validator(mode="after")
+    def known_runtime(self) -> TpuRequest:
+        tpu = catalog.TPUS[self.type]
+        if self.runtime_version is None:
+            object.__setattr__(self, "runtime_version", tpu.runtime_versions[0])
+        elif self.runtime_version not in tpu.runtime_versions:
+            raise ValueError(
+                f"runtime_version {self.runtime_version!r} is not offered for {self.type}; "
+                f"valid: {_choices(tpu.runtime_versions)}")
+        return self
+
+
+def _cidr(value: str, what: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{what} {value!r} is not a valid CIDR ({exc})") from None
+    return str(net)
+
+
+class NetworkSpec(SpecModel):
+    subnet_cidr: str = "10.128.0.0/20"
+    nat: bool = True  # nodes without external IPs still reach package registries
+
+    @field_validator("subnet_cidr")
+    @classmethod
+    def private_subnet(cls, v: str) -> str:
+        net = ipaddress.ip_network(_cidr(v, "subnet_cidr"))
+        if not net.is_private or net.version != 4:
+            raise ValueError(f"subnet_cidr {v!r} must be a private IPv4 range (RFC 1918)")
+        if net.prefixlen > 29 or net.prefixlen < 8:
+            raise ValueError(f"subnet_cidr {v!r} must have a prefix between /8 and /29")
+        return str(net)
+
+
+class SshSpec(SpecModel):
+    user: str = "root"
+    # Who may reach port 22. Required on GCP (no 0.0.0.0/0 default); the local stack only
+    # admits its controller, the bridge address.
+    source_ranges: tuple[str, ...] = ()
+
+    @field_validator("user")
+    @classmethod
+    def posix_user(cls, v: str) -> str:
+        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+            raise ValueError(f"ssh user {v!r} is not a valid POSIX user name")
+        return v
+
+    @field_validator("source_ranges")
+    @classmethod
+    def no_world(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for item in v:
+            net = ipaddress.ip_network(_cidr(item, "ssh.source_ranges entry"))
+            if net.prefixlen == 0:
+                raise ValueError(
+                    f"ssh.source_ranges entry {item!r} opens SSH to the whole internet; "
+                    "name your own address range (e.g. 203.0.113.7/32)")
+            out.append(str(net))
+        return tuple(out)
+
+
+class BucketSpec(SpecModel):
+    name: str | None = None  # default: derived from project + cluster name
+    location: str = "US"
+    retention_days: int = Field(30, ge=1, le=3650)  # lifecycle: delete old run objects
+
+
+class ClusterSpec(SpecModel):
+    name: str
+    provider: Literal["local", "gcp"] = "local"
+    kind: Literal["vm", "tpu", "gke"] = "vm"
+    project: str | None = None
+    zone: str | None = None
+    nodes: int | None = Field(None, ge=1, le=512)
+    machine_type: str | None = None
+    gpu: GpuRequest | None = None
+    tpu: TpuRequest | None = None
+    processes_per_node: int | None = Field(None, ge=1, le=64)
+    spot: bool = False
+    boot_disk_gb: int = Field(200, ge=10, le=65536)
+    image: str | None = None
+    python: str = "python3"
+    ssh: SshSpec = SshSpec()
+    network: NetworkSpec = NetworkSpec()
+    bucket: BucketSpec = BucketSpec()
+    ttl_hours: float = Field(4.0, gt=0, le=24 * 30)
+    ephemeral: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def gce_name(cls, v: str) -> str:
+        return validate_name(v, "name")
+
+    @field_validator("labels")
+    @classmethod
+    def gce_labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not LABEL_KEY_RE.match(key):
+                raise ValueError(f"label key {key!r} must match {LABEL_KEY_RE.pattern}")
+            if not LABEL_VALUE_RE.match(str(value)):
+                raise ValueError(f"label {key}={value!r}: values must match {LABEL_VALUE_RE.pattern}")
+        return v
+
+    @model_validator(mode="after")
+    def consistent(self) -> ClusterSpec:
+        if self.provider == "local":
+            self._check_local()
+        else:
+            self._check_gcp()
+        return self
+
+    # -- local -------------------------------------------------------------------------------
+    def _check_local(self) -> None:
+        if self.gpu or self.tpu:
+            raise ValueError("the local stack has no accelerators: remove gpu/tpu "
+                             "(or use a gcp stack)")
+        if self.kind != "vm":
+            raise ValueError(f"kind {self.kind!r} needs provider gcp; the local stack has kind 'vm'")
+        nodes = self.nodes or 2
+        if nodes > catalog.LOCAL_MAX_NODES:
+            raise ValueError(f"nodes {nodes} is more than the local stack supports "
+                             f"(1-{catalog.LOCAL_MAX_NODES})")
+        object.__setattr__(self, "nodes", nodes)
+        if self.processes_per_node is None:
+            object.__setattr__(self, "processes_per_node", 1)
+
+    # -- gcp ---------------------------------------------------------------------------------
+    def _check_gcp(self) -> None:
+        if not self.project:
+            raise ValueError("project is required for provider gcp (trainctl:project or gcp:project)")
+        if not self.zone:
+            raise ValueError("zone is required for provider gcp (trainctl:zone or gcp:zone)")
+        if self.kind != "gke" and not self.ssh.source_ranges:
+            raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
+                             "reach port 22 (there is no 0.0.0.0/0 default)")
+        if self.kind == "tpu" or (self.kind == "gke" and self.tpu):
+            self._check_tpu()
+        else:
+            self._check_gpu_machine()
+        if self.processes_per_node is None:
+            per_node = self.gpu.count if self.gpu else 1
+            if self.tpu:
+                per_node = 1  # one process per TPU host drives all its chips
+            object.__setattr__(self, "processes_per_node", per_node)
+
+    def _check_tpu(self) -> None:
+        if not self.tpu:
+            raise ValueError("kind 'tpu' needs a tpu section (type, runtime_version)")
+        if self.gpu:
+            raise ValueError("a cluster has either gpu or tpu, not both")
+        tpu = catalog.TPUS[self.tpu.type]
+        if self.zone not in tpu.zones:
+            raise ValueError(f"TPU type {tpu.name} is not offered in zone {self.zone!r}; "
+                             f"valid zones: {_choices(tpu.zones)}")
+        if self.kind == "tpu":
+            if self.nodes not in (None, tpu.hosts):
+                raise ValueError(f"nodes {self.nodes} does not match TPU type {tpu.name}, which "
+                                 f"has {tpu.hosts} host(s); leave nodes out or set {tpu.hosts}")
+            object.__setattr__(self, "nodes", tpu.hosts)
+        else:  # GKE: nodes = number of slices' hosts in the pool
+            hosts = tpu.hosts
+            nodes = self.nodes or hosts
+            if nodes % hosts:
+                raise ValueError(f"nodes {nodes} must be a multiple of {hosts} (hosts per "
+                                 f"{tpu.name} slice)")
+            object.__setattr__(self, "nodes", nodes)
+        if self.machine_type is not None and self.kind == "tpu":
+            raise ValueError("machine_type does not apply to TPU VMs; the TPU type sets it")
+
+    def _check_gpu_machine(self) -> None:
+        if self.tpu:
+            raise ValueError(f"tpu needs kind 'tpu' or 'gke' (got kind {self.kind!r})")
+        if not self.machine_type:
+            raise ValueError(f"machine_type is required for kind {self.kind!r}")
+        machine = catalog.MACHINES.get(self.machine_type)
+        if machine is None:
+            raise ValueError(f"unknown machine_type {self.machine_type!r}; "
+                             f"valid: {_choices(catalog.MACHINES, limit=20)}")
+        if self.nodes is None:
+            object.__setattr__(self, "nodes", 1)
+        if machine.bundled_gpu:
+            if self.gpu and (self.gpu.type != machine.bundled_gpu
+                             or self.gpu.count != machine.bundled_gpu_count):
+                raise ValueError(
+                    f"machine_type {machine.name} comes with {machine.bundled_gpu_count} x "
+                    f"{machine.bundled_gpu}; gpu {self.gpu.count} x {self.gpu.type} does not fit "
+                    "(leave gpu out for bundled machine types)")
+            object.__setattr__(self, "gpu", GpuRequest(type=machine.bundled_gpu,
+                                                       count=machine.bundled_gpu_count))
+        elif self.gpu:
+            gpu = catalog.GPUS[self.gpu.type]
+            if machine.family not in catalog.ATTACHABLE_GPU_FAMILIES or not gpu.attachable_counts:
+                bundles = sorted(m.name for m in catalog.MACHINES.values()
+                                 if m.bundled_gpu == gpu.name)
+                hint = (f"{gpu.name} comes only bundled: use {_choices(bundles)}" if bundles
+                        else f"attach it to an n1 machine type")
+                raise ValueError(f"GPU {gpu.name} cannot be attached to {machine.name}; {hint}")
+            if self.gpu.count not in gpu.attachable_counts:
+                raise ValueError(f"gpu.count {self.gpu.count} is not attachable for {gpu.name}; "
+                                 f"valid: {', '.join(map(str, gpu.attachable_counts))}")
+            limit = catalog.N1_MAX_VCPUS_PER_GPU_COUNT.get(gpu.name, {}).get(self.gpu.count)
+            if limit is not None and machine.vcpus > limit:
+                raise ValueError(f"{machine.name} has {machine.vcpus} vCPUs, more than "
+                                 f"{self.gpu.count} x {gpu.name} allows ({limit})")
+        if self.gpu:
+            gpu = catalog.GPUS[self.gpu.type]
+            if self.zone not in gpu.zones:
+                raise ValueError(f"GPU {gpu.name} is not offered in zone {self.zone!r}; "
+                                 f"valid zones: {_choices(gpu.zones)}")
+
+    # -- derived -----------------------------------------------------------------------------
+    @property
+    def node_count(self) -> int:
+        assert self.nodes is not None  # set by validation
+        return self.nodes
+
+    @property
+    def procs_per_node(self) -> int:
+        assert self.processes_per_node is not None
+        return self.processes_per_node
+
+    @property
+    def accelerator(self) -> str:
+        if self.tpu:
+            return f"tpu:{self.tpu.type}"
+        if self.gpu:
+            return f"gpu:{self.gpu.count}x{self.gpu.type}"
+        return "cpu"

@@ -1,0 +1,121 @@
+"""Stack files (stacks/Pulumi.<stack>.yaml) → ClusterSpec.
+
+The same keys feed `pulumi up` (through pulumi.Config) and trainctl (through this file reader),
+so there is one config format: `trainctl:<ClusterSpec field>` plus Pulumi's own `gcp:project` /
+`gcp:zone` as defaults.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+from pydantic import ValidationError
+
+from infra.spec import ClusterSpec
+
+NAMESPACE = "trainctl"
+MAX_CONFIG_BYTES = 1 << 20
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STACKS_DIR = REPO_ROOT / "stacks"
+
+
+class ConfigError(Exception):
+    """Bad user input: printed as is, exit code 2, raised before anything is created."""
+
+
+def suggest(key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def format_validation_error(source: str, exc: ValidationError) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        got = err.get("input")
+        shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+        lines.append(f"  {loc}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"{what} {path} does not exist")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{what} {path} is larger than {MAX_CONFIG_BYTES} bytes; refusing to parse it")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+    return data
+
+
+def stack_path(stack: str) -> Path:
+    candidate = Path(stack)
+    if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
+        return candidate
+    return STACKS_DIR / f"Pulumi.{stack}.yaml"
+
+
+def stack_name_of(path: Path) -> str:
+    name = path.name
+    if name.startswith("Pulumi.") and name.endswith(".yaml"):
+        return name[len("Pulumi."):-len(".yaml")]
+    return path.stem
+
+
+def available_stacks() -> list[str]:
+    return sorted(stack_name_of(p) for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+
+
+def spec_fields(config: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Pick the trainctl:* keys out of a Pulumi config mapping; gcp:project/zone as defaults."""
+    valid = list(ClusterSpec.model_fields)
+    fields: dict[str, Any] = {}
+    for key, value in config.items():
+        namespace, _, field = str(key).partition(":")
+        if namespace == NAMESPACE:
+            if field not in valid:
+                raise ConfigError(f"{source}: unknown key {key!r}{suggest(field, valid)}; "
+                                  f"valid keys: {', '.join(NAMESPACE + ':' + v for v in valid)}")
+            fields[field] = value
+        elif namespace == "gcp" and field in ("project", "zone"):
+            fields.setdefault(field, value)
+    return fields
+
+
+def build_spec(fields: Mapping[str, Any], source: str) -> ClusterSpec:
+    try:
+        return ClusterSpec.model_validate(dict(fields))
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(source, exc)) from None
+
+
+def load_stack(stack: str, *, name: str | None = None,
+               overrides: Mapping[str, Any] | None = None) -> ClusterSpec:
+    path = stack_path(stack)
+    if not path.is_file():
+        raise ConfigError(f"no stack {stack!r}: {path} does not exist; "
+                          f"available: {', '.join(available_stacks()) or 'none'}")
+    data = read_yaml_mapping(path, "stack file")
+    config = data.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: 'config' must be a mapping")
+    fields = spec_fields(config, str(path))
+    fields.setdefault("name", name or stack_name_of(path))
+    if name:
+        fields["name"] = name
+    for key, value in (overrides or {}).items():
+        if key not in ClusterSpec.model_fields:
+            raise ConfigError(f"override {key!r} is not a cluster field"
+                              f"{suggest(key, list(ClusterSpec.model_fields))}")
+        fields[key] = value
+    return build_spec(fields, str(path))

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what trainctl needs on a Debian machine, as root, idempotently:
+#  - system packages for the local stack (its nodes are this machine: sshd, rsync, iptables,
+#    iproute2, util-linux's unshare) and Debian's Python;
+#  - the controller's virtualenv in .venv (Debian's interpreter, not one under /root: local
+#    nodes get a private /root and must still run the GCS emulator from this tree);
+#  - uv on PATH for the local nodes (on a GCP VM, bootstrap installs uv itself when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(openssh-server openssh-client rsync iproute2 iptables util-linux procps python3 python3-venv ca-certificates)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+mkdir -p /run/sshd
+
+VENV=.venv
+stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  [ -x "$VENV/bin/python" ] || /usr/bin/python3 -m venv "$VENV"
+  [ -x "$VENV/bin/uv" ] || "$VENV/bin/pip" install -q uv
+  "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -e '.[test]'
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+install -m 0755 "$VENV/bin/uv" /usr/local/bin/uv

@@ -1,0 +1,324 @@
+"""trainctl: plan, up, bootstrap, launch, run, exec, status, logs, ssh, down."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from pydantic import ValidationError
+from rich.table import Table
+
+from infra.stack_config import ConfigError, format_validation_error, load_stack
+from trainctl import stacks
+from trainctl.progress import NodeBoard, console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Provision, bootstrap, launch and tear down distributed training clusters.")
+
+StackOpt = Annotated[str, typer.Option("--stack", "-s", help="stack name (stacks/Pulumi.<stack>.yaml)")]
+NodesOpt = Annotated[Optional[str], typer.Option("--nodes", help="comma-separated node names or ranks")]
+
+
+def say(message: str) -> None:
+    console.print(message)
+
+
+def out(line: str) -> None:
+    print(line, flush=True)
+
+
+def _node_list(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+# --------------------------------------------------------------------------------------------
+
+
+@app.command()
+def plan(stack: StackOpt = "local",
+         nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
+    """Show what `up` would create, without creating anything."""
+    spec = load_stack(stack, overrides={"nodes": nodes} if nodes else None)
+    table = Table(title=f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), "
+                        f"{spec.accelerator}", title_justify="left")
+    table.add_column("resource")
+    table.add_column("name")
+    table.add_column("details", overflow="fold")
+    for r in stacks.plan(spec):
+        details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("kind", "name"))
+        table.add_row(r["kind"], str(r.get("name", "")), details)
+    console.print(table)
+
+
+@app.command()
+def up(stack: StackOpt = "local",
+       nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
+    """Create the stack's cluster."""
+    spec = load_stack(stack, overrides={"nodes": nodes} if nodes else None)
+    start = time.monotonic()
+    inventory = stacks.up(spec, say)
+    say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
+        + ", ".join(f"{n.name}={n.internal_ip}" for n in inventory.nodes))
+
+
+@app.command()
+def down(stack: StackOpt = "local",
+         force: Annotated[bool, typer.Option(help="remove what exists by name even without "
+                                                  "(or with a corrupt) state file")] = False) -> None:
+    """Remove everything the stack created. Safe to repeat."""
+    existed = stacks.down(stack, say, force=force)
+    say(f"[green]stack {stack} removed[/]" if existed else f"stack {stack} does not exist: nothing to do")
+
+
+@app.command()
+def bootstrap(
+    stack: StackOpt = "local",
+    code: Annotated[Path, typer.Option(help="directory synced to every node")] = Path("."),
+    requirements: Annotated[Optional[str], typer.Option(help="requirements file inside --code "
+                                                        "(default: requirements.txt if present)")] = None,
+    setup: Annotated[Optional[list[str]], typer.Option(help="setup command (repeatable)")] = None,
+    experiment: Annotated[Optional[Path], typer.Option(help="take code/requirements/setup from "
+                                                       "an experiment file")] = None,
+    nodes: NodesOpt = None,
+    force: Annotated[Optional[list[str]], typer.Option(help="rerun a step despite its fingerprint")] = None,
+    show_plan: Annotated[bool, typer.Option("--plan", help="print each node's commands; run nothing")] = False,
+    concurrency: Annotated[int, typer.Option(help="nodes worked on at once")] = 32,
+) -> None:
+    """Make every node ready: SSH + startup, drivers, code sync, Python env, setup commands."""
+    from bootstrap.plan import BootstrapSpec
+    from bootstrap.plan import plan as bootstrap_plan
+    from bootstrap.runner import bootstrap as run_bootstrap
+
+    if experiment:
+        from trainctl.experiment import bootstrap_spec
+        from trainctl.experiment_spec import load_experiment
+
+        exp = load_experiment(experiment)
+        spec = bootstrap_spec(exp, "python3").model_copy(update={"force": tuple(force or ())})
+    else:
+        if requirements is None and (code / "requirements.txt").is_file():
+            requirements = "requirements.txt"
+        spec = _validated(BootstrapSpec, code_dir=code, requirements=requirements,
+                          setup=tuple(setup or ()), force=tuple(force or ()))
+    inventory = stacks.inventory(stack)
+    selected = inventory.select(_node_list(nodes))
+    if show_plan:
+        for node_plan in bootstrap_plan(inventory, spec, selected):
+            out(f"# {node_plan.node.name} ({node_plan.node.ssh_host}, {node_plan.node.accelerator})")
+            for step in node_plan.steps:
+                command = step.command if isinstance(step.command, str) else " ".join(step.command)
+                out(f"[{step.name}] ({step.where}) {command}")
+        return
+    log_dir = _stack_log_dir(stack) / "bootstrap"
+    with NodeBoard(f"bootstrap {stack}", [n.name for n in selected], _steps(spec)) as board:
+        run_bootstrap(inventory, spec, log_dir, nodes=[n.name for n in selected],
+                      concurrency=concurrency, report=board)
+    say(f"[green]bootstrap done[/] (logs: {log_dir})")
+
+
+def _steps(spec) -> list[str]:
+    from bootstrap.plan import STEPS
+
+    return [s for s in STEPS if s != "setup" or spec.setup]
+
+
+def _validated(model, **kwargs):
+    try:
+        return model(**kwargs)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error("arguments", exc)) from None
+
+
+def _stack_log_dir(stack: str) -> Path:
+    return Path("runs") / f"stack-{stack}"
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def launch(
+    ctx: typer.Context,
+    stack: StackOpt = "local",
+    nproc_per_node: Annotated[int, typer.Option(help="processes per node")] = 1,
+    max_restarts: Annotated[int, typer.Option(help="torchrun restarts of the worker group")] = 0,
+    run_id: Annotated[Optional[str], typer.Option(help="default: <stack>-<random>")] = None,
+) -> None:
+    """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
+    from trainctl.launch import LaunchSpec
+    from trainctl.launch import launch as run_launch
+
+    command = list(ctx.args)
+    if not command:
+        raise ConfigError("nothing to launch: give the command after --, e.g. "
+                          "`trainctl launch --stack local -- python train.py`")
+    rid = run_id or f"{stack}-{secrets.token_hex(3)}"
+    spec = _validated(LaunchSpec, run_id=rid, command=tuple(command), nproc_per_node=nproc_per_node,
+                      max_restarts=max_restarts)
+    inventory = stacks.inventory(stack)
+    log_dir = Path("runs") / rid / "logs" / "launch"
+    say(f"run {rid} on {len(inventory.nodes)} node(s); logs in {log_dir}")
+    result = run_launch(inventory, spec, log_dir, out)
+    if not result.ok:
+        say(f"[red]run {rid} failed[/]\n{result.describe_failures()}")
+        raise typer.Exit(1)
+    say(f"[green]run {rid} finished[/]")
+
+
+@app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None) -> None:
+    """Run a shell command on every (or some) node in parallel: trainctl exec -- nvidia-smi."""
+    from bootstrap.ssh import open_connection
+    from trainctl.launch import LinePrinter, NodeOutcome
+
+    command = " ".join(ctx.args)
+    if not command:
+        raise ConfigError("nothing to run: give the command after --")
+    inventory = stacks.inventory(stack)
+    selected = inventory.select(_node_list(nodes))
+    log_dir = _stack_log_dir(stack) / "exec"
+    log_dir.mkdir(parents=True, exist_ok=True)
+
+    def run_on(node) -> int:
+        outcome = NodeOutcome(node.name, node.rank)
+        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", out, outcome)
+        try:
+            with open_connection(inventory, node, deadline=time.monotonic() + 30) as conn:
+                return conn.run(command, warn=True, hide=False, out_stream=printer,
+                                err_stream=printer, in_stream=False).exited
+        except Exception as exc:
+            printer.write(f"error: {exc}\n")
+            return -1
+        finally:
+            printer.close()
+
+    with ThreadPoolExecutor(max_workers=min(32, len(selected))) as pool:
+        codes = dict(zip((n.name for n in selected), pool.map(run_on, selected)))
+    failed = {n: c for n, c in codes.items() if c != 0}
+    for name, code in codes.items():
+        say(f"{name}: exit {code}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
+        keep: Annotated[bool, typer.Option(help="keep the stack after the run (TTL still "
+                                                "applies)")] = False,
+        runs_dir: Annotated[Path, typer.Option(help="where runs/<run-id>/ goes")] = Path("runs")) -> None:
+    """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
+    from trainctl.experiment import RunFailed, run_experiment
+    from trainctl.experiment_spec import load_experiment
+
+    exp = load_experiment(experiment)
+
+    def board(inventory):
+        from bootstrap.plan import STEPS
+
+        steps = [s for s in STEPS if s != "setup" or exp.setup]
+        return NodeBoard(f"bootstrap {inventory.stack}", [n.name for n in inventory.nodes], steps)
+
+    try:
+        report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board)
+    except RunFailed as exc:
+        say(f"[red]run failed[/]\n{exc}")
+        raise typer.Exit(1)
+    table = Table(title=f"run {report.run_id}", title_justify="left")
+    table.add_column("phase")
+    table.add_column("seconds", justify="right")
+    for name, seconds in report.phases.items():
+        table.add_row(name, f"{seconds:.1f}")
+    table.add_row("total", f"{sum(report.phases.values()):.1f}")
+    console.print(table)
+    if report.metrics:
+        say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
+            f"artifacts in {report.run_dir}")
+
+
+@app.command()
+def status(stack: StackOpt = "local") -> None:
+    """Show the stack's nodes and whether each answers over SSH (host key verified)."""
+    from bootstrap.ssh import open_connection
+
+    inventory = stacks.inventory(stack)
+
+    def probe(node) -> str:
+        start = time.monotonic()
+        try:
+            with open_connection(inventory, node, deadline=time.monotonic() + 5) as conn:
+                conn.run("true", hide=True, in_stream=False)
+            return f"[green]ok[/] ({(time.monotonic() - start) * 1000:.0f} ms)"
+        except Exception as exc:
+            return f"[red]{type(exc).__name__}: {exc}[/]"
+
+    with ThreadPoolExecutor(max_workers=min(32, len(inventory.nodes))) as pool:
+        states = list(pool.map(probe, inventory.nodes))
+    table = Table(title=f"stack {stack} ({inventory.provider}), bucket {inventory.bucket_uri}",
+                  title_justify="left")
+    for col in ("node", "rank", "address", "accelerator", "ssh"):
+        table.add_column(col)
+    for node, state in zip(inventory.nodes, states):
+        table.add_row(node.name, str(node.rank), node.internal_ip, node.accelerator, state)
+    console.print(table)
+
+
+@app.command()
+def logs(run_id: Annotated[str, typer.Argument(help="run id (see runs/)")],
+         node: Annotated[Optional[str], typer.Option(help="only this node")] = None,
+         runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
+    """Print a run's per-node logs."""
+    base = runs_dir / run_id / "logs"
+    if not base.is_dir():
+        raise ConfigError(f"no logs for run {run_id!r} under {runs_dir}")
+    for path in sorted(base.rglob("*.log")):
+        if node and path.stem != node:
+            continue
+        out(f"==> {path} <==")
+        out(path.read_text(errors="replace").rstrip())
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def ssh(ctx: typer.Context, node: Annotated[str, typer.Argument(help="node name or rank")],
+        stack: StackOpt = "local") -> None:
+    """Open a shell (or run a command) on one node, host key pinned."""
+    from bootstrap.ssh import openssh_command
+
+    inventory = stacks.inventory(stack)
+    target = inventory.node(node)
+    argv = [*openssh_command(inventory, target), target.ssh_host, *ctx.args]
+    os.execvp(argv[0], argv)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except ConfigError as exc:
+        console.print(f"error: {exc}", style="red", markup=False)
+        sys.exit(2)
+    except KeyError as exc:
+        console.print(f"error: {exc.args[0]}", style="red", markup=False)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        console.print("interrupted", style="yellow")
+        sys.exit(130)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        from bootstrap.runner import BootstrapFailed
+
+        if isinstance(exc, BootstrapFailed):
+            console.print(str(exc), style="red", markup=False)
+            sys.exit(1)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""An experiment from nothing to nothing: up → bootstrap → launch → collect → down.
+
+`down` runs in a `finally`, and SIGTERM/SIGHUP are turned into the same interrupt as Ctrl-C, so
+every way out of the run tears the stack down. The local realizer records intent before it
+creates anything, so even a `kill -9` leaves only what `trainctl down` removes.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import json
+import secrets
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from bootstrap.plan import BootstrapSpec
+from bootstrap.runner import bootstrap
+from infra.inventory import Inventory
+from infra.stack_config import load_stack
+from trainctl import stacks
+from trainctl.collect import collect
+from trainctl.experiment_spec import Experiment
+from trainctl.launch import LaunchResult, LaunchSpec, job_dir, launch
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+class TtlExpired(KeyboardInterrupt):
+    pass
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    run_dir: Path
+    phases: dict[str, float] = field(default_factory=dict)
+    result: LaunchResult | None = None
+    metrics: dict | None = None
+    error: str | None = None
+
+
+@contextlib.contextmanager
+def signals_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, like Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def uninterruptible() -> Iterator[None]:
+    """Teardown must finish: further Ctrl-C / SIGTERM are ignored while it runs."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+@contextlib.contextmanager
+def ttl_guard(hours: float, echo: Callable[[str], None]) -> Iterator[None]:
+    """The CLI's half of TTL enforcement: interrupt the run when its time is up."""
+    def expire() -> None:
+        echo(f"[trainctl] TTL of {hours} h reached: stopping and tearing down")
+        _thread.interrupt_main()
+
+    timer = threading.Timer(hours * 3600, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{secrets.token_hex(3)}"
+
+
+def bootstrap_spec(exp: Experiment, python: str) -> BootstrapSpec:
+    return BootstrapSpec(code_dir=exp.code_dir, excludes=exp.excludes,
+                         requirements=exp.requirements, setup=exp.setup, python=python)
+
+
+def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec:
+    return LaunchSpec(run_id=run_id, command=exp.run.command, framework=exp.run.framework,
+                      nproc_per_node=exp.run.processes_per_node or procs_per_node,
+                      max_restarts=exp.restart.max_restarts, env=exp.run.env)
+
+
+class PhaseClock:
+    def __init__(self, report: RunReport, echo: Callable[[str], None]) -> None:
+        self.report, self.echo = report, echo
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.echo(f"[trainctl] {name} …")
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.report.phases[name] = round(time.monotonic() - start, 2)
+
+
+def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
+                   echo: Callable[[str], None] = print, board=None) -> RunReport:
+    """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens."""
+    run_id = new_run_id(exp.name)
+    # Validate everything before anything exists.
+    spec = load_stack(exp.stack, name=run_id,
+                      overrides={**exp.overrides, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+    bspec = bootstrap_spec(exp, spec.python)
+    lspec = launch_spec(exp, run_id, spec.procs_per_node)
+    report = RunReport(run_id, runs_dir / run_id)
+    report.run_dir.mkdir(parents=True, exist_ok=True)
+    phase = PhaseClock(report, echo)
+    inventory: Inventory | None = None
+    echo(f"[trainctl] run {run_id}: {spec.node_count} node(s) on stack {exp.stack} "
+         f"({spec.provider}), artifacts → {report.run_dir}")
+    try:
+        with signals_as_interrupt(), ttl_guard(exp.ttl_hours, echo):
+            try:
+                with phase("up"):
+                    inventory = stacks.up(spec, lambda m: echo(f"[trainctl] {m}"))
+                with phase("bootstrap"):
+                    reporter = board(inventory) if board else None
+                    if reporter:
+                        with reporter:
+                            bootstrap(inventory, bspec, report.run_dir / "logs" / "bootstrap",
+                                      report=reporter)
+                    else:
+                        bootstrap(inventory, bspec, report.run_dir / "logs" / "bootstrap")
+                with phase("train"):
+                    report.result = launch(inventory, lspec, report.run_dir / "logs" / "launch", echo)
+                with phase("collect"):
+                    missing = collect(inventory, job_dir(inventory, run_id), exp.artifacts,
+                                      report.run_dir)
+                    if missing:
+                        echo(f"[trainctl] not in the job dir: {', '.join(missing)}")
+                metrics_path = report.run_dir / "metrics.json"
+                if metrics_path.exists():
+                    report.metrics = json.loads(metrics_path.read_text())
+                if not report.result.ok:
+                    raise RunFailed(report.result.describe_failures())
+            finally:
+                if not keep:
+                    with uninterruptible(), phase("down"):
+                        stacks.down(run_id, lambda m: echo(f"[trainctl] {m}"))
+                else:
+                    echo(f"[trainctl] --keep: stack {run_id} stays up; "
+                         f"`trainctl down --stack {run_id}` removes it")
+    finally:
+        (report.run_dir / "timings.json").write_text(json.dumps(report.phases, indent=2))
+    return report

@@ -1,0 +1,103 @@
+"""The experiment file: one YAML that says what to run, where, and what to keep."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from infra.spec import validate_name
+from infra.stack_config import ConfigError, format_validation_error, read_yaml_mapping
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunSection(Model):
+    framework: Literal["torch"] = "torch"
+    command: tuple[str, ...] = Field(min_length=1)
+    processes_per_node: int | None = Field(None, ge=1, le=64)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def split_string(cls, v: Any) -> Any:
+        # A string is split like a shell would, but never run by one: its words reach torchrun
+        # as separate, quoted arguments.
+        return tuple(shlex.split(v)) if isinstance(v, str) else v
+
+    @field_validator("env")
+    @classmethod
+    def env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not ENV_NAME.match(key):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+        return v
+
+
+class RestartSection(Model):
+    max_restarts: int = Field(0, ge=0, le=100)  # torchrun restarts of the worker group
+
+
+def safe_relative(value: str, what: str) -> str:
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts or not value.strip():
+        raise ValueError(f"{what} {value!r} must be a relative path inside the job dir "
+                         "(no leading '/', no '..')")
+    return str(path)
+
+
+class Experiment(Model):
+    name: str
+    stack: str = "local"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    code: str = "."  # relative to the experiment file
+    excludes: tuple[str, ...] = ()
+    requirements: str | None = None  # relative to code
+    setup: tuple[str, ...] = ()
+    run: RunSection
+    restart: RestartSection = RestartSection()
+    ttl_hours: float = Field(2.0, gt=0, le=24 * 7)
+    artifacts: tuple[str, ...] = ("metrics.json", "model/")
+
+    # Where the file was read from; code paths are relative to it.
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def short_name(cls, v: str) -> str:
+        validate_name(v, "experiment name")
+        if len(v) > 30:
+            raise ValueError(f"experiment name {v!r} is longer than 30 characters "
+                             "(a run suffix is appended to make the stack name)")
+        return v
+
+    @field_validator("artifacts")
+    @classmethod
+    def artifact_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(safe_relative(a, "artifact") + ("/" if a.endswith("/") else "") for a in v)
+
+    @property
+    def code_dir(self) -> Path:
+        return (self.base_dir / self.code).resolve()
+
+
+def load_experiment(path: Path) -> Experiment:
+    data = read_yaml_mapping(path, "experiment file")
+    if "base_dir" in data:
+        raise ConfigError(f"{path}: unknown key 'base_dir'")
+    try:
+        exp = Experiment.model_validate({**data, "base_dir": path.resolve().parent})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(str(path), exc)) from None
+    if not exp.code_dir.is_dir():
+        raise ConfigError(f"{path}: code: {exp.code_dir} is not a directory")
+    if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
+        raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
+    return exp

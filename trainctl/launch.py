@@ -1,0 +1,264 @@
+"""Launch: one command per node, as a plan first, then run over pinned SSH with live logs.
+
+torch:  torchrun on every node, c10d rendezvous on rank 0's internal address, rdzv_id = run id.
+The user's script sees only torchrun's standard variables (RANK, LOCAL_RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT) and the Vertex AI job-dir variables.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bootstrap.plan import node_paths
+from bootstrap.ssh import join, open_connection, shell_env
+from infra.inventory import Inventory, Node
+
+STOP_GRACE_SECONDS = 5
+
+
+class LaunchSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    command: tuple[str, ...] = Field(min_length=1)
+    framework: Literal["torch"] = "torch"
+    nproc_per_node: int = Field(1, ge=1, le=64)
+    max_restarts: int = Field(0, ge=0, le=100)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("run_id")
+    @classmethod
+    def safe_id(cls, v: str) -> str:
+        import re
+        if not re.match(r"^[a-z0-9][-a-z0-9]{0,62}$", v):
+            raise ValueError(f"run id {v!r} must be lowercase letters, digits and '-'")
+        return v
+
+
+def job_dir(inventory: Inventory, run_id: str) -> str:
+    return f"{inventory.bucket_uri.rstrip('/')}/{run_id}"
+
+
+def job_env(inventory: Inventory, run_id: str) -> dict[str, str]:
+    """The job-dir convention of Vertex AI custom training."""
+    base = job_dir(inventory, run_id)
+    return {"AIP_MODEL_DIR": f"{base}/model", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints",
+            "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs"}
+
+
+def expand(command: tuple[str, ...], inventory: Inventory, run_id: str) -> list[str]:
+    values = {"job_dir": job_dir(inventory, run_id), "run_id": run_id}
+    return [arg.replace("{job_dir}", values["job_dir"]).replace("{run_id}", run_id) for arg in command]
+
+
+def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]:
+    p = node_paths(node)
+    rank0 = inventory.rank0
+    user = expand(spec.command, inventory, spec.run_id)
+    if user[0] in ("python", "python3"):
+        rest = user[1:]
+        target = ["--module", *rest[1:]] if rest[:1] == ["-m"] else rest
+    else:
+        target = ["--no-python", *user]
+    return [
+        f"{p['venv']}/bin/torchrun",
+        f"--nnodes={len(inventory.nodes)}",
+        f"--nproc-per-node={spec.nproc_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={rank0.internal_ip}:{inventory.rendezvous_port}",
+        f"--rdzv-id={spec.run_id}",
+        # All nodes may share a hostname (they do on the local stack): tell torchrun who hosts
+        # the rendezvous store instead of letting it compare hostnames.
+        f"--rdzv-conf=is_host={'true' if node.rank == rank0.rank else 'false'}",
+        f"--local-addr={node.internal_ip}",
+        f"--max-restarts={spec.max_restarts}",
+        "--monitor-interval=1",
+        "--tee=3",
+        *target,
+    ]
+
+
+def node_command(inventory: Inventory, node: Node, spec: LaunchSpec) -> str:
+    p = node_paths(node)
+    run_dir = f"{p['state']}/runs/{spec.run_id}"
+    env = {
+        **inventory.node_env,
+        **job_env(inventory, spec.run_id),
+        **spec.env,
+        "PYTHONUNBUFFERED": "1",
+        # Marks every process of this run on the node, whatever session torchrun gives it,
+        # so `stop` finds workers that outlived their agent.
+        "TRAINCTL_RUN_ID": spec.run_id,
+        "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": f"[{node.name} r${{rank}}]:",
+        "PATH": f"{p['venv']}/bin:/usr/local/bin:/usr/bin:/bin",
+    }
+    if node.interface:
+        # gloo otherwise binds to the address the hostname resolves to (loopback here).
+        env["GLOO_SOCKET_IFNAME"] = node.interface
+    return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(p['code'])} && {shell_env(env)}"
+            f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; "
+            f"exec {join(torchrun_args(inventory, node, spec))}")
+
+
+def stop_command(run_id: str) -> str:
+    """Kill every process on the node that carries the run's marker: TERM, grace, then KILL."""
+    marker = shlex.quote(f"TRAINCTL_RUN_ID={run_id}")
+    scan = ("for p in /proc/[0-9]*; do "
+            f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx {marker}; then "
+            "kill -{sig} ${{p#/proc/}} 2>/dev/null; fi; done")
+    return (f"{scan.format(sig='TERM')}; sleep {STOP_GRACE_SECONDS}; {scan.format(sig='KILL')}; true")
+
+
+def plan(inventory: Inventory, spec: LaunchSpec) -> dict[str, str]:
+    return {node.name: node_command(inventory, node, spec) for node in inventory.nodes}
+
+
+# ---------------------------------------------------------------------------------------------
+# execution
+
+
+class NodeFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class NodeOutcome:
+    node: str
+    rank: int
+    exit_code: int | None = None
+    error: str = ""
+    collateral: bool = False  # stopped by trainctl because another node failed first
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+
+
+@dataclass
+class LaunchResult:
+    run_id: str
+    outcomes: list[NodeOutcome]
+    stopped_by_controller: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(o.exit_code == 0 for o in self.outcomes)
+
+    def failures(self) -> list[NodeOutcome]:
+        """The nodes that caused the failure (not those stopped because of it)."""
+        return [o for o in self.outcomes if o.exit_code != 0 and not o.collateral]
+
+    def describe_failures(self) -> str:
+        lines = []
+        for o in self.failures():
+            why = o.error or f"exit code {o.exit_code}"
+            lines.append(f"{o.node} (rank {o.rank}) failed: {why}; last lines:")
+            lines.extend(f"    {line}" for line in o.tail)
+        return "\n".join(lines)
+
+
+class LinePrinter:
+    """Splits a node's stream into lines, prefixes lines torchrun did not prefix, and keeps
+    the node's log file and its last lines for error reports."""
+
+    def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome):
+        self.node = node
+        self.log = open(log_path, "a")
+        self.echo = echo
+        self.outcome = outcome
+        self.partial = ""
+        self.lock = threading.Lock()
+
+    def write(self, data: str) -> int:
+        with self.lock:
+            self.partial += data
+            *lines, self.partial = self.partial.split("\n")
+            for line in lines:
+                self._emit(line)
+        return len(data)
+
+    def _emit(self, line: str) -> None:
+        shown = line if line.startswith(f"[{self.node} ") else f"[{self.node}] {line}"
+        self.log.write(shown + "\n")
+        self.outcome.tail.append(shown)
+        self.echo(shown)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.partial:
+                self._emit(self.partial)
+                self.partial = ""
+        self.log.close()
+
+
+def stop_run(inventory: Inventory, run_id: str, nodes: list[Node] | None = None) -> None:
+    """Stop the run's processes on the given nodes (all by default), in parallel."""
+    targets = nodes or list(inventory.nodes)
+
+    def stop(node: Node) -> None:
+        try:
+            conn = open_connection(inventory, node, deadline=time.monotonic() + 10)
+            with conn:
+                conn.run(stop_command(run_id), hide=True, warn=True, in_stream=False)
+        except Exception:
+            pass  # an unreachable node is torn down or reported elsewhere
+
+    with ThreadPoolExecutor(max_workers=max(1, min(32, len(targets)))) as pool:
+        list(pool.map(stop, targets))
+
+
+def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
+           echo: Callable[[str], None] = print) -> LaunchResult:
+    """Run the plan on every node; on the first failure stop the rest. Blocks until done."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    commands = plan(inventory, spec)
+    outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in inventory.nodes}
+    first_failure = threading.Event()
+    stopping = threading.Event()
+
+    def run_on(node: Node) -> None:
+        outcome = outcomes[node.name]
+        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome)
+        try:
+            conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
+            with conn:
+                result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
+                                  out_stream=printer, err_stream=printer, in_stream=False)
+                outcome.exit_code = result.exited
+        except Exception as exc:
+            outcome.exit_code, outcome.error = -1, f"{type(exc).__name__}: {exc}"
+        finally:
+            printer.close()
+        if outcome.exit_code != 0:
+            if stopping.is_set():
+                outcome.collateral = True
+            else:
+                first_failure.set()
+
+    pool = ThreadPoolExecutor(max_workers=len(inventory.nodes))
+    futures = [pool.submit(run_on, n) for n in inventory.nodes]
+    stopped = False
+    try:
+        while not all(f.done() for f in futures):
+            if first_failure.wait(0.2) and not stopping.is_set():
+                stopping.set()
+                stopped = True
+                echo(f"[trainctl] a node failed: stopping run {spec.run_id} on the others")
+                stop_run(inventory, spec.run_id)
+    except BaseException:
+        stopping.set()
+        echo(f"[trainctl] interrupted: stopping run {spec.run_id} on every node")
+        stop_run(inventory, spec.run_id)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+    return LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank), stopped)

@@ -1,0 +1,72 @@
+"""Per-node status for long work: a live rich table on a terminal, one line per change elsewhere."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+console = Console(stderr=True, highlight=False)
+
+STYLE = {"waiting": "dim", "running": "yellow", "done": "green", "skipped": "cyan",
+         "failed": "bold red", "not needed": "cyan"}
+
+
+class Reporter(Protocol):
+    def __call__(self, node: str, step: str, status: str, detail: str = "") -> None: ...
+
+
+class NodeBoard:
+    """Context manager; call it as a Reporter from any thread."""
+
+    def __init__(self, title: str, nodes: list[str], steps: list[str]) -> None:
+        self.title = title
+        self.nodes = nodes
+        self.steps = steps
+        self.cells: dict[tuple[str, str], str] = {(n, s): "waiting" for n in nodes for s in steps}
+        self.details: dict[str, str] = {n: "" for n in nodes}
+        self.started: dict[tuple[str, str], float] = {}
+        self.lock = threading.Lock()
+        self.live: Live | None = None
+
+    def __enter__(self) -> NodeBoard:
+        if console.is_terminal:
+            self.live = Live(self.render(), console=console, refresh_per_second=8, transient=False)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.update(self.render())
+            self.live.__exit__(None, None, None)
+
+    def __call__(self, node: str, step: str, status: str, detail: str = "") -> None:
+        with self.lock:
+            key = (node, step)
+            if status == "running":
+                self.started[key] = time.monotonic()
+            elapsed = time.monotonic() - self.started.get(key, time.monotonic())
+            self.cells[key] = status
+            if detail:
+                self.details[node] = detail
+            if self.live:
+                self.live.update(self.render())
+            elif status != "running":
+                extra = f" — {detail}" if detail else ""
+                console.print(f"  {node:>8} {step:<8} {status} ({elapsed:.1f}s){extra}",
+                              style=STYLE.get(status, ""))
+
+    def render(self) -> Table:
+        table = Table(title=self.title, title_justify="left", expand=False)
+        table.add_column("node")
+        for s in self.steps:
+            table.add_column(s)
+        table.add_column("detail", overflow="fold", max_width=60)
+        for n in self.nodes:
+            cells = [f"[{STYLE.get(self.cells[(n, s)], '')}]{self.cells[(n, s)]}[/]" for s in self.steps]
+            table.add_row(n, *cells, self.details[n])
+        return table
