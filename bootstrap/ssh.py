@@ -103,7 +103,7 @@ def shell_env(env: dict[str, str]) -> str:
     for key in env:
         if not key.replace("_", "a").isalnum() or key[0].isdigit():
             raise ValueError(f"environment variable name {key!r} is not a valid shell name")
-    return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())) + "; "
+    return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items())) + " ; "
 
 
 def join(args: Iterable[str]) -> str:

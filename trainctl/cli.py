@@ -26,7 +26,13 @@ NodesOpt = Annotated[Optional[str], typer.Option("--nodes", help="comma-separate
 
 
 def say(message: str) -> None:
-    console.print(message)
+    console.print(message, soft_wrap=True)
+
+
+def fail(title: str, details: str) -> None:
+    """Failure details quote program output: never read them as rich markup."""
+    console.print(title, style="bold red", markup=False)
+    console.print(details, markup=False, highlight=False, soft_wrap=True)
 
 
 def out(line: str) -> None:
@@ -163,7 +169,7 @@ def launch(
     say(f"run {rid} on {len(inventory.nodes)} node(s); logs in {log_dir}")
     result = run_launch(inventory, spec, log_dir, out)
     if not result.ok:
-        say(f"[red]run {rid} failed[/]\n{result.describe_failures()}")
+        fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)
     say(f"[green]run {rid} finished[/]")
 
@@ -224,7 +230,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
     try:
         report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board)
     except RunFailed as exc:
-        say(f"[red]run failed[/]\n{exc}")
+        fail("run failed", str(exc))
         raise typer.Exit(1)
     table = Table(title=f"run {report.run_id}", title_justify="left")
     table.add_column("phase")
@@ -294,15 +300,15 @@ def ssh(ctx: typer.Context, node: Annotated[str, typer.Argument(help="node name 
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns typer.Exit's code instead of exiting.
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except ConfigError as exc:
-        console.print(f"error: {exc}", style="red", markup=False)
+        console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyError as exc:
         console.print(f"error: {exc.args[0]}", style="red", markup=False)
         sys.exit(2)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         console.print("interrupted", style="yellow")
         sys.exit(130)
@@ -315,7 +321,7 @@ def main() -> None:
         from bootstrap.runner import BootstrapFailed
 
         if isinstance(exc, BootstrapFailed):
-            console.print(str(exc), style="red", markup=False)
+            fail("bootstrap failed", str(exc))
             sys.exit(1)
         raise
 

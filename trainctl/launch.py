@@ -137,7 +137,8 @@ class NodeOutcome:
     exit_code: int | None = None
     error: str = ""
     collateral: bool = False  # stopped by trainctl because another node failed first
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+    worker_tail: deque[str] = field(default_factory=lambda: deque(maxlen=10))  # the program's
+    agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=6))  # torchrun's
 
 
 @dataclass
@@ -158,8 +159,11 @@ class LaunchResult:
         lines = []
         for o in self.failures():
             why = o.error or f"exit code {o.exit_code}"
-            lines.append(f"{o.node} (rank {o.rank}) failed: {why}; last lines:")
-            lines.extend(f"    {line}" for line in o.tail)
+            lines.append(f"{o.node} (rank {o.rank}) failed: {why}; last lines of its program:")
+            lines.extend(f"    {line}" for line in o.worker_tail)
+            if o.agent_tail:
+                lines.append("  and of its launcher:")
+                lines.extend(f"    {line}" for line in o.agent_tail)
         return "\n".join(lines)
 
 
@@ -184,9 +188,10 @@ class LinePrinter:
         return len(data)
 
     def _emit(self, line: str) -> None:
-        shown = line if line.startswith(f"[{self.node} ") else f"[{self.node}] {line}"
+        from_worker = line.startswith(f"[{self.node} ")
+        shown = line if from_worker else f"[{self.node}] {line}"
         self.log.write(shown + "\n")
-        self.outcome.tail.append(shown)
+        (self.outcome.worker_tail if from_worker else self.outcome.agent_tail).append(shown)
         self.echo(shown)
 
     def flush(self) -> None:

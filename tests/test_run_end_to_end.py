@@ -1,0 +1,189 @@
+"""`trainctl run` and the step-by-step commands on the real local stack: training happens,
+artifacts arrive, and every way out (success, failure, Ctrl-C, SIGTERM, kill -9 + down) leaves
+nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, leftovers, trainctl
+
+pytestmark = pytest.mark.e2e
+
+
+def experiment(tmp_path: Path, args: str, nodes: int = 2, name: str = "e2e") -> Path:
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(f"""
+name: {name}
+stack: local
+overrides: {{nodes: {nodes}}}
+code: {REPO}
+requirements: trainers/requirements.txt
+run:
+  command: python -m trainers.digits_ddp --job-dir {{job_dir}} {args}
+ttl_hours: 1
+""")
+    return f
+
+
+def run_id_of(output: str) -> str:
+    match = re.search(r"\[trainctl\] run (\S+):", output)
+    assert match, output
+    return match.group(1)
+
+
+def test_run_trains_collects_and_tears_down(tmp_path, trainctl_home):
+    runs = tmp_path / "runs"
+    result = trainctl("run", str(REPO / "examples" / "digits-ddp.yaml"), "--runs-dir", str(runs))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_id = run_id_of(result.stdout)
+    out = runs / run_id
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["test_accuracy"] >= 0.95
+    assert metrics["world_size"] == 2
+    assert (out / "model" / "model.pt").stat().st_size > 1000
+    assert (out / "loss.png").read_bytes()[:4] == b"\x89PNG"
+    assert set(json.loads((out / "timings.json").read_text())) == {"up", "bootstrap", "train", "collect", "down"}
+    assert re.search(r"^\[node\d r0\]:epoch 10/10", result.stdout, re.M)  # streamed, prefixed
+    assert {p.name for p in (out / "logs" / "launch").iterdir()} == {"node0.log", "node1.log"}
+    assert leftovers(run_id) == []
+
+
+def test_failing_trainer_fails_the_run_naming_the_node_and_still_tears_down(tmp_path, trainctl_home):
+    exp = experiment(tmp_path, "--epochs 3 --fail-at-epoch 1 --fail-rank 1")
+    result = trainctl("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
+    assert result.returncode == 1
+    assert re.search(r"node\d \(rank \d\) failed: exit code", result.stderr), result.stderr[-3000:]
+    assert "failing on purpose at epoch 1" in result.stderr  # the failed node's last lines
+    assert leftovers(run_id_of(result.stdout)) == []
+
+
+class Streamed:
+    """A trainctl process whose output is read as it comes."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=REPO,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                assert self.proc.poll() is None, "exited early:\n" + "".join(self.seen[-40:])
+                continue
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return
+        raise AssertionError(f"{pattern!r} not seen:\n" + "".join(self.seen[-40:]))
+
+    def finish(self, timeout: float = 120) -> str:
+        self.proc.wait(timeout=timeout)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return "".join(self.seen)
+
+
+@pytest.mark.parametrize("phase, pattern, sig", [
+    ("bootstrap", r"\[trainctl\] bootstrap", signal.SIGINT),
+    ("training", r"\[node\d r0\]:epoch 1/", signal.SIGTERM),
+])
+def test_interrupt_tears_down(tmp_path, trainctl_home, phase, pattern, sig):
+    exp = experiment(tmp_path, "--epochs 50 --epoch-sleep 1", name=f"int-{phase}")
+    run = Streamed("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
+    run.wait_for(r"\[trainctl\] run ")
+    run_id = run_id_of("".join(run.seen))
+    run.wait_for(pattern)
+    run.proc.send_signal(sig)
+    output = run.finish()
+    assert run.proc.returncode != 0
+    assert "stack " + run_id + " removed" in output, output[-2000:]
+    assert leftovers(run_id) == []
+
+
+def test_kill_9_during_training_then_down_removes_everything(tmp_path, trainctl_home):
+    exp = experiment(tmp_path, "--epochs 50 --epoch-sleep 1", name="kill9")
+    run = Streamed("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
+    run.wait_for(r"\[trainctl\] run ")
+    run_id = run_id_of("".join(run.seen))
+    run.wait_for(r"\[node\d r0\]:epoch 1/")
+    run.proc.kill()
+    run.finish()
+    assert any(x.startswith("netns") for x in leftovers(run_id))
+    result = trainctl("down", "--stack", run_id)
+    assert result.returncode == 0, result.stderr
+    assert leftovers(run_id) == []
+    assert trainctl("down", "--stack", run_id).returncode == 0  # idempotent
+
+
+def test_step_by_step_commands(tmp_path, trainctl_home):
+    stack = "steps"
+    stack_file = tmp_path / f"Pulumi.{stack}.yaml"
+    stack_file.write_text("config:\n  trainctl:provider: local\n  trainctl:nodes: 2\n")
+    try:
+        up = trainctl("up", "--stack", str(stack_file))
+        assert up.returncode == 0, up.stderr
+        again = trainctl("up", "--stack", str(stack_file))
+        assert again.returncode == 2 and "already exists" in again.stderr
+        status = trainctl("status", "--stack", stack)
+        assert status.returncode == 0 and status.stderr.count(" ok ") == 2, status.stderr
+        plan = trainctl("bootstrap", "--stack", stack, "--code", str(REPO),
+                        "--requirements", "trainers/requirements.txt", "--plan")
+        assert "[sync] (controller) rsync" in plan.stdout and "[env] (node)" in plan.stdout
+        boot = trainctl("bootstrap", "--stack", stack, "--code", str(REPO),
+                        "--requirements", "trainers/requirements.txt")
+        assert boot.returncode == 0, boot.stderr
+        again = trainctl("bootstrap", "--stack", stack, "--code", str(REPO),
+                         "--requirements", "trainers/requirements.txt")
+        assert again.stderr.count("env      skipped") == 2, again.stderr
+        ran = trainctl("exec", "--stack", stack, "--", "hostname")
+        assert ran.returncode == 0 and "[node0] node0" in ran.stdout and "[node1] node1" in ran.stdout
+        launch = trainctl("launch", "--stack", stack, "--run-id", "steps-1", "--",
+                          "python", "-m", "trainers.digits_ddp", "--epochs", "2",
+                          "--job-dir", "{job_dir}", cwd=tmp_path)
+        assert launch.returncode == 0, launch.stdout[-2000:] + launch.stderr[-2000:]
+        assert "final test_accuracy" in launch.stdout
+        logs = trainctl("logs", "steps-1", "--node", "node0", "--runs-dir", str(tmp_path / "runs"))
+        assert "[node0" in logs.stdout
+    finally:
+        down = trainctl("down", "--stack", stack)
+        assert down.returncode == 0, down.stderr
+    assert leftovers(stack) == []
+
+
+def test_invalid_experiment_exits_2_before_creating_anything(tmp_path, trainctl_home):
+    exp = experiment(tmp_path, "", nodes=99, name="toolarge")
+    result = trainctl("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
+    assert result.returncode == 2
+    assert "nodes 99 is more than the local stack supports (1-16)" in result.stderr
+    assert not (trainctl_home / "stacks").exists() or not any((trainctl_home / "stacks").iterdir())
+
+
+def test_non_root_is_told_why_root_is_needed(tmp_path):
+    result = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                             sys.executable, "-m", "trainctl.cli", "up", "--stack", "local"],
+                            cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, "TRAINCTL_HOME": "/var/lib/trainctl-tests/nobody"})
+    assert result.returncode == 2
+    assert "needs root (or CAP_NET_ADMIN" in result.stderr
