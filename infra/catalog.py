@@ -202,6 +202,12 @@ TPUS: dict[str, TpuType] = {t.name: t for t in _tpus()}
 
 GKE_CLUSTER_FEE_PER_HOUR = 0.10
 
+# Boot images. GPU nodes default to a Deep Learning VM family whose NVIDIA driver is
+# preinstalled (bootstrap's driver step then finds nvidia-smi working and skips).
+IMAGE_GPU_DEFAULT = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
+IMAGE_CPU_DEFAULT = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
+BOOT_DISK_TYPE = "pd-balanced"
+
 # Local stack: nodes are namespaces on this machine.
 LOCAL_MAX_NODES = 16
 

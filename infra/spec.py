@@ -56,6 +56,7 @@ class GpuRequest(SpecModel):
 class TpuRequest(SpecModel):
     type: str
     runtime_version: str | None = None  # defaults to the catalog's first for the type
+    queued: bool = False  # create through a queued resource (waits for capacity)
 
     @field_validator("type")
     @classmethod
@@ -86,7 +87,10 @@ def _cidr(value: str, what: str) -> str:
 
 class NetworkSpec(SpecModel):
     subnet_cidr: str = "10.128.0.0/20"
-    nat: bool = True  # nodes without external IPs still reach package registries
+    # Nodes get external IPs that only ssh.source_ranges may reach on port 22. Without them,
+    # Cloud NAT gives egress and SSH goes through IAP (add 35.235.240.0/20 to source_ranges).
+    external_ips: bool = True
+    nat: bool = False
 
     @field_validator("subnet_cidr")
     @classmethod
@@ -100,7 +104,8 @@ class NetworkSpec(SpecModel):
 
 
 class SshSpec(SpecModel):
-    user: str = "root"
+    user: str = "trainctl"  # the account created on GCP nodes; local nodes are always root
+    public_key: str | None = None  # default: the key trainctl generates per stack
     # Who may reach port 22. Required on GCP (no 0.0.0.0/0 default); the local stack only
     # admits its controller, the bridge address.
     source_ranges: tuple[str, ...] = ()

@@ -119,3 +119,27 @@ def load_stack(stack: str, *, name: str | None = None,
                               f"{suggest(key, list(ClusterSpec.model_fields))}")
         fields[key] = value
     return build_spec(fields, str(path))
+
+
+def spec_from_pulumi_config() -> ClusterSpec:
+    """Inside a Pulumi program: the same fields, read through pulumi.Config."""
+    import json
+
+    import pulumi
+
+    config = pulumi.Config(NAMESPACE)
+    fields: dict[str, Any] = {}
+    for name in ClusterSpec.model_fields:
+        raw = config.get(name)
+        if raw is None:
+            continue
+        try:
+            fields[name] = json.loads(raw)  # structured values and numbers/booleans
+        except ValueError:
+            fields[name] = raw
+    gcp_config = pulumi.Config("gcp")
+    for name in ("project", "zone"):
+        if name not in fields and gcp_config.get(name):
+            fields[name] = gcp_config.get(name)
+    fields.setdefault("name", pulumi.get_stack())
+    return build_spec(fields, f"stack {pulumi.get_stack()}")

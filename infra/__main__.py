@@ -1,0 +1,30 @@
+"""`pulumi up` entry point (Pulumi.yaml: main: infra/). One ClusterSpec from the stack config."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pulumi
+
+from infra.gcp.program import build
+from infra.stack_config import ConfigError, spec_from_pulumi_config
+
+
+def public_key(spec_key: str | None) -> str:
+    """The key allowed on the nodes: trainctl passes its per-stack key; a plain `pulumi up`
+    uses trainctl:ssh.public_key or the user's own ~/.ssh/id_ed25519.pub."""
+    for candidate in (os.environ.get("TRAINCTL_SSH_PUBLIC_KEY"), spec_key):
+        if candidate:
+            return candidate
+    default = Path.home() / ".ssh" / "id_ed25519.pub"
+    if default.is_file():
+        return default.read_text().strip()
+    raise ConfigError("no SSH public key: set trainctl:ssh.public_key, or create ~/.ssh/id_ed25519.pub")
+
+
+spec = spec_from_pulumi_config()
+expires = os.environ.get("TRAINCTL_EXPIRES_AT")
+outputs = build(spec, public_key(spec.ssh.public_key), int(expires) if expires else None)
+for key, value in outputs.items():
+    pulumi.export(key, value)

@@ -1,0 +1,107 @@
+"""The Pulumi program: a ClusterSpec becomes GCP resources, and a partial inventory as output.
+
+Run by `pulumi up` (infra/__main__.py) and by trainctl through the Automation API; evaluated
+offline under Pulumi's mocks by `trainctl plan` and the tests. The stack output "inventory"
+carries node names and addresses; trainctl adds the host keys it reads from guest attributes
+and the controller-side key paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.gcp.common import labels as make_labels
+from infra.gcp.common import network_tag, ssh_metadata
+from infra.gcp.compute import GpuVmGroup, node_name
+from infra.gcp.gke import GkeCluster
+from infra.gcp.network import Network
+from infra.gcp.storage import Storage
+from infra.gcp.tpu import TpuVm, tpu_name
+from infra.spec import ClusterSpec
+
+
+def service_account_id(spec: ClusterSpec) -> str:
+    # account_id: 6-30 characters, letter first, no trailing '-'.
+    return f"{spec.name[:26]}-sa".replace("--", "-").strip("-").rjust(6, "x")
+
+
+def workdir(spec: ClusterSpec) -> str:
+    return "/root/trainctl" if spec.ssh.user == "root" else f"/home/{spec.ssh.user}/trainctl"
+
+
+def _vm_nodes(spec: ClusterSpec, group: GpuVmGroup) -> pulumi.Output[list[dict[str, Any]]]:
+    def node(i: int, inst: gcp.compute.Instance) -> pulumi.Output[dict[str, Any]]:
+        def shape(nics: list[Any]) -> dict[str, Any]:
+            nic = nics[0]
+            internal = nic["network_ip"] if isinstance(nic, dict) else nic.network_ip
+            configs = (nic.get("access_configs") if isinstance(nic, dict) else nic.access_configs) or []
+            external = None
+            if configs:
+                first = configs[0]
+                external = first.get("nat_ip") if isinstance(first, dict) else first.nat_ip
+            return {"name": node_name(spec, i), "rank": i, "role": "worker", "internal_ip": internal,
+                    "ssh_host": external or internal, "ssh_user": spec.ssh.user,
+                    "accelerator": spec.accelerator, "workdir": workdir(spec), "interface": None}
+        return inst.network_interfaces.apply(shape)
+    return pulumi.Output.all(*[node(i, inst) for i, inst in enumerate(group.instances)])
+
+
+def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, Any]]] | list:
+    if tpu.vm is None:
+        return []  # queued: endpoints are read from the TPU API once the queue grants the slice
+
+    def shape(endpoints: list[Any]) -> list[dict[str, Any]]:
+        nodes = []
+        for i, ep in enumerate(endpoints or []):
+            ep = ep if isinstance(ep, dict) else ep.__dict__
+            configs = ep.get("access_configs") or []
+            external = None
+            if configs:
+                first = configs[0]
+                external = first.get("external_ip") if isinstance(first, dict) else first.external_ip
+            nodes.append({"name": f"{tpu_name(spec)}-w{i}", "rank": i, "role": "tpu-worker",
+                          "internal_ip": ep["ip_address"], "ssh_host": external or ep["ip_address"],
+                          "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
+                          "workdir": workdir(spec), "interface": None})
+        return nodes
+    return tpu.vm.network_endpoints.apply(shape)
+
+
+def build(spec: ClusterSpec, public_key: str, expires_at: int | None = None) -> dict[str, Any]:
+    """Declare the stack's resources; returns the stack outputs."""
+    if spec.provider != "gcp":
+        raise ValueError(f"stack {spec.name!r} has provider {spec.provider!r}; the Pulumi program "
+                         "only declares gcp stacks (local stacks are realized by trainctl)")
+    labels = make_labels(spec, expires_at)
+    tag = network_tag(spec)
+    net = Network(spec.name, spec)
+    storage = Storage(spec.name, spec, labels)
+    account = gcp.serviceaccount.Account(
+        f"{spec.name}-sa", account_id=service_account_id(spec), project=spec.project,
+        display_name=f"trainctl nodes of {spec.name}")
+    # Least privilege: the nodes' identity may read and write objects in this bucket only.
+    gcp.storage.BucketIAMMember(
+        f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
+        member=account.email.apply(lambda e: f"serviceAccount:{e}"))
+    metadata = ssh_metadata(spec, public_key)
+    outputs: dict[str, Any] = {"bucket": storage.uri}
+    nodes: Any = []
+    if spec.kind == "vm":
+        group = GpuVmGroup(spec.name, spec, subnet=net.subnet.id, tag=tag, metadata=metadata,
+                           labels=labels, service_account=account.email)
+        nodes = _vm_nodes(spec, group)
+    elif spec.kind == "tpu":
+        tpu = TpuVm(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
+                    metadata=metadata, labels=labels, service_account=account.email)
+        nodes = _tpu_nodes(spec, tpu)
+    else:
+        gke = GkeCluster(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
+                         labels=labels, service_account=account.email)
+        outputs["kubeconfig"] = gke.kubeconfig
+    outputs["inventory"] = pulumi.Output.all(storage.uri, nodes).apply(lambda a: {
+        "stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
+        "kind": spec.kind})
+    return outputs

@@ -1,0 +1,39 @@
+"""Storage: the bucket that holds job dirs, checkpoints and metrics."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.gcp.common import TYPE_PREFIX
+from infra.spec import ClusterSpec
+
+
+def bucket_name(spec: ClusterSpec) -> str:
+    # Bucket names are global: the project id keeps ours from colliding with others'.
+    return spec.bucket.name or f"{spec.project}-{spec.name}-trainctl"[:63]
+
+
+class Storage(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: ClusterSpec, labels: dict[str, str],
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE_PREFIX}:Storage", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.bucket = gcp.storage.Bucket(
+            f"{name}-bucket",
+            name=bucket_name(spec),
+            project=spec.project,
+            location=spec.bucket.location,
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            # Ephemeral stacks must be removable with their objects; others keep data safe.
+            force_destroy=spec.ephemeral,
+            labels=labels,
+            lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
+                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=spec.bucket.retention_days),
+            )],
+            opts=child,
+        )
+        self.uri = self.bucket.name.apply(lambda n: f"gs://{n}")
+        self.register_outputs({"uri": self.uri})

@@ -1,0 +1,175 @@
+"""The Pulumi program for every GCP stack in stacks/, evaluated under Pulumi's mocks: assertions
+on the declared resources (firewalls, GPU scheduling, TPU type/runtime, labels, metadata,
+outputs) — what `pulumi up` would ask GCP for."""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pytest
+
+from infra import catalog
+from infra.gcp.mocks import RecordingMocks, evaluate
+from infra.inventory import Inventory
+from infra.stack_config import available_stacks, load_stack, spec_from_pulumi_config
+from trainctl.cost import estimate
+
+GCP_STACKS = [s for s in available_stacks() if load_stack(s).provider == "gcp"]
+VM_STACKS = [s for s in GCP_STACKS if load_stack(s).kind == "vm"]
+TPU_STACKS = [s for s in GCP_STACKS if load_stack(s).kind == "tpu"]
+GKE_STACKS = [s for s in GCP_STACKS if load_stack(s).kind == "gke"]
+_cache: dict = {}
+
+
+def evaluated_stack(name: str):
+    if name not in _cache:
+        spec = load_stack(name)
+        _cache[name] = (spec, evaluate(spec, PUBKEY))
+    return _cache[name]
+PUBKEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCKKEY"
+
+
+def test_the_required_stacks_exist():
+    assert {"gpu-t4x2", "gpu-a100x8x2", "gpu-l4-spot", "tpu-v5e-8", "tpu-v5e-16", "gke-l4",
+            "gke-tpu-v5e", "local"} <= set(available_stacks())
+
+
+@pytest.fixture(params=GCP_STACKS)
+def evaluated(request):
+    return evaluated_stack(request.param)
+
+
+def test_firewalls_are_least_privilege(evaluated):
+    spec, ev = evaluated
+    rules = {r.inputs["name"]: r.inputs for r in ev.of_type("Firewall")}
+    tag = f"{spec.name}-node"
+    internal = rules[f"{spec.name}-fw-internal"]
+    assert internal["sourceTags"] == [tag] and internal["targetTags"] == [tag]
+    assert "sourceRanges" not in internal
+    for rule in rules.values():
+        assert "0.0.0.0/0" not in rule.get("sourceRanges", [])
+        assert rule["direction"] == "INGRESS"
+    if spec.kind == "gke":
+        assert set(rules) == {f"{spec.name}-fw-internal"}
+    else:
+        ssh = rules[f"{spec.name}-fw-ssh"]
+        assert ssh["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
+        assert ssh["sourceRanges"] == list(spec.ssh.source_ranges) and ssh["targetTags"] == [tag]
+        assert len(rules) == 2
+
+
+def test_bucket_is_private_with_lifecycle(evaluated):
+    spec, ev = evaluated
+    (bucket,) = ev.of_type("storage/bucket:Bucket")
+    assert bucket.inputs["uniformBucketLevelAccess"] is True
+    assert bucket.inputs["publicAccessPrevention"] == "enforced"
+    assert bucket.inputs["forceDestroy"] is spec.ephemeral
+    assert bucket.inputs["lifecycleRules"][0]["condition"]["age"] == spec.bucket.retention_days
+    (member,) = ev.of_type("BucketIAMMember")
+    assert member.inputs["role"] == "roles/storage.objectAdmin"
+    assert member.inputs["member"].startswith("serviceAccount:")
+
+
+def test_labels_carry_stack_and_expiry(evaluated):
+    spec, ev = evaluated
+    for r in ev.resources:
+        labels = r.inputs.get("labels") or r.inputs.get("resourceLabels")
+        if labels and r.type.startswith("gcp:"):
+            assert labels["managed-by"] == "trainctl" and labels["trainctl-stack"] == spec.name
+            assert labels["trainctl-expires"] == "1900000000"
+
+
+@pytest.mark.parametrize("stack", VM_STACKS)
+def test_vm_stacks_declare_gpus_scheduling_and_metadata(stack):
+    spec, ev = evaluated_stack(stack)
+    instances = ev.of_type("compute/instance:Instance")
+    assert len(instances) == spec.node_count
+    machine = catalog.MACHINES[spec.machine_type]
+    for inst in instances:
+        i = inst.inputs
+        assert i["machineType"] == spec.machine_type and i["zone"] == spec.zone
+        if machine.bundled_gpu:
+            assert not i.get("guestAccelerators")
+        else:
+            assert i["guestAccelerators"] == [{"type": spec.gpu.type, "count": spec.gpu.count}]
+        sched = i["scheduling"]
+        assert sched["onHostMaintenance"] == "TERMINATE"  # GPUs cannot live-migrate
+        if spec.spot:
+            assert (sched["provisioningModel"], sched["automaticRestart"],
+                    sched["instanceTerminationAction"]) == ("SPOT", False, "DELETE")
+        else:
+            assert sched["provisioningModel"] == "STANDARD"
+        meta = i["metadata"]
+        assert meta["ssh-keys"] == f"trainctl:{PUBKEY} trainctl"
+        assert meta["block-project-ssh-keys"] == "TRUE" and meta["enable-guest-attributes"] == "TRUE"
+        assert i["tags"] == [f"{spec.name}-node"]
+        assert i["bootDisk"]["initializeParams"]["image"].startswith("projects/deeplearning-platform-release")
+
+
+@pytest.mark.parametrize("stack", TPU_STACKS)
+def test_tpu_stacks_declare_type_runtime_and_one_node_per_host(stack):
+    spec, ev = evaluated_stack(stack)
+    (vm,) = ev.of_type("tpu/v2Vm:V2Vm")
+    assert vm.inputs["acceleratorType"] == spec.tpu.type
+    assert vm.inputs["runtimeVersion"] == spec.tpu.runtime_version
+    assert vm.inputs["zone"] in catalog.TPUS[spec.tpu.type].zones
+    nodes = ev.outputs["inventory"]["nodes"]
+    assert len(nodes) == catalog.TPUS[spec.tpu.type].hosts
+    assert [n["role"] for n in nodes] == ["tpu-worker"] * len(nodes)
+
+
+@pytest.mark.parametrize("stack", GKE_STACKS)
+def test_gke_stacks_declare_accelerator_pools(stack):
+    spec, ev = evaluated_stack(stack)
+    (cluster,) = ev.of_type("container/cluster:Cluster")
+    assert cluster.inputs["deletionProtection"] is (not spec.ephemeral)
+    assert cluster.inputs["workloadIdentityConfig"]["workloadPool"] == f"{spec.project}.svc.id.goog"
+    assert cluster.inputs["removeDefaultNodePool"] is True
+    (pool,) = ev.of_type("container/nodePool:NodePool")
+    assert pool.inputs["nodeCount"] == spec.node_count
+    config = pool.inputs["nodeConfig"]
+    if spec.tpu:
+        tpu = catalog.TPUS[spec.tpu.type]
+        assert config["machineType"] == tpu.gke_machine_type
+        assert pool.inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": tpu.topology}
+    else:
+        (acc,) = config["guestAccelerators"]
+        assert acc["gpuDriverInstallationConfig"] == {"gpuDriverVersion": "LATEST"}
+    kubeconfig = ev.outputs["kubeconfig"]
+    assert "gke-gcloud-auth-plugin" in kubeconfig and "token" not in kubeconfig
+
+
+def test_inventory_output_completes_into_the_shared_model(evaluated):
+    spec, ev = evaluated
+    inv = ev.outputs["inventory"]
+    assert inv["stack"] == spec.name and inv["bucket_uri"].startswith("gs://")
+    nodes = [{**n, "host_keys": [PUBKEY]} for n in inv["nodes"]]
+    model = Inventory(stack=inv["stack"], provider="gcp", bucket_uri=inv["bucket_uri"],
+                      nodes=nodes, ssh_private_key="/k", known_hosts="/kh")
+    assert len(model.nodes) == (0 if spec.kind == "gke" else spec.node_count)
+    assert "PRIVATE KEY" not in json.dumps(ev.outputs)
+
+
+def test_stack_file_and_pulumi_config_give_the_same_spec():
+    from infra.stack_config import read_yaml_mapping, stack_path
+
+    for stack in GCP_STACKS:
+        config = read_yaml_mapping(stack_path(stack), "stack")["config"]
+        pulumi.runtime.set_mocks(RecordingMocks(), project="trainctl", stack=stack)
+        pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v)
+                                       for k, v in config.items()})
+        assert spec_from_pulumi_config() == load_stack(stack)
+
+
+def test_local_spec_is_refused_by_the_program():
+    with pytest.raises(ValueError, match="only declares gcp stacks"):
+        evaluate(load_stack("local"))
+
+
+def test_stack_file_cost_comments_match_the_catalog_estimate():
+    from infra.stack_config import stack_path
+
+    for stack in available_stacks():
+        head = stack_path(stack).read_text().split("config:")[0]
+        assert f"About ${estimate(load_stack(stack)).per_hour:.2f}/hour" in head, stack
