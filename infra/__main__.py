@@ -8,6 +8,7 @@ from pathlib import Path
 import pulumi
 
 from infra.gcp.program import build
+from infra.spec import ClusterSpec
 from infra.stack_config import ConfigError, spec_from_pulumi_config
 
 
@@ -23,7 +24,10 @@ def public_key(spec_key: str | None) -> str:
     raise ConfigError("no SSH public key: set trainctl:ssh.public_key, or create ~/.ssh/id_ed25519.pub")
 
 
-spec = spec_from_pulumi_config()
+# trainctl passes its validated spec (ephemeral stacks have no config file); a plain
+# `pulumi up` reads the stack's config.
+spec_json = os.environ.get("TRAINCTL_SPEC_JSON")
+spec = ClusterSpec.model_validate_json(spec_json) if spec_json else spec_from_pulumi_config()
 expires = os.environ.get("TRAINCTL_EXPIRES_AT")
 outputs = build(spec, public_key(spec.ssh.public_key), int(expires) if expires else None)
 for key, value in outputs.items():

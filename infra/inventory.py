@@ -62,7 +62,7 @@ class Inventory(BaseModel):
         return [self.node(x) for x in names_or_ranks]
 
     def known_hosts_lines(self) -> list[str]:
-        lines = []
+        lines: list[str] = []
         for n in self.nodes:
             host = n.ssh_host if n.ssh_port == 22 else f"[{n.ssh_host}]:{n.ssh_port}"
             lines.extend(f"{host} {key}" for key in n.host_keys)

@@ -152,9 +152,9 @@ class ClusterSpec(SpecModel):
     boot_disk_gb: int = Field(200, ge=10, le=65536)
     image: str | None = None
     python: str = "python3"
-    ssh: SshSpec = SshSpec()
-    network: NetworkSpec = NetworkSpec()
-    bucket: BucketSpec = BucketSpec()
+    ssh: SshSpec = Field(default_factory=SshSpec)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    bucket: BucketSpec = Field(default_factory=BucketSpec)
     ttl_hours: float = Field(4.0, gt=0, le=24 * 30)
     ephemeral: bool = False
     labels: dict[str, str] = Field(default_factory=dict)

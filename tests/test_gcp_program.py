@@ -173,3 +173,29 @@ def test_stack_file_cost_comments_match_the_catalog_estimate():
     for stack in available_stacks():
         head = stack_path(stack).read_text().split("config:")[0]
         assert f"About ${estimate(load_stack(stack)).per_hour:.2f}/hour" in head, stack
+
+
+def test_reaper_only_touches_expired_trainctl_resources():
+    from infra.gcp.reaper import is_expired
+
+    assert is_expired({"managed-by": "trainctl", "trainctl-expires": "100"}, now=160) == 60
+    assert is_expired({"managed-by": "trainctl", "trainctl-expires": "100"}, now=99) is None
+    assert is_expired({"trainctl-expires": "100"}, now=1000) is None  # not ours
+    assert is_expired({"managed-by": "trainctl", "trainctl-expires": "soon"}, now=1000) is None
+
+
+def test_gcp_commands_without_pulumi_cli_give_an_actionable_error(monkeypatch):
+    from conftest import trainctl
+
+    result = trainctl("up", "--stack", "gpu-t4x2", env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 2
+    assert "need the Pulumi CLI" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_plan_of_a_gcp_stack_lists_resources_and_cost_without_credentials():
+    from conftest import trainctl
+
+    result = trainctl("plan", "--stack", "gpu-a100x8x2")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("compute/instance") == 2
+    assert "estimated $58.92/hour; $235.68 for the 4 h TTL" in result.stderr

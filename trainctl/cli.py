@@ -60,6 +60,30 @@ def plan(stack: StackOpt = "local",
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("kind", "name"))
         table.add_row(r["kind"], str(r.get("name", "")), details)
     console.print(table)
+    from trainctl.cost import estimate
+
+    cost = estimate(spec)
+    for what, per_hour in cost.lines:
+        say(f"  {what}: ${per_hour:.2f}/hour")
+    say(f"estimated ${cost.per_hour:.2f}/hour; ${cost.for_hours(spec.ttl_hours):.2f} for the "
+        f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
+
+
+@app.command()
+def reap(project: Annotated[str, typer.Option(help="GCP project to sweep")],
+         dry_run: Annotated[bool, typer.Option(help="list, delete nothing")] = False) -> None:
+    """Delete trainctl's GCP VMs and TPUs whose expiry label has passed."""
+    from infra.gcp.realizer import check_prerequisites
+    from infra.gcp.reaper import delete, find_expired
+
+    check_prerequisites()
+    expired = find_expired(project)
+    for item in expired:
+        say(f"{item.kind} {item.name} (stack {item.stack}) expired {item.expired_for_s}s ago")
+    if not expired:
+        say("nothing expired")
+    elif not dry_run:
+        delete(project, expired, say)
 
 
 @app.command()

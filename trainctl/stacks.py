@@ -14,7 +14,9 @@ Progress = Callable[[str], None]
 
 
 def provider_of(stack: str) -> str:
-    """A stack with local state is local; otherwise its stack file decides."""
+    """The provider recorded in the stack's state; otherwise its stack file decides."""
+    if (state_dir(stack) / "gcp.json").exists():
+        return "gcp"
     if state_dir(stack).exists():
         return "local"
     if stack_path(stack).is_file():
@@ -22,29 +24,43 @@ def provider_of(stack: str) -> str:
     return "local"  # ephemeral local stacks have no file; `down` of an unknown one is a no-op
 
 
-def _gcp_unavailable(what: str) -> ConfigError:
-    return ConfigError(f"{what} for gcp stacks is not available in this build")
-
-
 def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Resources `up` would create. GCP: the Pulumi program itself, evaluated under mocks."""
     if spec.provider == "local":
         return local.plan(spec)
-    raise _gcp_unavailable("plan")
+    from infra.gcp.mocks import evaluate
+
+    return [{"kind": r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type,
+             "name": r.inputs.get("name", r.name), **_summary(r.inputs)}
+            for r in evaluate(spec).resources]
+
+
+def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
+    keys = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
+            "nodeCount", "ipCidrRange")
+    return {k: inputs[k] for k in keys if k in inputs}
 
 
 def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     if spec.provider == "local":
         return local.up(spec, progress)
-    raise _gcp_unavailable("up")
+    from infra.gcp import realizer as gcp
+
+    return gcp.up(spec, progress)
 
 
 def down(stack: str, progress: Progress, force: bool = False) -> bool:
     if provider_of(stack) == "local":
         return local.down(stack, force=force, progress=progress)
-    raise _gcp_unavailable("down")
+    from infra.gcp import realizer as gcp
+
+    return gcp.down(stack, progress)
 
 
 def inventory(stack: str) -> Inventory:
     if provider_of(stack) == "local":
         return local.load_inventory(stack)
-    raise _gcp_unavailable("inventory")
+    path = state_dir(stack) / "inventory.json"
+    if not path.exists():
+        raise ConfigError(f"stack {stack!r} is not up (no {path}); run `trainctl up --stack {stack}`")
+    return Inventory.read(path)

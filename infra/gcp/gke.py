@@ -76,7 +76,8 @@ class GkeCluster(pulumi.ComponentResource):
             placement_policy=placement,
             management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=False),
             opts=child)
-        self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(
+        config: pulumi.Output[str] = pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
-        ).apply(lambda a: kubeconfig(a[0], a[1], a[2])))
+        ).apply(lambda a: kubeconfig(a[0], a[1], a[2]))
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(config)  # type: ignore[arg-type]
         self.register_outputs({"kubeconfig": self.kubeconfig})

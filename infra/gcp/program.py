@@ -8,7 +8,7 @@ and the controller-side key paths.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
@@ -34,7 +34,7 @@ def workdir(spec: ClusterSpec) -> str:
 
 def _vm_nodes(spec: ClusterSpec, group: GpuVmGroup) -> pulumi.Output[list[dict[str, Any]]]:
     def node(i: int, inst: gcp.compute.Instance) -> pulumi.Output[dict[str, Any]]:
-        def shape(nics: list[Any]) -> dict[str, Any]:
+        def shape(nics: Sequence[Any]) -> dict[str, Any]:
             nic = nics[0]
             internal = nic["network_ip"] if isinstance(nic, dict) else nic.network_ip
             configs = (nic.get("access_configs") if isinstance(nic, dict) else nic.access_configs) or []
@@ -53,7 +53,7 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
     if tpu.vm is None:
         return []  # queued: endpoints are read from the TPU API once the queue grants the slice
 
-    def shape(endpoints: list[Any]) -> list[dict[str, Any]]:
+    def shape(endpoints: Sequence[Any]) -> list[dict[str, Any]]:
         nodes = []
         for i, ep in enumerate(endpoints or []):
             ep = ep if isinstance(ep, dict) else ep.__dict__

@@ -23,6 +23,7 @@ class TpuVm(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         assert spec.tpu is not None
         tpu = catalog.TPUS[spec.tpu.type]
+        runtime = spec.tpu.runtime_version or tpu.runtime_versions[0]
         self.hosts = tpu.hosts
         self.vm: gcp.tpu.V2Vm | None = None
         self.queued: gcp.tpu.V2QueuedResource | None = None
@@ -36,7 +37,7 @@ class TpuVm(pulumi.ComponentResource):
                         parent=f"projects/{spec.project}/locations/{spec.zone}",
                         node_id=tpu_name(spec),
                         node=gcp.tpu.V2QueuedResourceTpuNodeSpecNodeArgs(
-                            accelerator_type=tpu.name, runtime_version=spec.tpu.runtime_version,
+                            accelerator_type=tpu.name, runtime_version=runtime,
                             network_config=gcp.tpu.V2QueuedResourceTpuNodeSpecNodeNetworkConfigArgs(
                                 network=network, subnetwork=subnet,
                                 enable_external_ips=spec.network.external_ips),
@@ -45,7 +46,7 @@ class TpuVm(pulumi.ComponentResource):
         else:
             self.vm = gcp.tpu.V2Vm(
                 f"{name}-vm", name=tpu_name(spec), project=spec.project, zone=spec.zone,
-                accelerator_type=tpu.name, runtime_version=spec.tpu.runtime_version,
+                accelerator_type=tpu.name, runtime_version=runtime,
                 network_config=gcp.tpu.V2VmNetworkConfigArgs(
                     network=network, subnetwork=subnet, enable_external_ips=spec.network.external_ips),
                 scheduling_config=gcp.tpu.V2VmSchedulingConfigArgs(spot=spec.spot) if spec.spot else None,

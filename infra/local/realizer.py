@@ -28,7 +28,7 @@ from infra.local.state import (StackState, cache_dir, global_lock, load_state, n
 from infra.spec import ClusterSpec
 from infra.stack_config import ConfigError
 
-POOL = ipaddress.ip_network("10.210.0.0/16")
+POOL = ipaddress.IPv4Network("10.210.0.0/16")
 EMULATOR_PORT = 9023
 RENDEZVOUS_PORT = 29400
 NODE_IFNAME = "eth0"
@@ -107,8 +107,8 @@ class Addresses:
 
 def pick_subnet(stack: str) -> ipaddress.IPv4Network:
     """A /24 of the pool derived from the stack name, skipping any that is in use on this host."""
-    used = [ipaddress.ip_interface(a).network for a in netns.used_ipv4_networks()]
-    subnets = list(POOL.subnets(new_prefix=24))
+    used = [ipaddress.IPv4Interface(a).network for a in netns.used_ipv4_networks()]
+    subnets: list[ipaddress.IPv4Network] = list(POOL.subnets(new_prefix=24))
     start = int(hashlib.sha1(stack.encode()).hexdigest(), 16) % len(subnets)
     for offset in range(len(subnets)):
         candidate = subnets[(start + offset) % len(subnets)]
