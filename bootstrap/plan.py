@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -23,7 +24,7 @@ from bootstrap.ssh import join, openssh_command, shell_env
 from infra.inventory import Inventory, Node
 
 STEPS = ("ready", "drivers", "sync", "env", "setup")
-SKIPPED_MARK = "TRAINCTL_STEP_SKIPPED"
+FP_MARK = "TRAINCTL_FP"
 # Google's documented installer for Compute Engine (Ubuntu/Debian/RHEL images); it reboots
 # once for the kernel module, so it is rerun until nvidia-smi works.
 GPU_DRIVER_INSTALLER = ("https://storage.googleapis.com/compute-gpu-installation-us/"
@@ -73,6 +74,7 @@ class Step:
 class NodePlan:
     node: Node
     steps: list[Step] = field(default_factory=list)
+    forced: frozenset[str] = frozenset()  # steps that run even when their fingerprint matches
 
 
 def node_paths(node: Node) -> dict[str, str]:
@@ -88,15 +90,24 @@ def _digest(*parts: str) -> str:
     return h.hexdigest()[:32]
 
 
-def guarded(step: str, node: Node, fingerprint: str | None, body: str, force: bool) -> str:
-    """Wrap a step body: skip when the stored fingerprint matches, store it after success."""
-    if fingerprint is None:
-        return body
-    fp_file = shlex.quote(f"{node_paths(node)['state']}/fp/{step}")
-    check = "" if force else (f'if [ "$(cat {fp_file} 2>/dev/null)" = {fingerprint} ]; then '
-                              f"echo {SKIPPED_MARK}; exit 0; fi; ")
-    return (f"{check}( {body} ) && mkdir -p $(dirname {fp_file}) && "
-            f"echo {fingerprint} > {fp_file}")
+def record_fingerprint(step: str, node: Node, fingerprint: str) -> str:
+    fp_dir = shlex.quote(f"{node_paths(node)['state']}/fp")
+    return f"mkdir -p {fp_dir} && echo {fingerprint} > {fp_dir}/{step}"
+
+
+def recorded(step: str, node: Node, fingerprint: str, body: str) -> str:
+    """A step body that stores its fingerprint on the node once it succeeded."""
+    return f"( {body} ) && {record_fingerprint(step, node, fingerprint)}"
+
+
+def parse_fingerprints(output: str) -> dict[str, str]:
+    """The fingerprints `ready` found on the node: one probe round trip decides every skip."""
+    found = {}
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == FP_MARK:
+            found[parts[1]] = parts[2]
+    return found
 
 
 def ready_command(node: Node) -> str:
@@ -113,7 +124,10 @@ def ready_command(node: Node) -> str:
         "google-startup-scripts.service >/dev/null 2>&1; then "
         "while [ \"$(systemctl is-active google-startup-scripts.service)\" = activating ]; "
         "do sleep 2; done; fi")
-    return f"{wait_startup}; {probe}; mkdir -p {shlex.quote(node.workdir)}"
+    fp_dir = shlex.quote(f"{node_paths(node)['state']}/fp")
+    list_fps = (f"for f in {fp_dir}/*; do [ -f \"$f\" ] && "
+                f"echo {FP_MARK} \"$(basename \"$f\")\" \"$(cat \"$f\")\"; done; true")
+    return f"{wait_startup}; {probe}; mkdir -p {shlex.quote(node.workdir)}; {list_fps}"
 
 
 def drivers_command(node: Node) -> tuple[str, str]:
@@ -156,13 +170,21 @@ def setup_command(inventory: Inventory, node: Node, spec: BootstrapSpec) -> str:
 
 def rsync_argv(inventory: Inventory, node: Node, spec: BootstrapSpec) -> list[str]:
     ssh = join(openssh_command(inventory, node))
-    argv = ["rsync", "-a", "--delete", "--delete-excluded", "--mkpath",
-            "--filter=:- .gitignore", "-e", ssh]
-    for pattern in (*DEFAULT_EXCLUDES, *spec.excludes):
-        argv.append(f"--exclude={pattern}")
+    argv = ["rsync", "-a", "--delete", "--delete-excluded", "--mkpath", *filter_args(spec), "-e", ssh]
     src = str(spec.code_dir.resolve()) + "/"
     argv += [src, f"{node.ssh_host}:{node_paths(node)['code']}/"]
     return argv
+
+
+def tree_digest(spec: BootstrapSpec) -> str:
+    """What rsync would send, by rsync's own filter rules: names, sizes, mtimes, modes."""
+    argv = ["rsync", "-a", "--list-only", *filter_args(spec), str(spec.code_dir.resolve()) + "/"]
+    listing = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return _digest("sync", *filter_args(spec), listing)
+
+
+def filter_args(spec: BootstrapSpec) -> list[str]:
+    return ["--filter=:- .gitignore", *(f"--exclude={p}" for p in (*DEFAULT_EXCLUDES, *spec.excludes))]
 
 
 def requirements_digest(spec: BootstrapSpec, inventory: Inventory) -> str:
@@ -205,25 +227,26 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
     if not spec.code_dir.is_dir():
         raise FileNotFoundError(f"code directory {spec.code_dir} does not exist")
     env_fp = requirements_digest(spec, inventory)
+    sync_fp = tree_digest(spec)
+    # Setup reruns when the environment or the code it may use changed.
+    setup_fp = _digest("setup", *spec.setup, env_fp, sync_fp)
     prefix = shell_env(inventory.node_env)
     plans = []
     for node in nodes or list(inventory.nodes):
-        force = set(spec.force)
         drivers, drivers_note = drivers_command(node)
         steps = [
-            Step("ready", "node", prefix + ready_command(node), note="SSH + startup finished + accelerator probe"),
+            Step("ready", "node", prefix + ready_command(node),
+                 note="SSH + startup finished + accelerator probe + stored fingerprints"),
             Step("drivers", "node", drivers, note=drivers_note),
-            Step("sync", "controller", rsync_argv(inventory, node, spec),
+            Step("sync", "controller", rsync_argv(inventory, node, spec), fingerprint=sync_fp,
                  note="rsync, only changed files"),
-            Step("env", "node",
-                 prefix + guarded("env", node, env_fp, env_command(node, spec), "env" in force),
+            Step("env", "node", prefix + recorded("env", node, env_fp, env_command(node, spec)),
                  fingerprint=env_fp, note="uv venv + requirements"),
         ]
         if spec.setup:
-            setup_fp = _digest("setup", *spec.setup, env_fp)
             steps.append(Step("setup", "node",
-                              prefix + guarded("setup", node, setup_fp, setup_command(inventory, node, spec),
-                                      "setup" in force),
+                              prefix + recorded("setup", node, setup_fp,
+                                                setup_command(inventory, node, spec)),
                               fingerprint=setup_fp, note=f"{len(spec.setup)} command(s)"))
-        plans.append(NodePlan(node, steps))
+        plans.append(NodePlan(node, steps, forced=frozenset(spec.force)))
     return plans

@@ -1,12 +1,14 @@
 """Run bootstrap plans on every node in parallel; one node's failure never hides another's.
 
 Each node works through its steps in order over one pinned SSH connection; nodes run side by
-side up to a concurrency cap. When all have finished, failures are reported together, each with
-its node, step, exit code and the tail of its log.
+side up to a concurrency cap. `ready` also reports the fingerprints stored on the node, so an
+unchanged step is skipped without another round trip. When all nodes have finished, failures
+are reported together, each with its node, step, exit code and the tail of its log.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,14 +17,19 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Callable
 
-from bootstrap.plan import SKIPPED_MARK, STEPS, BootstrapSpec, NodePlan, Step, plan, prefetch_argv
+from bootstrap.plan import (BootstrapSpec, NodePlan, Step, parse_fingerprints, plan, prefetch_argv,
+                            record_fingerprint)
 from bootstrap.ssh import open_connection
 from infra.inventory import Inventory
 
 DEFAULT_CONCURRENCY = 32
-TRANSIENT_RETRIES = 3
+RSYNC_RETRIES = 3
+REBOOT_EXIT = 75  # the drivers step asks for a reboot (kernel module) and is rerun after it
+FAILED_FILE = "failed-nodes.json"
+
+Reporter = Callable[..., None]
 
 
 @dataclass
@@ -38,7 +45,7 @@ class NodeResult:
     def ok(self) -> bool:
         return self.failed_step is None
 
-    def log_tail(self, lines: int = 15) -> str:
+    def log_tail(self, lines: int = 12) -> str:
         if not self.log_path or not self.log_path.exists():
             return self.error
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -52,11 +59,22 @@ class BootstrapFailed(RuntimeError):
             code = f" (exit {f.exit_code})" if f.exit_code is not None else ""
             tail = "\n      ".join(f.log_tail().splitlines())
             parts.append(f"  {f.node}: step {f.failed_step} failed{code}: {f.error}\n      {tail}")
-        super().__init__(f"bootstrap failed on {len(failures)} node(s):\n" + "\n".join(parts))
+        super().__init__(f"bootstrap failed on {len(failures)} node(s):\n" + "\n".join(parts)
+                         + "\n  rerun only these with --retry-failed")
 
 
 class PrefetchFailed(RuntimeError):
     pass
+
+
+def _noop(node: str, step: str, status: str, detail: str = "") -> None:
+    pass
+
+
+class StepFailed(Exception):
+    def __init__(self, exit_code: int | None, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
 
 def _prefetch(inventory: Inventory, spec: BootstrapSpec, log_dir: Path) -> None:
@@ -72,94 +90,140 @@ def _prefetch(inventory: Inventory, spec: BootstrapSpec, log_dir: Path) -> None:
                              f"(exit {proc.returncode}); see {log_dir / 'controller-prefetch.log'}")
 
 
-def _noop(node: str, step: str, status: str, detail: str = "") -> None:
-    pass
-
-
-def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report=_noop,
-             ready_timeout: float = 300.0, prefetched: Future | None = None) -> NodeResult:
-    node = node_plan.node
-    result = NodeResult(node.name, log_path=log_dir / f"{node.name}.log")
-    with open(result.log_path, "a") as log:
-        log.write(f"=== bootstrap {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        conn = None
-        try:
-            for step in node_plan.steps:
-                report(node.name, step.name, "running")
-                log.write(f"--- {step.name}\n")
-                log.flush()
-                try:
-                    if step.name == "ready":
-                        conn = open_connection(inventory, node,
-                                               deadline=time.monotonic() + ready_timeout)
-                    if step.name == "env" and prefetched is not None:
-                        prefetched.result()  # the shared cache must be full before nodes install
-                    if step.where == "controller":
-                        code, skipped = _run_local(step, log), False
-                    else:
-                        assert conn is not None
-                        code, skipped = _run_remote(conn, step, log)
-                except Exception as exc:  # connection lost, refused host key, timeout
-                    log.write(f"error: {exc}\n")
-                    result.statuses[step.name] = "failed"
-                    result.failed_step, result.error = step.name, str(exc)
-                    report(node.name, step.name, "failed", str(exc)[:120])
-                    return result
-                if code != 0:
-                    result.statuses[step.name] = "failed"
-                    result.failed_step, result.exit_code = step.name, code
-                    result.error = "command exited non-zero"
-                    report(node.name, step.name, "failed", f"exit {code}")
-                    return result
-                status = "skipped" if skipped else ("not needed" if step.note == "not needed" else "done")
-                result.statuses[step.name] = status
-                report(node.name, step.name, status)
-        finally:
-            if conn is not None:
-                conn.close()
-    return result
-
-
-def _run_local(step: Step, log: IO[str]) -> int:
-    assert isinstance(step.command, list)
-    for attempt in range(TRANSIENT_RETRIES):
-        proc = subprocess.run(step.command, stdout=log, stderr=subprocess.STDOUT, text=True)
-        # rsync 12 (protocol stream) and 255 (ssh connection) are worth another try.
-        if proc.returncode not in (12, 255):
-            return proc.returncode
-        time.sleep(0.5 * 2 ** attempt)
-    return proc.returncode
-
-
-class _Capture:
-    """Collects a remote step's output into the node log, watching for the skip mark."""
+class _Tee:
+    """A remote command's output: into the node's log, and kept for parsing."""
 
     def __init__(self, log: IO[str]) -> None:
         self.log = log
-        self.skipped = False
+        self.chunks: list[str] = []
 
     def write(self, data: str) -> int:
-        if SKIPPED_MARK in data:
-            self.skipped = True
-            data = data.replace(SKIPPED_MARK, "(unchanged: skipped)")
         self.log.write(data)
+        self.chunks.append(data)
         return len(data)
 
     def flush(self) -> None:
         self.log.flush()
 
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
 
-def _run_remote(conn, step: Step, log: IO[str]) -> tuple[int, bool]:
-    assert isinstance(step.command, str)
-    capture = _Capture(log)
-    result = conn.run(step.command, warn=True, hide=False, out_stream=capture, err_stream=capture,
-                      in_stream=False)
-    return result.exited, capture.skipped
+
+class NodeRunner:
+    def __init__(self, inventory: Inventory, node_plan: NodePlan, log: IO[str], report: Reporter,
+                 ready_timeout: float, prefetched: Future | None) -> None:
+        self.inventory = inventory
+        self.plan = node_plan
+        self.node = node_plan.node
+        self.log = log
+        self.report = report
+        self.ready_timeout = ready_timeout
+        self.prefetched = prefetched
+        self.conn = None
+        self.stored: dict[str, str] = {}
+
+    def remote(self, command: str) -> tuple[int, str]:
+        assert self.conn is not None
+        tee = _Tee(self.log)
+        result = self.conn.run(command, warn=True, hide=True, out_stream=tee, err_stream=tee,
+                               in_stream=False)
+        return result.exited, tee.text
+
+    def connect(self) -> None:
+        self.conn = open_connection(self.inventory, self.node,
+                                    deadline=time.monotonic() + self.ready_timeout)
+
+    def unchanged(self, step: Step) -> bool:
+        return (step.fingerprint is not None and step.name not in self.plan.forced
+                and self.stored.get(step.name) == step.fingerprint)
+
+    def run_step(self, step: Step) -> str:
+        if step.name == "ready":
+            self.connect()
+        if self.unchanged(step):
+            self.log.write("unchanged: skipped\n")
+            return "skipped"
+        if step.name == "env" and self.prefetched is not None:
+            self.prefetched.result()  # the shared cache must be full before nodes install
+        if step.where == "controller":
+            code = self._local(step)
+            if code == 0 and step.fingerprint:
+                code, _ = self.remote(record_fingerprint(step.name, self.node, step.fingerprint))
+        else:
+            assert isinstance(step.command, str)
+            code, output = self.remote(step.command)
+            if step.name == "drivers" and code == REBOOT_EXIT:
+                code, output = self._reboot_and_rerun(step)
+            if step.name == "ready" and code == 0:
+                self.stored = parse_fingerprints(output)
+        if code != 0:
+            raise StepFailed(code, "command exited non-zero")
+        return "not needed" if step.note == "not needed" else "done"
+
+    def _reboot_and_rerun(self, step: Step) -> tuple[int, str]:
+        self.report(self.node.name, step.name, "running", "rebooting for the driver")
+        self.remote("sudo -n reboot || reboot")
+        assert self.conn is not None
+        self.conn.close()
+        time.sleep(10)
+        self.connect()
+        assert isinstance(step.command, str)
+        return self.remote(step.command)
+
+    def _local(self, step: Step) -> int:
+        assert isinstance(step.command, list)
+        code = 0
+        for attempt in range(RSYNC_RETRIES):
+            code = subprocess.run(step.command, stdout=self.log, stderr=subprocess.STDOUT).returncode
+            # rsync 12 (protocol stream) and 255 (ssh connection) are worth another try.
+            if code not in (12, 255):
+                return code
+            time.sleep(0.5 * 2 ** attempt)
+        return code
+
+    def run(self, result: NodeResult) -> None:
+        try:
+            for step in self.plan.steps:
+                self.report(self.node.name, step.name, "running")
+                self.log.write(f"--- {step.name}\n")
+                self.log.flush()
+                try:
+                    status = self.run_step(step)
+                except StepFailed as exc:
+                    result.failed_step, result.exit_code, result.error = step.name, exc.exit_code, str(exc)
+                except Exception as exc:  # refused host key, timeout, connection lost
+                    self.log.write(f"error: {type(exc).__name__}: {exc}\n")
+                    result.failed_step, result.error = step.name, f"{type(exc).__name__}: {exc}"
+                if result.failed_step:
+                    result.statuses[step.name] = "failed"
+                    detail = f"exit {result.exit_code}" if result.exit_code is not None else result.error
+                    self.report(self.node.name, step.name, "failed", detail[:120])
+                    return
+                result.statuses[step.name] = status
+                self.report(self.node.name, step.name, status)
+        finally:
+            if self.conn is not None:
+                self.conn.close()
+
+
+def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report: Reporter = _noop,
+             ready_timeout: float = 300.0, prefetched: Future | None = None) -> NodeResult:
+    result = NodeResult(node_plan.node.name, log_path=log_dir / f"{node_plan.node.name}.log")
+    with open(result.log_path, "a") as log:
+        log.write(f"=== bootstrap {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        NodeRunner(inventory, node_plan, log, report, ready_timeout, prefetched).run(result)
+    return result
+
+
+def failed_last_time(log_dir: Path) -> list[str]:
+    path = log_dir / FAILED_FILE
+    return json.loads(path.read_text()) if path.exists() else []
 
 
 def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
               nodes: list[str] | None = None, concurrency: int = DEFAULT_CONCURRENCY,
-              report=_noop) -> list[NodeResult]:
+              report: Reporter = _noop) -> list[NodeResult]:
     log_dir.mkdir(parents=True, exist_ok=True)
     plans = plan(inventory, spec, inventory.select(nodes))
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(plans))) + 1) as pool:
@@ -167,9 +231,7 @@ def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
         results = list(pool.map(
             lambda p: run_node(inventory, p, log_dir, report, spec.ready_timeout, prefetched), plans))
     failures = [r for r in results if not r.ok]
+    (log_dir / FAILED_FILE).write_text(json.dumps([f.node for f in failures]))
     if failures:
         raise BootstrapFailed(failures)
     return results
-
-
-__all__ = ["bootstrap", "BootstrapFailed", "NodeResult", "STEPS"]

@@ -85,6 +85,7 @@ def test_bootstrap_plan_for_a_cpu_node_skips_drivers(code):
     ssh = rsync[rsync.index("-e") + 1]
     assert "StrictHostKeyChecking=yes" in ssh and "UserKnownHostsFile=/k/known_hosts" in ssh
     assert "uv pip install" in steps["env"].command.replace('"$UV"', "uv")
+    assert steps["sync"].fingerprint and steps["env"].fingerprint and steps["ready"].fingerprint is None
 
 
 def test_bootstrap_plan_for_a_gpu_node_installs_the_driver_only_when_missing(code):
@@ -107,6 +108,7 @@ def test_env_fingerprint_changes_with_requirements_and_setup_gets_rank(code):
     (code / "requirements.txt").write_text("numpy\nscipy\n")
     second = steps_of(inv, spec)
     assert first["env"].fingerprint != second["env"].fingerprint
+    assert first["sync"].fingerprint != second["sync"].fingerprint  # the file changed size
     setup = bootstrap_plan(inv, spec)[1].steps[-1].command
     assert "TRAINCTL_NODE_RANK=1" in setup and "TRAINCTL_NODE_IPS=10.0.0.10,10.0.0.11" in setup
 

@@ -157,6 +157,7 @@ def test_step_by_step_commands(tmp_path, trainctl_home):
         again = trainctl("bootstrap", "--stack", stack, "--code", str(REPO),
                          "--requirements", "trainers/requirements.txt")
         assert again.stderr.count("env      skipped") == 2, again.stderr
+        assert again.stderr.count("sync     skipped") == 2, again.stderr
         ran = trainctl("exec", "--stack", stack, "--", "hostname")
         assert ran.returncode == 0 and "[node0] node0" in ran.stdout and "[node1] node1" in ran.stdout
         launch = trainctl("launch", "--stack", stack, "--run-id", "steps-1", "--",

@@ -119,6 +119,7 @@ def bootstrap(
     force: Annotated[Optional[list[str]], typer.Option(help="rerun a step despite its fingerprint")] = None,
     show_plan: Annotated[bool, typer.Option("--plan", help="print each node's commands; run nothing")] = False,
     concurrency: Annotated[int, typer.Option(help="nodes worked on at once")] = 32,
+    retry_failed: Annotated[bool, typer.Option(help="only the nodes that failed last time")] = False,
 ) -> None:
     """Make every node ready: SSH + startup, drivers, code sync, Python env, setup commands."""
     from bootstrap.plan import BootstrapSpec
@@ -137,15 +138,23 @@ def bootstrap(
         spec = _validated(BootstrapSpec, code_dir=code, requirements=requirements,
                           setup=tuple(setup or ()), force=tuple(force or ()))
     inventory = stacks.inventory(stack)
+    log_dir = _stack_log_dir(stack) / "bootstrap"
+    if retry_failed:
+        from bootstrap.runner import failed_last_time
+
+        nodes = ",".join(failed_last_time(log_dir))
+        if not nodes:
+            say("no failed nodes recorded: nothing to retry")
+            return
     selected = inventory.select(_node_list(nodes))
     if show_plan:
         for node_plan in bootstrap_plan(inventory, spec, selected):
             out(f"# {node_plan.node.name} ({node_plan.node.ssh_host}, {node_plan.node.accelerator})")
             for step in node_plan.steps:
                 command = step.command if isinstance(step.command, str) else " ".join(step.command)
-                out(f"[{step.name}] ({step.where}) {command}")
+                skip = f" (skipped if fingerprint {step.fingerprint} is stored)" if step.fingerprint else ""
+                out(f"[{step.name}] ({step.where}){skip} {command}")
         return
-    log_dir = _stack_log_dir(stack) / "bootstrap"
     with NodeBoard(f"bootstrap {stack}", [n.name for n in selected], _steps(spec)) as board:
         run_bootstrap(inventory, spec, log_dir, nodes=[n.name for n in selected],
                       concurrency=concurrency, report=board)
