@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -21,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from bootstrap.ssh import join, openssh_command, shell_env
+from bootstrap.treesync import list_tree
 from infra.inventory import Inventory, Node
 
 STEPS = ("ready", "drivers", "sync", "env", "setup")
@@ -176,10 +176,12 @@ def rsync_argv(inventory: Inventory, node: Node, spec: BootstrapSpec) -> list[st
     return argv
 
 
-def tree_digest(spec: BootstrapSpec) -> str:
+def tree_listing(spec: BootstrapSpec) -> str:
     """What rsync would send, by rsync's own filter rules: names, sizes, mtimes, modes."""
-    argv = ["rsync", "-a", "--list-only", *filter_args(spec), str(spec.code_dir.resolve()) + "/"]
-    listing = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return list_tree(spec.code_dir, filter_args(spec))
+
+
+def tree_digest(spec: BootstrapSpec, listing: str) -> str:
     return _digest("sync", *filter_args(spec), listing)
 
 
@@ -221,15 +223,17 @@ def prefetch_argv(inventory: Inventory, spec: BootstrapSpec, uv: str) -> tuple[l
     return ["sh", "-c", script], env, seed
 
 
-def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = None) -> list[NodePlan]:
+def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = None,
+         listing: str | None = None) -> list[NodePlan]:
     if spec.requirements and not (spec.code_dir / spec.requirements).is_file():
         raise FileNotFoundError(f"requirements file {spec.code_dir / spec.requirements} does not exist")
     if not spec.code_dir.is_dir():
         raise FileNotFoundError(f"code directory {spec.code_dir} does not exist")
     env_fp = requirements_digest(spec, inventory)
-    sync_fp = tree_digest(spec)
-    # Setup reruns when the environment or the code it may use changed.
-    setup_fp = _digest("setup", *spec.setup, env_fp, sync_fp)
+    sync_fp = tree_digest(spec, tree_listing(spec) if listing is None else listing)
+    # Setup reruns when its commands or the environment change; after a code change only with
+    # --force setup (a setup that builds from the code says so explicitly).
+    setup_fp = _digest("setup", *spec.setup, env_fp)
     prefix = shell_env(inventory.node_env)
     plans = []
     for node in nodes or list(inventory.nodes):

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
-from bootstrap.plan import (BootstrapSpec, NodePlan, Step, parse_fingerprints, plan, prefetch_argv,
-                            record_fingerprint)
+from bootstrap.plan import (BootstrapSpec, NodePlan, Step, node_paths, parse_fingerprints, plan,
+                            prefetch_argv, record_fingerprint, tree_digest, tree_listing)
 from bootstrap.ssh import open_connection
+from bootstrap.treesync import TreeCache, unpack_command
 from infra.inventory import Inventory
 
 DEFAULT_CONCURRENCY = 32
@@ -112,7 +113,8 @@ class _Tee:
 
 class NodeRunner:
     def __init__(self, inventory: Inventory, node_plan: NodePlan, log: IO[str], report: Reporter,
-                 ready_timeout: float, prefetched: Future | None) -> None:
+                 ready_timeout: float, prefetched: Future | None, trees: TreeSource | None) -> None:
+        self.trees = trees
         self.inventory = inventory
         self.plan = node_plan
         self.node = node_plan.node
@@ -144,12 +146,13 @@ class NodeRunner:
         if self.unchanged(step):
             self.log.write("unchanged: skipped\n")
             return "skipped"
+        if step.note == "not needed":  # decided by the plan (no GPU): no round trip
+            self.log.write(f"{step.command}\n")
+            return "not needed"
         if step.name == "env" and self.prefetched is not None:
             self.prefetched.result()  # the shared cache must be full before nodes install
-        if step.where == "controller":
-            code = self._local(step)
-            if code == 0 and step.fingerprint:
-                code, _ = self.remote(record_fingerprint(step.name, self.node, step.fingerprint))
+        if step.name == "sync":
+            code = self._sync(step)
         else:
             assert isinstance(step.command, str)
             code, output = self.remote(step.command)
@@ -170,6 +173,33 @@ class NodeRunner:
         self.connect()
         assert isinstance(step.command, str)
         return self.remote(step.command)
+
+    def _sync(self, step: Step) -> int:
+        assert step.fingerprint is not None
+        record = record_fingerprint(step.name, self.node, step.fingerprint)
+        have = self.stored.get("sync")
+        payload = self.trees.cache.payload(have, step.fingerprint, self.trees.listing) if self.trees else None
+        if payload is None:
+            self.log.write("rsync (fresh node, or no listing of its tree)\n")
+            code = self._local(step)
+            return self.remote(record)[0] if code == 0 else code
+        data, gone = payload
+        self.log.write(f"delta archive of {len(data)} bytes, {len(gone)} deletion(s)\n")
+        return self._upload(f"{unpack_command(node_paths(self.node)['code'], gone)} && {record}", data)
+
+    def _upload(self, command: str, data: bytes) -> int:
+        assert self.conn is not None and self.conn.transport is not None
+        channel = self.conn.transport.open_session()
+        try:
+            channel.exec_command(command)
+            channel.sendall(data)
+            channel.shutdown_write()
+            errors = channel.makefile_stderr("rb").read().decode(errors="replace")
+            if errors:
+                self.log.write(errors)
+            return channel.recv_exit_status()
+        finally:
+            channel.close()
 
     def _local(self, step: Step) -> int:
         assert isinstance(step.command, list)
@@ -207,13 +237,26 @@ class NodeRunner:
                 self.conn.close()
 
 
+@dataclass
+class TreeSource:
+    listing: str
+    cache: TreeCache
+
+
 def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report: Reporter = _noop,
-             ready_timeout: float = 300.0, prefetched: Future | None = None) -> NodeResult:
+             ready_timeout: float = 300.0, prefetched: Future | None = None,
+             trees: TreeSource | None = None) -> NodeResult:
     result = NodeResult(node_plan.node.name, log_path=log_dir / f"{node_plan.node.name}.log")
     with open(result.log_path, "a") as log:
         log.write(f"=== bootstrap {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        NodeRunner(inventory, node_plan, log, report, ready_timeout, prefetched).run(result)
+        NodeRunner(inventory, node_plan, log, report, ready_timeout, prefetched, trees).run(result)
     return result
+
+
+def tree_cache_dir() -> Path:
+    from infra.local.state import cache_dir
+
+    return cache_dir() / "trees"
 
 
 def failed_last_time(log_dir: Path) -> list[str]:
@@ -225,11 +268,16 @@ def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
               nodes: list[str] | None = None, concurrency: int = DEFAULT_CONCURRENCY,
               report: Reporter = _noop) -> list[NodeResult]:
     log_dir.mkdir(parents=True, exist_ok=True)
-    plans = plan(inventory, spec, inventory.select(nodes))
+    listing = tree_listing(spec)
+    plans = plan(inventory, spec, inventory.select(nodes), listing=listing)
+    cache = TreeCache(tree_cache_dir(), spec.code_dir)
+    cache.save(tree_digest(spec, listing), listing)
+    trees = TreeSource(listing, cache)
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(plans))) + 1) as pool:
         prefetched = pool.submit(_prefetch, inventory, spec, log_dir)
         results = list(pool.map(
-            lambda p: run_node(inventory, p, log_dir, report, spec.ready_timeout, prefetched), plans))
+            lambda p: run_node(inventory, p, log_dir, report, spec.ready_timeout, prefetched, trees),
+            plans))
     failures = [r for r in results if not r.ok]
     (log_dir / FAILED_FILE).write_text(json.dumps([f.node for f in failures]))
     if failures:
