@@ -60,11 +60,14 @@ def test_run_trains_collects_and_tears_down(tmp_path, trainctl_home):
     assert leftovers(run_id) == []
 
 
-def test_failing_trainer_fails_the_run_naming_the_node_and_still_tears_down(tmp_path, trainctl_home):
-    exp = experiment(tmp_path, "--epochs 3 --fail-at-epoch 1 --fail-rank 1")
+def test_permanent_error_fails_fast_naming_the_node_and_still_tears_down(tmp_path, trainctl_home):
+    exp = experiment(tmp_path, "--epochs 3 --fail-at-epoch 1 --fail-rank 1 --fail-code 2")
     result = trainctl("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
     assert result.returncode == 1
-    assert re.search(r"node\d \(rank \d\) failed: exit code", result.stderr), result.stderr[-3000:]
+    assert re.search(r"node\d \(rank \d\) failed: permanent error: its program exited with code 2",
+                     result.stderr), result.stderr[-3000:]
+    assert "resumed from epoch" not in result.stdout  # no torchrun restart
+    assert "rerun 1/" not in result.stdout  # no job rerun
     assert "failing on purpose at epoch 1" in result.stderr  # the failed node's last lines
     assert leftovers(run_id_of(result.stdout)) == []
 
@@ -188,3 +191,25 @@ def test_non_root_is_told_why_root_is_needed(tmp_path):
                             env={**os.environ, "TRAINCTL_HOME": "/var/lib/trainctl-tests/nobody"})
     assert result.returncode == 2
     assert "needs root (or CAP_NET_ADMIN" in result.stderr
+
+
+def test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count(tmp_path, trainctl_home):
+    exp = experiment(tmp_path, "--epochs 6 --epoch-sleep 1", name="resume")
+    runs = tmp_path / "runs"
+    run = Streamed("run", str(exp), "--runs-dir", str(runs))
+    run.wait_for(r"\[trainctl\] run ")
+    run_id = run_id_of("".join(run.seen))
+    run.wait_for(r"\[node\d r0\]:epoch 2/")
+    # Only the worker (python -m …), not its torchrun agent (--module …), on node1 alone.
+    killed = trainctl("exec", "--stack", run_id, "--nodes", "node1", "--",
+                      "pkill", "-9", "-f", "--", "'-m [t]rainers.digits_ddp'")
+    assert killed.returncode == 0, killed.stdout + killed.stderr
+    output = run.finish(timeout=300)
+    assert run.proc.returncode == 0, output[-3000:]
+    assert re.search(r"\[node1\] .*failed \(exitcode: -9\)", output)  # torchrun saw the kill…
+    assert re.search(r"\[node0 r\d\]:rank \d: resumed from epoch [2-5]", output)  # …and both resumed
+    metrics = json.loads((runs / run_id / "metrics.json").read_text())
+    # Same number of optimizer steps as an undisturbed run: resumed at the epoch boundary.
+    assert metrics["steps"] == metrics["epochs"] * metrics["steps_per_epoch"] == 6 * 23
+    assert metrics["test_accuracy"] >= 0.95
+    assert leftovers(run_id) == []

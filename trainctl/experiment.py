@@ -106,7 +106,8 @@ def bootstrap_spec(exp: Experiment, python: str) -> BootstrapSpec:
 def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec:
     return LaunchSpec(run_id=run_id, command=exp.run.command, framework=exp.run.framework,
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
-                      max_restarts=exp.restart.max_restarts, env=exp.run.env)
+                      max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
+                      permanent_exit_codes=exp.restart.permanent_exit_codes, env=exp.run.env)
 
 
 class PhaseClock:

@@ -42,7 +42,12 @@ class RunSection(Model):
 
 
 class RestartSection(Model):
-    max_restarts: int = Field(0, ge=0, le=100)  # torchrun restarts of the worker group
+    """Modelled on AI Platform: workers restart first, then the whole job reruns; both resume
+    from the latest complete checkpoint. Permanent errors fail at once."""
+
+    max_restarts: int = Field(5, ge=0, le=100)  # torchrun restarts of the worker group
+    job_retries: int = Field(3, ge=0, le=20)  # reruns of the whole job by trainctl
+    permanent_exit_codes: tuple[int, ...] = (2,)  # e.g. argparse errors, ImportError wrappers
 
 
 def safe_relative(value: str, what: str) -> str:
@@ -62,7 +67,7 @@ class Experiment(Model):
     requirements: str | None = None  # relative to code
     setup: tuple[str, ...] = ()
     run: RunSection
-    restart: RestartSection = RestartSection()
+    restart: RestartSection = Field(default_factory=RestartSection)
     ttl_hours: float = Field(2.0, gt=0, le=24 * 7)
     artifacts: tuple[str, ...] = ("metrics.json", "model/")
 

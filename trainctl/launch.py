@@ -7,6 +7,7 @@ MASTER_ADDR, MASTER_PORT) and the Vertex AI job-dir variables.
 
 from __future__ import annotations
 
+import re
 import shlex
 import threading
 import time
@@ -23,6 +24,9 @@ from bootstrap.ssh import join, open_connection, shell_env
 from infra.inventory import Inventory, Node
 
 STOP_GRACE_SECONDS = 5
+EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
+# torchrun's agent logs every worker exit like this, before it decides to restart the group.
+WORKER_EXIT_RE = re.compile(r"failed \(exitcode: (-?\d+)\)")
 
 
 class LaunchSpec(BaseModel):
@@ -33,6 +37,8 @@ class LaunchSpec(BaseModel):
     framework: Literal["torch"] = "torch"
     nproc_per_node: int = Field(1, ge=1, le=64)
     max_restarts: int = Field(0, ge=0, le=100)
+    job_retries: int = Field(0, ge=0, le=20)
+    permanent_exit_codes: tuple[int, ...] = (2,)
     env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("run_id")
@@ -60,7 +66,7 @@ def expand(command: tuple[str, ...], inventory: Inventory, run_id: str) -> list[
     return [arg.replace("{job_dir}", values["job_dir"]).replace("{run_id}", run_id) for arg in command]
 
 
-def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]:
+def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> list[str]:
     p = node_paths(node)
     rank0 = inventory.rank0
     user = expand(spec.command, inventory, spec.run_id)
@@ -75,7 +81,8 @@ def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[st
         f"--nproc-per-node={spec.nproc_per_node}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={rank0.internal_ip}:{inventory.rendezvous_port}",
-        f"--rdzv-id={spec.run_id}",
+        # Each job attempt meets in a fresh rendezvous; the run id stays the same.
+        f"--rdzv-id={spec.run_id}" + (f"-a{attempt}" if attempt else ""),
         # All nodes may share a hostname (they do on the local stack): tell torchrun who hosts
         # the rendezvous store instead of letting it compare hostnames.
         f"--rdzv-conf=is_host={'true' if node.rank == rank0.rank else 'false'}",
@@ -87,7 +94,7 @@ def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[st
     ]
 
 
-def node_command(inventory: Inventory, node: Node, spec: LaunchSpec) -> str:
+def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> str:
     p = node_paths(node)
     run_dir = f"{p['state']}/runs/{spec.run_id}"
     env = {
@@ -106,7 +113,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec) -> str:
         env["GLOO_SOCKET_IFNAME"] = node.interface
     return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(p['code'])} && {shell_env(env)}"
             f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; "
-            f"exec {join(torchrun_args(inventory, node, spec))}")
+            f"exec {join(torchrun_args(inventory, node, spec, attempt))}")
 
 
 def stop_command(run_id: str) -> str:
@@ -118,8 +125,8 @@ def stop_command(run_id: str) -> str:
     return (f"{scan.format(sig='TERM')}; sleep {STOP_GRACE_SECONDS}; {scan.format(sig='KILL')}; true")
 
 
-def plan(inventory: Inventory, spec: LaunchSpec) -> dict[str, str]:
-    return {node.name: node_command(inventory, node, spec) for node in inventory.nodes}
+def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0) -> dict[str, str]:
+    return {node.name: node_command(inventory, node, spec, attempt) for node in inventory.nodes}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,7 +145,7 @@ class NodeOutcome:
     error: str = ""
     collateral: bool = False  # stopped by trainctl because another node failed first
     worker_tail: deque[str] = field(default_factory=lambda: deque(maxlen=10))  # the program's
-    agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=6))  # torchrun's
+    agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=25))  # torchrun's
 
 
 @dataclass
@@ -146,6 +153,21 @@ class LaunchResult:
     run_id: str
     outcomes: list[NodeOutcome]
     stopped_by_controller: bool = False
+    attempts: int = 1
+    permanent_failure: int | None = None  # a worker exit code from the permanent set
+
+    def worker_exit_codes(self) -> set[int]:
+        """Exit codes of the failed programs, as torchrun's error summary reports them."""
+        codes = set()
+        for o in self.failures():
+            for line in o.agent_tail:
+                match = EXITCODE_RE.search(line)
+                if match:
+                    codes.add(int(match.group(1)))
+        return codes
+
+    def permanent(self, codes: tuple[int, ...]) -> bool:
+        return self.permanent_failure is not None or bool(self.worker_exit_codes() & set(codes))
 
     @property
     def ok(self) -> bool:
@@ -163,7 +185,7 @@ class LaunchResult:
             lines.extend(f"    {line}" for line in o.worker_tail)
             if o.agent_tail:
                 lines.append("  and of its launcher:")
-                lines.extend(f"    {line}" for line in o.agent_tail)
+                lines.extend(f"    {line}" for line in list(o.agent_tail)[-8:])
         return "\n".join(lines)
 
 
@@ -171,7 +193,9 @@ class LinePrinter:
     """Splits a node's stream into lines, prefixes lines torchrun did not prefix, and keeps
     the node's log file and its last lines for error reports."""
 
-    def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome):
+    def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome,
+                 on_worker_exit: Callable[[int], None] = lambda code: None):
+        self.on_worker_exit = on_worker_exit
         self.node = node
         self.log = open(log_path, "a")
         self.echo = echo
@@ -193,6 +217,10 @@ class LinePrinter:
         self.log.write(shown + "\n")
         (self.outcome.worker_tail if from_worker else self.outcome.agent_tail).append(shown)
         self.echo(shown)
+        if not from_worker:
+            match = WORKER_EXIT_RE.search(line)
+            if match:
+                self.on_worker_exit(int(match.group(1)))
 
     def flush(self) -> None:
         self.log.flush()
@@ -223,16 +251,42 @@ def stop_run(inventory: Inventory, run_id: str, nodes: list[Node] | None = None)
 
 def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
            echo: Callable[[str], None] = print) -> LaunchResult:
+    """Run the job; rerun it (resuming from its checkpoints) up to job_retries times unless
+    it failed for good. torchrun itself restarts failed workers up to max_restarts times."""
+    result = launch_once(inventory, spec, log_dir, echo, 0)
+    attempt = 0
+    while not result.ok and attempt < spec.job_retries:
+        if result.permanent(spec.permanent_exit_codes):
+            echo(f"[trainctl] exit code {sorted(result.worker_exit_codes())} is permanent: no retry")
+            break
+        attempt += 1
+        echo(f"[trainctl] job failed; rerun {attempt}/{spec.job_retries} from the latest checkpoint")
+        stop_run(inventory, spec.run_id)
+        result = launch_once(inventory, spec, log_dir, echo, attempt)
+    result.attempts = attempt + 1
+    return result
+
+
+def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
+                echo: Callable[[str], None], attempt: int) -> LaunchResult:
     """Run the plan on every node; on the first failure stop the rest. Blocks until done."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    commands = plan(inventory, spec)
+    commands = plan(inventory, spec, attempt)
     outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in inventory.nodes}
     first_failure = threading.Event()
     stopping = threading.Event()
+    permanent: list[tuple[str, int]] = []
 
     def run_on(node: Node) -> None:
         outcome = outcomes[node.name]
-        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome)
+
+        def worker_exit(code: int) -> None:
+            # torchrun would restart the group; a permanent error must not be retried at all.
+            if code in spec.permanent_exit_codes and not stopping.is_set():
+                permanent.append((node.name, code))
+                first_failure.set()
+
+        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit)
         try:
             conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
             with conn:
@@ -244,7 +298,7 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         finally:
             printer.close()
         if outcome.exit_code != 0:
-            if stopping.is_set():
+            if stopping.is_set() and not any(name == node.name for name, _ in permanent):
                 outcome.collateral = True
             else:
                 first_failure.set()
@@ -257,7 +311,9 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             if first_failure.wait(0.2) and not stopping.is_set():
                 stopping.set()
                 stopped = True
-                echo(f"[trainctl] a node failed: stopping run {spec.run_id} on the others")
+                why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
+                       else "a node failed")
+                echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
                 stop_run(inventory, spec.run_id)
     except BaseException:
         stopping.set()
@@ -266,4 +322,8 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         raise
     finally:
         pool.shutdown(wait=True)
-    return LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank), stopped)
+    result = LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank), stopped,
+                          permanent_failure=permanent[0][1] if permanent else None)
+    for name, code in permanent:
+        outcomes[name].error = f"permanent error: its program exited with code {code}"
+    return result

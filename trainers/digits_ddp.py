@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-at-epoch", type=int, default=None,
                    help="testing aid: exit non-zero at this epoch (on rank --fail-rank)")
     p.add_argument("--fail-rank", type=int, default=0)
+    p.add_argument("--fail-code", type=int, default=3, help="exit code of the deliberate failure")
     p.add_argument("--epoch-sleep", type=float, default=0.0, help="testing aid: slow epochs down")
     args = p.parse_args(argv)
     if args.job_dir is None:
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             dist.barrier()  # nobody runs ahead of the checkpoint it would resume from
         if args.fail_at_epoch == epoch + 1 and rank == args.fail_rank:
             print(f"rank {rank}: failing on purpose at epoch {epoch + 1}", flush=True)
-            return 3
+            return args.fail_code
         if args.epoch_sleep:
             time.sleep(args.epoch_sleep)
 
