@@ -116,3 +116,34 @@ def test_env_fingerprint_changes_with_requirements_and_setup_gets_rank(code):
 def test_unknown_force_step_is_refused(code):
     with pytest.raises(ValueError, match="unknown step"):
         BootstrapSpec(code_dir=code, force=("everything",))
+
+
+def test_tensorflow_nodes_get_tf_config_as_ai_platform_sets_it():
+    import json
+
+    inv = inventory(3)
+    spec = LaunchSpec(run_id="tf", framework="tensorflow", command=("python", "-m", "trainers.digits_keras"))
+    configs = []
+    for node in inv.nodes:
+        words = shlex.split(node_command(inv, node, spec))
+        tf_config = next(w for w in words if w.startswith("TF_CONFIG="))
+        configs.append(json.loads(tf_config.split("=", 1)[1]))
+        assert words[-3:] == [f"/w/node{node.rank}/venv/bin/python", "-m", "trainers.digits_keras"]
+        assert not any("torchrun" in w for w in words)
+    cluster = {"chief": ["10.0.0.10:2222"], "worker": ["10.0.0.11:2222", "10.0.0.12:2222"]}
+    assert [c["cluster"] for c in configs] == [cluster] * 3
+    assert [c["task"] for c in configs] == [{"type": "chief", "index": 0}, {"type": "worker", "index": 0},
+                                            {"type": "worker", "index": 1}]
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "torch"])
+def test_tpu_v5e_16_runs_the_same_command_on_its_four_workers(framework):
+    inv = inventory(4, "tpu:v5litepod-16")
+    spec = LaunchSpec(run_id="tpu", framework=framework, command=("python", "train.py", "--steps", "10"))
+    commands = launch_plan(inv, spec)
+    assert len(commands) == 4
+    tails = {c.split("exec ", 1)[1].replace(f"/w/{name}/", "/w/X/") for name, c in commands.items()}
+    assert tails == {"/w/X/venv/bin/python train.py --steps 10"}
+    for c in commands.values():
+        assert "TF_CONFIG" not in c and "torchrun" not in c
+        assert ("PJRT_DEVICE=TPU" in c) == (framework == "torch")

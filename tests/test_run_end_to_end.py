@@ -213,3 +213,16 @@ def test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count(tmp_path
     assert metrics["steps"] == metrics["epochs"] * metrics["steps_per_epoch"] == 6 * 23
     assert metrics["test_accuracy"] >= 0.95
     assert leftovers(run_id) == []
+
+
+def test_tensorflow_multi_worker_run_reaches_the_accuracy_bar(tmp_path, trainctl_home):
+    runs = tmp_path / "runs"
+    result = trainctl("run", str(REPO / "examples" / "digits-tf.yaml"), "--runs-dir", str(runs))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_id = run_id_of(result.stdout)
+    metrics = json.loads((runs / run_id / "metrics.json").read_text())
+    assert (metrics["strategy"], metrics["world_size"]) == ("multi-worker", 2)
+    assert metrics["test_accuracy"] >= 0.95
+    assert "[node1 r1]:worker:0 strategy=multi-worker" in result.stdout
+    assert (runs / run_id / "model" / "weights.npz").exists()
+    assert leftovers(run_id) == []

@@ -184,6 +184,10 @@ def launch(
     stack: StackOpt = "local",
     nproc_per_node: Annotated[int, typer.Option(help="processes per node")] = 1,
     max_restarts: Annotated[int, typer.Option(help="torchrun restarts of the worker group")] = 0,
+    framework: Annotated[str, typer.Option(help="torch (torchrun) or tensorflow (TF_CONFIG)")] = "torch",
+    job_retries: Annotated[int, typer.Option(help="reruns of the whole job from its checkpoints")] = 0,
+    show_plan: Annotated[bool, typer.Option("--plan", help="print each node's command (GKE: the "
+                                                           "manifests); run nothing")] = False,
     run_id: Annotated[Optional[str], typer.Option(help="default: <stack>-<random>")] = None,
 ) -> None:
     """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
@@ -196,8 +200,29 @@ def launch(
                           "`trainctl launch --stack local -- python train.py`")
     rid = run_id or f"{stack}-{secrets.token_hex(3)}"
     spec = _validated(LaunchSpec, run_id=rid, command=tuple(command), nproc_per_node=nproc_per_node,
-                      max_restarts=max_restarts)
+                      max_restarts=max_restarts, framework=framework, job_retries=job_retries)
     inventory = stacks.inventory(stack)
+    if inventory.kubeconfig:  # GKE: a Service + an Indexed Job instead of SSH
+        import yaml
+
+        from trainctl.gke import manifests, submit, validate
+
+        cluster = load_stack(stack)
+        objects = manifests(cluster, inventory, spec)
+        for obj in objects:
+            validate(obj)
+        if show_plan:
+            out(yaml.safe_dump_all(objects, sort_keys=False))
+            return
+        submit(inventory, objects)
+        say(f"submitted job {objects[1]['metadata']['name']} to stack {stack}")
+        return
+    if show_plan:
+        from trainctl.launch import plan as launch_plan
+
+        for name, command in launch_plan(inventory, spec).items():
+            out(f"# {name}\n{command}")
+        return
     log_dir = Path("runs") / rid / "logs" / "launch"
     say(f"run {rid} on {len(inventory.nodes)} node(s); logs in {log_dir}")
     result = run_launch(inventory, spec, log_dir, out)

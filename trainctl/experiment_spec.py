@@ -20,7 +20,7 @@ class Model(BaseModel):
 
 
 class RunSection(Model):
-    framework: Literal["torch"] = "torch"
+    framework: Literal["torch", "tensorflow"] = "torch"
     command: tuple[str, ...] = Field(min_length=1)
     processes_per_node: int | None = Field(None, ge=1, le=64)
     env: dict[str, str] = Field(default_factory=dict)

@@ -1,12 +1,18 @@
 """Launch: one command per node, as a plan first, then run over pinned SSH with live logs.
 
-torch:  torchrun on every node, c10d rendezvous on rank 0's internal address, rdzv_id = run id.
-The user's script sees only torchrun's standard variables (RANK, LOCAL_RANK, WORLD_SIZE,
-MASTER_ADDR, MASTER_PORT) and the Vertex AI job-dir variables.
+torch:       torchrun on every node, c10d rendezvous on rank 0's internal address, rdzv_id = run
+             id; the program sees torchrun's standard variables (RANK, LOCAL_RANK, WORLD_SIZE,
+             MASTER_ADDR, MASTER_PORT).
+tensorflow:  the program on every node with TF_CONFIG as AI Platform sets it (rank 0 is the
+             chief, the others workers 0..n-2), so MultiWorkerMirroredStrategy works unchanged.
+TPU VMs:     the same command on every TPU worker, no TF_CONFIG: TPUStrategy / PyTorch-XLA
+             (PJRT_DEVICE=TPU) find the slice themselves.
+Every program also gets the Vertex AI job-dir variables (AIP_MODEL_DIR, ...).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import threading
@@ -34,7 +40,7 @@ class LaunchSpec(BaseModel):
 
     run_id: str
     command: tuple[str, ...] = Field(min_length=1)
-    framework: Literal["torch"] = "torch"
+    framework: Literal["torch", "tensorflow"] = "torch"
     nproc_per_node: int = Field(1, ge=1, le=64)
     max_restarts: int = Field(0, ge=0, le=100)
     job_retries: int = Field(0, ge=0, le=20)
@@ -94,6 +100,32 @@ def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: i
     ]
 
 
+TF_PORT = 2222
+
+
+def tf_config(inventory: Inventory, node: Node) -> dict:
+    """TF_CONFIG exactly as AI Platform sets it: rank 0 is the chief, the rest are workers."""
+    ordered = sorted(inventory.nodes, key=lambda n: n.rank)
+    cluster = {"chief": [f"{ordered[0].internal_ip}:{TF_PORT}"]}
+    if len(ordered) > 1:
+        cluster["worker"] = [f"{n.internal_ip}:{TF_PORT}" for n in ordered[1:]]
+    index = [n.name for n in ordered].index(node.name)
+    task = {"type": "chief", "index": 0} if index == 0 else {"type": "worker", "index": index - 1}
+    return {"cluster": cluster, "task": task, "environment": "cloud"}
+
+
+def uses_torchrun(node: Node, spec: LaunchSpec) -> bool:
+    return spec.framework == "torch" and not node.accelerator.startswith("tpu")
+
+
+def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]:
+    """The user's command as is, with `python` meaning the node environment's interpreter."""
+    user = expand(spec.command, inventory, spec.run_id)
+    if user[0] in ("python", "python3"):
+        user = [f"{node_paths(node)['venv']}/bin/python", *user[1:]]
+    return user
+
+
 def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> str:
     p = node_paths(node)
     run_dir = f"{p['state']}/runs/{spec.run_id}"
@@ -111,9 +143,18 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     if node.interface:
         # gloo otherwise binds to the address the hostname resolves to (loopback here).
         env["GLOO_SOCKET_IFNAME"] = node.interface
+    if uses_torchrun(node, spec):
+        argv = torchrun_args(inventory, node, spec, attempt)
+    else:
+        del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
+        argv = direct_args(inventory, node, spec)
+        if node.accelerator.startswith("tpu"):
+            if spec.framework == "torch":
+                env["PJRT_DEVICE"] = "TPU"
+        else:
+            env["TF_CONFIG"] = json.dumps(tf_config(inventory, node), separators=(",", ":"))
     return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(p['code'])} && {shell_env(env)}"
-            f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; "
-            f"exec {join(torchrun_args(inventory, node, spec, attempt))}")
+            f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; exec {join(argv)}")
 
 
 def stop_command(run_id: str) -> str:
@@ -194,8 +235,11 @@ class LinePrinter:
     the node's log file and its last lines for error reports."""
 
     def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome,
-                 on_worker_exit: Callable[[int], None] = lambda code: None):
+                 on_worker_exit: Callable[[int], None] = lambda code: None,
+                 direct_rank: int | None = None):
         self.on_worker_exit = on_worker_exit
+        # A program run without torchrun: all its lines are the worker's, prefixed here.
+        self.direct_prefix = f"[{node} r{direct_rank}]:" if direct_rank is not None else None
         self.node = node
         self.log = open(log_path, "a")
         self.echo = echo
@@ -212,6 +256,8 @@ class LinePrinter:
         return len(data)
 
     def _emit(self, line: str) -> None:
+        if self.direct_prefix:
+            line = self.direct_prefix + line
         from_worker = line.startswith(f"[{self.node} ")
         shown = line if from_worker else f"[{self.node}] {line}"
         self.log.write(shown + "\n")
@@ -286,13 +332,17 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 permanent.append((node.name, code))
                 first_failure.set()
 
-        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit)
+        direct = not uses_torchrun(node, spec)
+        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
+                              direct_rank=node.rank if direct else None)
         try:
             conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
             with conn:
                 result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
                                   out_stream=printer, err_stream=printer, in_stream=False)
                 outcome.exit_code = result.exited
+                if direct and result.exited:
+                    worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
             outcome.exit_code, outcome.error = -1, f"{type(exc).__name__}: {exc}"
         finally:

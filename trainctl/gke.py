@@ -1,0 +1,135 @@
+"""GKE stacks: the same launch spec becomes a headless Service + an Indexed Job.
+
+Pod i of the Job gets the stable name <job>-<i>.<service>, so rank 0 is addressable before any
+pod runs: torchrun meets at <job>-0.<service>:29400, TF_CONFIG lists every pod by that name, and
+the Vertex AI job-dir variables point at the stack's bucket, exactly as on VM stacks.
+The code runs from the container image (build it with your code, or install it in `command`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from infra import catalog
+from infra.spec import ClusterSpec
+from trainctl.launch import TF_PORT, LaunchSpec, expand
+from infra.inventory import Inventory
+
+DEFAULT_IMAGES = {
+    "torch": "us-docker.pkg.dev/deeplearning-platform-release/gcr.io/pytorch-cu124.2-4.py310",
+    "tensorflow": "us-docker.pkg.dev/deeplearning-platform-release/gcr.io/tf2-cpu.2-17.py310",
+}
+RDZV_PORT = 29400
+
+
+def names(spec: LaunchSpec) -> tuple[str, str]:
+    job = spec.run_id[:52]
+    return job, f"{job}-svc"
+
+
+def _torch_command(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, user: list[str]) -> str:
+    rest = user[1:] if user[0] in ("python", "python3") else ["--no-python", *user]
+    if rest[:1] == ["-m"]:
+        rest = ["--module", *rest[1:]]
+    args = ["torchrun", f"--nnodes={cluster.node_count}", f"--nproc-per-node={spec.nproc_per_node}",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint={job}-0.{svc}:{RDZV_PORT}", f"--rdzv-id={spec.run_id}",
+            f"--max-restarts={spec.max_restarts}", "--tee=3", *rest]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def _tf_prelude(cluster: ClusterSpec, job: str, svc: str) -> str:
+    """TF_CONFIG from the pod's completion index: index 0 is the chief, the rest workers."""
+    hosts = [f"{job}-{i}.{svc}:{TF_PORT}" for i in range(cluster.node_count)]
+    chief, workers = json.dumps(hosts[:1]), json.dumps(hosts[1:])
+    return ("if [ \"$JOB_COMPLETION_INDEX\" = 0 ]; then TASK='{\"type\":\"chief\",\"index\":0}'; "
+            "else TASK=\"{\\\"type\\\":\\\"worker\\\",\\\"index\\\":$((JOB_COMPLETION_INDEX-1))}\"; fi; "
+            f"export TF_CONFIG=\"{{\\\"cluster\\\":{{\\\"chief\\\":{_esc(chief)},"
+            f"\\\"worker\\\":{_esc(workers)}}},\\\"task\\\":$TASK}}\"; ")
+
+
+def _esc(text: str) -> str:
+    return text.replace('"', '\\"')
+
+
+def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
+              image: str | None = None) -> list[dict[str, Any]]:
+    job, svc = names(spec)
+    labels = {"app.kubernetes.io/managed-by": "trainctl", "trainctl/run": spec.run_id}
+    user = expand(spec.command, inventory, spec.run_id)
+    base = f"{inventory.bucket_uri.rstrip('/')}/{spec.run_id}"
+    env = [{"name": k, "value": v} for k, v in {
+        "AIP_MODEL_DIR": f"{base}/model", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints",
+        "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs", "PYTHONUNBUFFERED": "1", **spec.env}.items()]
+    resources: dict[str, Any] = {}
+    node_selector: dict[str, str] = {}
+    if cluster.tpu:
+        tpu = catalog.TPUS[cluster.tpu.type]
+        resources = {"google.com/tpu": str(tpu.chips_per_host)}
+        node_selector = {"cloud.google.com/gke-tpu-accelerator": tpu.gke_accelerator or "",
+                         "cloud.google.com/gke-tpu-topology": tpu.topology}
+        script = " ".join(shlex.quote(a) for a in user)
+        if spec.framework == "torch":
+            env.append({"name": "PJRT_DEVICE", "value": "TPU"})
+    elif spec.framework == "tensorflow":
+        script = _tf_prelude(cluster, job, svc) + " ".join(shlex.quote(a) for a in user)
+    else:
+        script = _torch_command(cluster, spec, job, svc, user)
+    if cluster.gpu:
+        resources = {"nvidia.com/gpu": str(cluster.gpu.count)}
+    ports = [{"containerPort": RDZV_PORT, "name": "rdzv"}, {"containerPort": TF_PORT, "name": "tf"}]
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": svc, "labels": labels},
+        # Headless: DNS names per pod, no load balancing.
+        "spec": {"clusterIP": "None", "selector": {"trainctl/run": spec.run_id},
+                 "ports": [{"name": p["name"], "port": p["containerPort"]} for p in ports],
+                 "publishNotReadyAddresses": True},
+    }
+    pod_spec: dict[str, Any] = {
+        "subdomain": svc, "restartPolicy": "Never",
+        "containers": [{
+            "name": "trainer", "image": image or DEFAULT_IMAGES[spec.framework],
+            "command": ["bash", "-c", script], "env": env, "ports": ports,
+            "resources": {"limits": resources} if resources else {},
+        }],
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    job_manifest = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": job, "labels": labels},
+        "spec": {
+            "completionMode": "Indexed", "completions": cluster.node_count,
+            "parallelism": cluster.node_count,
+            # Pod failures count against the job-level retries; rerun pods resume from checkpoints.
+            "backoffLimit": spec.job_retries * cluster.node_count,
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
+    }
+    return [service, job_manifest]
+
+
+def validate(manifest: dict[str, Any]) -> Any:
+    """Deserialize into the Kubernetes client's typed models: unknown fields, wrong types and
+    missing required fields raise, as the API server would."""
+    from kubernetes.client import ApiClient
+
+    kinds = {"Service": "V1Service", "Job": "V1Job"}
+    client = ApiClient()
+    client.configuration.client_side_validation = True
+    return client.deserialize(json.dumps(manifest), kinds[manifest["kind"]], "application/json")
+
+
+def submit(inventory: Inventory, objects: list[dict[str, Any]], namespace: str = "default") -> None:
+    from kubernetes import client, config
+
+    if not inventory.kubeconfig:
+        raise ValueError(f"stack {inventory.stack} has no kubeconfig (not a GKE stack?)")
+    api = config.new_client_from_config(config_file=inventory.kubeconfig)
+    for obj in objects:
+        if obj["kind"] == "Service":
+            client.CoreV1Api(api).create_namespaced_service(namespace, obj)
+        else:
+            client.BatchV1Api(api).create_namespaced_job(namespace, obj)
