@@ -272,7 +272,8 @@ def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None)
 def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
         keep: Annotated[bool, typer.Option(help="keep the stack after the run (TTL still "
                                                 "applies)")] = False,
-        runs_dir: Annotated[Path, typer.Option(help="where runs/<run-id>/ goes")] = Path("runs")) -> None:
+        runs_dir: Annotated[Path, typer.Option(help="where runs/<run-id>/ goes")] = Path("runs"),
+        resume: Annotated[Optional[str], typer.Option(help="continue an interrupted sweep by its id")] = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.experiment import RunFailed, run_experiment
     from trainctl.experiment_spec import load_experiment
@@ -286,7 +287,9 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
         return NodeBoard(f"bootstrap {inventory.stack}", [n.name for n in inventory.nodes], steps)
 
     try:
-        report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board)
+        if resume and not (runs_dir / resume / "optuna.db").exists():
+            raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
+        report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board, resume=resume)
     except RunFailed as exc:
         fail("run failed", str(exc))
         raise typer.Exit(1)
@@ -297,6 +300,16 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
         table.add_row(name, f"{seconds:.1f}")
     table.add_row("total", f"{sum(report.phases.values()):.1f}")
     console.print(table)
+    if report.trials:
+        trials = Table(title=f"sweep {report.run_id}", title_justify="left")
+        names = [p.name for p in exp.sweep.parameters] if exp.sweep else []
+        for col in ("trial", "state", exp.sweep.metric if exp.sweep else "value", *names):
+            trials.add_column(col)
+        for t in report.trials:
+            trials.add_row(str(t.number), t.state, "" if t.value is None else f"{t.value:.4f}",
+                           *(str(t.params.get(n)) for n in names))
+        console.print(trials)
+        say(f"best: {(report.run_dir / 'best.json').read_text()}; plot: {report.run_dir / 'sweep.png'}")
     if report.metrics:
         say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
             f"artifacts in {report.run_dir}")

@@ -11,6 +11,7 @@ import _thread
 import contextlib
 import json
 import secrets
+import shutil
 import signal
 import threading
 import time
@@ -26,6 +27,7 @@ from trainctl import stacks
 from trainctl.collect import collect
 from trainctl.experiment_spec import Experiment
 from trainctl.launch import LaunchResult, LaunchSpec, job_dir, launch
+from trainctl.sweep import TrialResult, best, run_sweep
 
 
 class RunFailed(RuntimeError):
@@ -44,6 +46,7 @@ class RunReport:
     result: LaunchResult | None = None
     metrics: dict | None = None
     error: str | None = None
+    trials: list[TrialResult] = field(default_factory=list)
 
 
 @contextlib.contextmanager
@@ -125,9 +128,11 @@ class PhaseClock:
 
 
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
-                   echo: Callable[[str], None] = print, board=None) -> RunReport:
-    """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens."""
-    run_id = new_run_id(exp.name)
+                   echo: Callable[[str], None] = print, board=None,
+                   resume: str | None = None) -> RunReport:
+    """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens.
+    `resume` reuses a sweep's id: its study continues without redoing finished trials."""
+    run_id = resume or new_run_id(exp.name)
     # Validate everything before anything exists.
     spec = load_stack(exp.stack, name=run_id,
                       overrides={**exp.overrides, "ephemeral": True, "ttl_hours": exp.ttl_hours})
@@ -152,6 +157,16 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                                       report=reporter)
                     else:
                         bootstrap(inventory, bspec, report.run_dir / "logs" / "bootstrap")
+                if exp.sweep:
+                    with phase("sweep"):
+                        report.trials = run_sweep(inventory, exp.sweep, lspec, run_id, report.run_dir,
+                                                  echo, exp.artifacts)
+                    top = best(report.trials, exp.sweep)
+                    if top is None:
+                        raise RunFailed(f"sweep {run_id}: no trial completed")
+                    shutil.copytree(report.run_dir / f"trial-{top.number}", report.run_dir / "best",
+                                    ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
+                    return report
                 with phase("train"):
                     report.result = launch(inventory, lspec, report.run_dir / "logs" / "launch", echo)
                 with phase("collect"):

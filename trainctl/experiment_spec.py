@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra.spec import validate_name
 from infra.stack_config import ConfigError, format_validation_error, read_yaml_mapping
@@ -50,6 +50,41 @@ class RestartSection(Model):
     permanent_exit_codes: tuple[int, ...] = (2,)  # e.g. argparse errors, ImportError wrappers
 
 
+class Parameter(Model):
+    """One hyperparameter, as AI Platform's HyperparameterSpec describes it."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,40}$")
+    type: Literal["DOUBLE", "INTEGER", "CATEGORICAL"]
+    min: float | None = None
+    max: float | None = None
+    scale: Literal["LINEAR", "LOG"] = "LINEAR"
+    values: tuple[str | int | float, ...] = ()
+
+    @model_validator(mode="after")
+    def bounds(self) -> Parameter:
+        if self.type == "CATEGORICAL":
+            if not self.values:
+                raise ValueError(f"parameter {self.name}: CATEGORICAL needs values")
+        else:
+            if self.min is None or self.max is None or self.min >= self.max:
+                raise ValueError(f"parameter {self.name}: needs min < max (got {self.min}, {self.max})")
+            if self.scale == "LOG" and self.min <= 0:
+                raise ValueError(f"parameter {self.name}: LOG scale needs min > 0 (got {self.min})")
+        return self
+
+
+class SweepSection(Model):
+    metric: str = "test_accuracy"
+    goal: Literal["MAXIMIZE", "MINIMIZE"] = "MAXIMIZE"
+    max_trials: int = Field(6, ge=1, le=1000)
+    max_parallel_trials: int = Field(1, ge=1, le=64)
+    algorithm: Literal["tpe", "random"] = "tpe"
+    # Parallel trials split the cluster's nodes between them; "sequential" gives each trial all.
+    parallel_mode: Literal["split", "sequential"] = "split"
+    pruner: Literal["median", "none"] = "none"
+    parameters: tuple[Parameter, ...] = Field(min_length=1)
+
+
 def safe_relative(value: str, what: str) -> str:
     path = PurePosixPath(value)
     if path.is_absolute() or ".." in path.parts or not value.strip():
@@ -70,6 +105,7 @@ class Experiment(Model):
     restart: RestartSection = Field(default_factory=RestartSection)
     ttl_hours: float = Field(2.0, gt=0, le=24 * 7)
     artifacts: tuple[str, ...] = ("metrics.json", "model/")
+    sweep: SweepSection | None = None
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -105,4 +141,9 @@ def load_experiment(path: Path) -> Experiment:
         raise ConfigError(f"{path}: code: {exp.code_dir} is not a directory")
     if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
         raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
+    if exp.sweep and exp.sweep.parallel_mode == "split":
+        nodes = exp.overrides.get("nodes")
+        if isinstance(nodes, int) and nodes % exp.sweep.max_parallel_trials:
+            raise ConfigError(f"{path}: sweep.max_parallel_trials {exp.sweep.max_parallel_trials} must "
+                              f"divide the node count {nodes} (parallel_mode split)")
     return exp

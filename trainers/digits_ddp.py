@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from trainers import checkpoint, storage
+from trainers import checkpoint, hypertune, storage
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             print(f"epoch {epoch + 1}/{args.epochs} loss {total / max(batches, 1):.4f} "
                   f"test_acc {test_acc:.4f} step {step}", flush=True)
+            hypertune.report("test_accuracy", test_acc, step=epoch + 1, job_dir=args.job_dir)
             checkpoint.save(ckpt_dir, step, {"model": model.state_dict(),
                                              "optimizer": optimizer.state_dict(),
                                              "epoch": epoch + 1, "step": step, "history": history})

@@ -1,0 +1,208 @@
+"""Hyperparameter sweeps on one cluster, backed by optuna.
+
+Each trial is a launch with its own run id and job dir (gs://bucket/<sweep>/<trial>), its
+hyperparameters appended as `--name=value` (as AI Platform passes them), and its metric read from
+the job dir where trainers.hypertune writes it. Parallel trials split the nodes between them.
+The study lives in runs/<sweep-id>/optuna.db: an interrupted sweep resumes where it stopped,
+and trials that crashed are recorded as failed while the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+
+from infra.inventory import Inventory
+from trainctl.collect import bucket_fs, collect
+from trainctl.experiment_spec import Parameter, SweepSection
+from trainctl.launch import LaunchSpec, job_dir, launch, stop_run
+
+POLL_SECONDS = 2.0
+
+
+@dataclass
+class TrialResult:
+    number: int
+    params: dict[str, Any]
+    value: float | None
+    state: str  # COMPLETE, FAIL, PRUNED
+    run_id: str
+
+
+def suggest(trial: optuna.Trial, p: Parameter) -> Any:
+    if p.type == "CATEGORICAL":
+        return trial.suggest_categorical(p.name, list(p.values))
+    assert p.min is not None and p.max is not None
+    if p.type == "INTEGER":
+        return trial.suggest_int(p.name, int(p.min), int(p.max), log=p.scale == "LOG")
+    return trial.suggest_float(p.name, p.min, p.max, log=p.scale == "LOG")
+
+
+def study_for(sweep: SweepSection, sweep_id: str, run_dir: Path) -> optuna.Study:
+    sampler: optuna.samplers.BaseSampler = (optuna.samplers.TPESampler(seed=0) if sweep.algorithm == "tpe"
+                                            else optuna.samplers.RandomSampler(seed=0))
+    pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
+                                         if sweep.pruner == "median" else optuna.pruners.NopPruner())
+    return optuna.create_study(study_name=sweep_id, storage=f"sqlite:///{run_dir / 'optuna.db'}",
+                               direction=sweep.goal.lower(), sampler=sampler, pruner=pruner,
+                               load_if_exists=True)
+
+
+def node_groups(inventory: Inventory, sweep: SweepSection) -> list[Inventory]:
+    """One sub-cluster per parallel trial slot, each re-ranked from 0."""
+    if sweep.parallel_mode == "sequential" or sweep.max_parallel_trials == 1:
+        return [inventory]
+    size = len(inventory.nodes) // sweep.max_parallel_trials
+    groups = []
+    for g in range(sweep.max_parallel_trials):
+        members = sorted(inventory.nodes, key=lambda n: n.rank)[g * size:(g + 1) * size]
+        nodes = tuple(n.model_copy(update={"rank": i}) for i, n in enumerate(members))
+        groups.append(inventory.model_copy(update={"nodes": nodes}))
+    return groups
+
+
+def read_reports(inventory: Inventory, trial_job_dir: str) -> list[dict[str, Any]]:
+    fs = bucket_fs(inventory)
+    path = f"{trial_job_dir}/hypertune/metrics.json"
+    try:
+        with fs.open(path, "rb") as fh:
+            return json.loads(fh.read())
+    except (FileNotFoundError, ValueError):
+        return []
+
+
+def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep_id: str,
+              run_dir: Path, echo: Callable[[str], None],
+              artifacts: tuple[str, ...] = ("metrics.json",)) -> list[TrialResult]:
+    study = study_for(sweep, sweep_id, run_dir)
+    # Trials a crashed controller left RUNNING are failed, not silently re-counted as done.
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+    done = [t for t in study.trials if t.state.is_finished()]
+    remaining = sweep.max_trials - len(done)
+    if done:
+        echo(f"[sweep] resuming {sweep_id}: {len(done)} trial(s) already finished, {max(0, remaining)} to go")
+    groups = node_groups(inventory, sweep)
+    slots: list[Inventory] = list(groups)
+    slot_lock = threading.Lock()
+    tell_lock = threading.Lock()
+
+    def one_trial(_: int) -> None:
+        with tell_lock:
+            trial = study.ask()
+            params = {p.name: suggest(trial, p) for p in sweep.parameters}
+        with slot_lock:
+            group = slots.pop()
+        try:
+            state, value = _run_trial(group, sweep, base, sweep_id, trial, params, run_dir, echo)
+            if state == optuna.trial.TrialState.COMPLETE:
+                # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
+                collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts,
+                        run_dir / f"trial-{trial.number}")
+        finally:
+            with slot_lock:
+                slots.append(group)
+        with tell_lock:
+            study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
+        echo(f"[sweep] trial {trial.number} {state.name.lower()}: {params} → {value}")
+
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        list(pool.map(one_trial, range(max(0, remaining))))
+    results = [TrialResult(t.number, t.params, t.value, t.state.name, f"{sweep_id}-t{t.number}")
+               for t in study.trials]
+    write_results(results, sweep, run_dir)
+    return results
+
+
+def _run_trial(group: Inventory, sweep: SweepSection, base: LaunchSpec, sweep_id: str,
+               trial: optuna.Trial, params: dict[str, Any], run_dir: Path,
+               echo: Callable[[str], None]) -> tuple[optuna.trial.TrialState, float | None]:
+    run_id = f"{sweep_id}-t{trial.number}"
+    spec = base.model_copy(update={
+        "run_id": run_id,
+        "command": (*base.command, *(f"--{k}={v}" for k, v in params.items())),
+    })
+    trial_dir = job_dir(group, run_id)
+    pruned = threading.Event()
+    finished = threading.Event()
+
+    def watch() -> None:
+        seen = 0
+        while not finished.wait(POLL_SECONDS):
+            reports = [r for r in read_reports(group, trial_dir) if r["tag"] == sweep.metric]
+            for r in reports[seen:]:
+                trial.report(r["value"], r["step"])
+                if trial.should_prune():
+                    echo(f"[sweep] pruning trial {trial.number} at step {r['step']}")
+                    pruned.set()
+                    stop_run(group, run_id)
+                    return
+            seen = len(reports)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = launch(group, spec, run_dir / f"trial-{trial.number}" / "logs", echo)
+    finally:
+        finished.set()
+        watcher.join()
+    if pruned.is_set():
+        return optuna.trial.TrialState.PRUNED, None
+    reports = [r for r in read_reports(group, trial_dir) if r["tag"] == sweep.metric]
+    if not result.ok or not reports:
+        return optuna.trial.TrialState.FAIL, None
+    return optuna.trial.TrialState.COMPLETE, reports[-1]["value"]
+
+
+def best(results: list[TrialResult], sweep: SweepSection) -> TrialResult | None:
+    complete = [r for r in results if r.state == "COMPLETE" and r.value is not None]
+    if not complete:
+        return None
+    key = (lambda r: r.value) if sweep.goal == "MAXIMIZE" else (lambda r: -r.value)  # type: ignore[operator]
+    return max(complete, key=key)
+
+
+def write_results(results: list[TrialResult], sweep: SweepSection, run_dir: Path) -> None:
+    names = [p.name for p in sweep.parameters]
+    with open(run_dir / "trials.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["trial", "state", sweep.metric, *names, "run_id"])
+        for r in results:
+            writer.writerow([r.number, r.state, r.value, *(r.params.get(n) for n in names), r.run_id])
+    top = best(results, sweep)
+    (run_dir / "best.json").write_text(json.dumps(
+        None if top is None else {"trial": top.number, "value": top.value, "params": top.params,
+                                  "run_id": top.run_id}, indent=2))
+    plot(results, sweep, run_dir / "sweep.png")
+
+
+def plot(results: list[TrialResult], sweep: SweepSection, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in results if r.value is not None]
+    panels = 1 + len(sweep.parameters)
+    fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.5), squeeze=False)
+    ax = axes[0][0]
+    ax.plot([r.number for r in done], [r.value for r in done], "o-")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(sweep.metric)
+    for ax, p in zip(axes[0][1:], sweep.parameters):
+        ax.scatter([str(r.params.get(p.name)) if p.type == "CATEGORICAL" else r.params.get(p.name)
+                    for r in done], [r.value for r in done])
+        ax.set_xlabel(p.name)
+        if p.scale == "LOG":
+            ax.set_xscale("log")
+    fig.suptitle(f"{sweep.metric} ({sweep.goal.lower()}), {len(done)}/{len(results)} trials with a value")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
