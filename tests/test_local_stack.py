@@ -144,3 +144,20 @@ def test_corrupt_state_needs_force_and_force_removes_what_exists(local_stack, tr
     result = trainctl("down", "--stack", "corrupt", "--force")
     assert result.returncode == 0, result.stderr
     assert leftovers("corrupt") == []
+
+
+def test_ls_shows_live_stacks_and_reap_removes_expired_local_ones(local_stack, trainctl_home):
+    import json
+
+    local_stack("fresh", nodes=1)
+    local_stack("stale", nodes=1)
+    state = trainctl_home / "stacks" / "stale" / "state.json"
+    data = json.loads(state.read_text())
+    data["created_at"] -= data["spec"]["ttl_hours"] * 3600 + 60  # its TTL ran out a minute ago
+    state.write_text(json.dumps(data))
+    listing = trainctl("ls")
+    assert listing.returncode == 0 and "fresh" in listing.stderr and "expired" in listing.stderr
+    reaped = trainctl("reap")
+    assert reaped.returncode == 0 and "stack stale expired" in reaped.stderr
+    assert leftovers("stale") == []
+    assert trainctl("status", "--stack", "fresh").returncode == 0

@@ -69,10 +69,59 @@ def plan(stack: StackOpt = "local",
         f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
 
 
+def _live_stacks() -> list[dict]:
+    """Stacks with state on this machine: name, provider, age, TTL left, cost so far."""
+    import json as _json
+
+    from infra.local.state import stacks_dir
+    from infra.spec import ClusterSpec
+    from trainctl.cost import estimate
+
+    rows = []
+    for path in sorted(stacks_dir().glob("*/state.json")) + sorted(stacks_dir().glob("*/gcp.json")):
+        try:
+            data = _json.loads(path.read_text())
+            spec = ClusterSpec.model_validate(data["spec"])
+        except Exception:
+            rows.append({"stack": path.parent.name, "broken": True})
+            continue
+        created = data.get("created_at") or (data.get("expires_at", 0) - spec.ttl_hours * 3600)
+        age_h = (time.time() - created) / 3600
+        rows.append({"stack": spec.name, "provider": spec.provider, "nodes": spec.node_count,
+                     "age_h": age_h, "ttl_left_h": spec.ttl_hours - age_h,
+                     "cost": estimate(spec).per_hour * age_h, "broken": False})
+    return rows
+
+
+@app.command(name="ls")
+def ls_() -> None:
+    """Live stacks and experiments: age, TTL left, estimated cost so far."""
+    table = Table(title="stacks", title_justify="left")
+    for col in ("stack", "provider", "nodes", "age", "TTL left", "cost so far"):
+        table.add_column(col)
+    for r in _live_stacks():
+        if r["broken"]:
+            table.add_row(r["stack"], "?", "?", "?", "?", "state unreadable: down --force")
+            continue
+        left = f"{r['ttl_left_h']:.2f} h" if r["ttl_left_h"] > 0 else "[red]expired[/]"
+        table.add_row(r["stack"], r["provider"], str(r["nodes"]), f"{r['age_h']:.2f} h", left,
+                      f"${r['cost']:.2f}")
+    console.print(table)
+
+
 @app.command()
-def reap(project: Annotated[str, typer.Option(help="GCP project to sweep")],
+def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to sweep (default: "
+                                                              "this machine's local stacks)")] = None,
          dry_run: Annotated[bool, typer.Option(help="list, delete nothing")] = False) -> None:
-    """Delete trainctl's GCP VMs and TPUs whose expiry label has passed."""
+    """Delete what outlived its TTL: local stacks here, or trainctl's GCP VMs and TPUs."""
+    if project is None:
+        for r in _live_stacks():
+            if not r["broken"] and r["provider"] == "local" and r["ttl_left_h"] <= 0:
+                say(f"stack {r['stack']} expired {-r['ttl_left_h']:.2f} h ago"
+                    + ("" if dry_run else ": removing"))
+                if not dry_run:
+                    stacks.down(r["stack"], say)
+        return
     from infra.gcp.realizer import check_prerequisites
     from infra.gcp.reaper import delete, find_expired
 
