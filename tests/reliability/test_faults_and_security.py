@@ -1,0 +1,151 @@
+"""Faults and security on the real local stack: an intruder on the cluster's own bridge, key
+material, a full disk during checkpointing, and racing commands on one stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, leftovers, trainctl
+from infra.local import netns
+
+pytestmark = pytest.mark.e2e
+
+PROBE = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)"
+         "\n print('open')\nexcept OSError as e:\n print('blocked', e)")
+
+
+def reach(ns: str, host: str, port: int) -> str:
+    return subprocess.run(["ip", "netns", "exec", ns, "python3", "-c", PROBE, host, str(port)],
+                          capture_output=True, text=True).stdout
+
+
+def test_an_intruder_on_the_cluster_bridge_reaches_nothing(local_stack):
+    inv = local_stack("guarded", nodes=2)
+    from infra.local.realizer import Names
+
+    names = Names("guarded")
+    intruder, veth = "tc-guarded-intruder", f"tcv{names.digest[:6]}x"
+    subnet = inv.nodes[0].internal_ip.rsplit(".", 1)[0]
+    netns.create_node_netns(intruder, veth, names.bridge, f"{subnet}.200/24")
+    listener = subprocess.Popen(
+        ["ip", "netns", "exec", "tc-guarded-n0", "python3", "-c",
+         "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);"
+         f"s.bind(('{inv.nodes[0].internal_ip}', 29400)); s.listen(8); time.sleep(30)"])
+    try:
+        time.sleep(0.5)
+        emulator = inv.storage_emulator_host.split("//")[1].split(":")[0]
+        assert reach("tc-guarded-n1", inv.nodes[0].internal_ip, 29400).startswith("open")  # a peer
+        for host, port in ((inv.nodes[0].internal_ip, 29400), (inv.nodes[0].internal_ip, 22),
+                           (emulator, 9023)):
+            assert reach(intruder, host, port).startswith("blocked"), (host, port)
+    finally:
+        listener.kill()
+        listener.wait()
+        netns.delete_netns(intruder)
+        netns.delete_link(veth)
+
+
+def test_keys_are_private_and_never_in_state_inventory_plans_or_logs(local_stack, trainctl_home, tmp_path):
+    inv = local_stack("secrets", nodes=1)
+    private_paths = [Path(inv.ssh_private_key)] + list((trainctl_home / "stacks" / "secrets" / "nodes")
+                                                       .glob("*/ssh_host_ed25519_key"))
+    secrets = [p.read_text() for p in private_paths]
+    for p in private_paths:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o600
+        assert stat.S_IMODE(p.parent.stat().st_mode) & 0o077 == 0 or p.name.startswith("ssh_host")
+    body = lambda s: "".join(s.splitlines()[1:-1])  # noqa: E731  the base64 between the armour lines
+    plan = trainctl("bootstrap", "--stack", "secrets", "--code", str(REPO / "trainers"), "--plan")
+    launch_plan = trainctl("launch", "--stack", "secrets", "--plan", "--", "python", "x.py")
+    texts = [plan.stdout, launch_plan.stdout]
+    texts += [p.read_text(errors="replace") for p in (trainctl_home / "stacks" / "secrets").rglob("*")
+              if p.is_file() and p not in private_paths and "ssh_host" not in p.name and "id_ed25519" not in p.name]
+    for text in texts:
+        for secret in secrets:
+            assert body(secret) not in text
+
+
+def test_two_ups_of_one_stack_race_and_exactly_one_wins(trainctl_home, tmp_path):
+    stack_file = tmp_path / "Pulumi.race.yaml"
+    stack_file.write_text("config:\n  trainctl:provider: local\n  trainctl:nodes: 2\n")
+    procs = [subprocess.Popen([sys.executable, "-m", "trainctl.cli", "up", "--stack", str(stack_file)],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
+    try:
+        codes = sorted(code for code, _ in results)
+        assert codes == [0, 2], results
+        loser = next(err for code, err in results if code == 2)
+        assert "is busy" in loser or "already exists" in loser
+    finally:
+        assert trainctl("down", "--stack", "race").returncode == 0
+    assert leftovers("race") == []
+
+
+def test_down_while_launch_runs_stops_the_launch_and_leaves_nothing(local_stack, trainctl_home, tmp_path):
+    local_stack("racing", nodes=2)
+    boot = trainctl("bootstrap", "--stack", "racing", "--code", str(REPO),
+                    "--requirements", "trainers/requirements.txt")
+    assert boot.returncode == 0, boot.stderr
+    launch = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "launch", "--stack", "racing", "--",
+                               "python", "-m", "trainers.digits_ddp", "--epochs", "50", "--epoch-sleep", "1",
+                               "--job-dir", "{job_dir}"], cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    seen = []
+
+    def pump():
+        for line in launch.stdout:
+            seen.append(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + 120
+    while not any("epoch 1/" in line for line in seen):
+        assert time.monotonic() < deadline and launch.poll() is None, "".join(seen[-30:])
+        time.sleep(0.5)
+    assert trainctl("down", "--stack", "racing").returncode == 0
+    assert launch.wait(timeout=60) != 0
+    assert leftovers("racing") == []
+
+
+# Last in this file: it borrows the torch environment the launch test above left in the cache.
+def test_a_full_disk_during_checkpointing_keeps_the_previous_checkpoint_loadable(tmp_path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], check=True)
+    try:
+        code = (
+            "import torch, sys\n"
+            "from trainers import checkpoint\n"
+            f"d = {str(mount)!r}\n"
+            "checkpoint.save(d, 1, {'w': torch.zeros(10), 'step': 1})\n"
+            "try:\n"
+            "    checkpoint.save(d, 2, {'w': torch.zeros(200_000), 'step': 2})\n"
+            "    sys.exit('the disk did not fill up')\n"
+            "except OSError as e:\n"
+            "    print('ENOSPC', e.errno)\n"
+            "state = checkpoint.load_latest(d)\n"
+            "print('loaded step', state['step'])\n")
+        python = _torch_python()
+        out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "ENOSPC 28" in out.stdout and "loaded step 1" in out.stdout
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def _torch_python() -> str:
+    """An interpreter with torch: a node environment that bootstrap left in the shared cache."""
+    from infra.local.state import cache_dir
+
+    for seed in sorted((cache_dir() / "seed").glob("*/bin/python")):
+        if subprocess.run([str(seed), "-c", "import torch"], capture_output=True).returncode == 0:
+            return str(seed)
+    pytest.skip("no environment with torch yet (the end-to-end tests create one)")
