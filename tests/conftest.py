@@ -3,10 +3,12 @@ private TRAINCTL_HOME and prove afterwards that nothing of theirs is left on the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -89,3 +91,30 @@ def local_stack(trainctl_home):
     for name in made:
         realizer.down(name, force=True)
         assert leftovers(name) == []
+
+
+PROBE = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)"
+         "\n print('open')\nexcept OSError as e:\n print('blocked', e)")
+
+
+def reach(ns: str | None, host: str, port: int) -> str:
+    """'open …' or 'blocked …': a TCP connect from inside namespace `ns` (None: the controller)."""
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + ["python3", "-c", PROBE, host, str(port)]
+    return subprocess.run(cmd, capture_output=True, text=True).stdout
+
+
+@contextlib.contextmanager
+def listening(ns: str, ip: str, port: int):
+    """A TCP listener inside a namespace for the duration of the block."""
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", ns, "python3", "-c",
+         "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);"
+         f"s.bind(('{ip}', {port})); s.listen(8); time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not reach(ns, ip, port).startswith("open") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        yield
+    finally:
+        proc.kill()
+        proc.wait()

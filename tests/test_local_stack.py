@@ -11,7 +11,7 @@ import paramiko
 import pytest
 
 from bootstrap.ssh import open_connection
-from conftest import leftovers, trainctl
+from conftest import leftovers, listening, reach, trainctl
 from infra import keys
 from infra.inventory import Inventory
 from infra.local import realizer
@@ -66,19 +66,8 @@ def test_firewall_admits_cluster_peers_and_ssh_only_from_the_controller(local_st
     inv = local_stack("fw", nodes=2)
     other = local_stack("fwother", nodes=1)
     port = 29400
-    listener = subprocess.Popen(
-        ["ip", "netns", "exec", "tc-fw-n0", "python3", "-c",
-         "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);"
-         f"s.bind(('{inv.nodes[0].internal_ip}', {port})); s.listen(8); time.sleep(30)"])
-    try:
-        time.sleep(0.5)
-        probe = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)"
-                 "\n print('open')\nexcept OSError as e:\n print('blocked', e)")
-
-        def reach(ns: str | None, host: str, p: int) -> str:
-            cmd = (["ip", "netns", "exec", ns] if ns else []) + ["python3", "-c", probe, host, str(p)]
-            return subprocess.run(cmd, capture_output=True, text=True).stdout
-
+    assert other.nodes
+    with listening("tc-fw-n0", inv.nodes[0].internal_ip, port):
         assert reach("tc-fw-n1", inv.nodes[0].internal_ip, port).startswith("open")
         assert reach(None, inv.nodes[0].internal_ip, port).startswith("blocked")  # controller: SSH only
         assert reach(None, inv.nodes[0].internal_ip, 22).startswith("open")
@@ -87,9 +76,6 @@ def test_firewall_admits_cluster_peers_and_ssh_only_from_the_controller(local_st
         # The bucket answers the cluster, not strangers on its port.
         emu_host = inv.storage_emulator_host.split("//")[1].split(":")[0]
         assert reach("tc-fw-n1", emu_host, 9023).startswith("open")
-    finally:
-        listener.kill()
-        listener.wait()
 
 
 def test_two_stacks_coexist_and_a_second_up_of_the_same_stack_is_refused(local_stack):

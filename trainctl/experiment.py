@@ -50,35 +50,31 @@ class RunReport:
 
 
 @contextlib.contextmanager
-def signals_as_interrupt() -> Iterator[None]:
+def _signal_handlers(signals: tuple[signal.Signals, ...], handler) -> Iterator[None]:
+    """Install `handler` for `signals` while the block runs (main thread only, as Python requires)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _raise_interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def signals_as_interrupt():
     """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, like Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    return _signal_handlers((signal.SIGTERM, signal.SIGHUP), _raise_interrupt)
 
 
-@contextlib.contextmanager
-def uninterruptible() -> Iterator[None]:
+def uninterruptible():
     """Teardown must finish: further Ctrl-C / SIGTERM are ignored while it runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    return _signal_handlers((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signal.SIG_IGN)
 
 
 @contextlib.contextmanager

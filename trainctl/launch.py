@@ -50,7 +50,6 @@ class LaunchSpec(BaseModel):
     @field_validator("run_id")
     @classmethod
     def safe_id(cls, v: str) -> str:
-        import re
         if not re.match(r"^[a-z0-9][-a-z0-9]{0,62}$", v):
             raise ValueError(f"run id {v!r} must be lowercase letters, digits and '-'")
         return v

@@ -14,19 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, leftovers, trainctl
+from conftest import REPO, leftovers, listening, reach, trainctl
 from infra.local import netns
 
 pytestmark = pytest.mark.e2e
-
-PROBE = ("import socket,sys\ntry:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)"
-         "\n print('open')\nexcept OSError as e:\n print('blocked', e)")
-
-
-def reach(ns: str, host: str, port: int) -> str:
-    return subprocess.run(["ip", "netns", "exec", ns, "python3", "-c", PROBE, host, str(port)],
-                          capture_output=True, text=True).stdout
-
 
 def test_an_intruder_on_the_cluster_bridge_reaches_nothing(local_stack):
     inv = local_stack("guarded", nodes=2)
@@ -36,22 +27,20 @@ def test_an_intruder_on_the_cluster_bridge_reaches_nothing(local_stack):
     intruder, veth = "tc-guarded-intruder", f"tcv{names.digest[:6]}x"
     subnet = inv.nodes[0].internal_ip.rsplit(".", 1)[0]
     netns.create_node_netns(intruder, veth, names.bridge, f"{subnet}.200/24")
-    listener = subprocess.Popen(
-        ["ip", "netns", "exec", "tc-guarded-n0", "python3", "-c",
-         "import socket,time; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1);"
-         f"s.bind(('{inv.nodes[0].internal_ip}', 29400)); s.listen(8); time.sleep(30)"])
     try:
-        time.sleep(0.5)
-        emulator = inv.storage_emulator_host.split("//")[1].split(":")[0]
-        assert reach("tc-guarded-n1", inv.nodes[0].internal_ip, 29400).startswith("open")  # a peer
-        for host, port in ((inv.nodes[0].internal_ip, 29400), (inv.nodes[0].internal_ip, 22),
-                           (emulator, 9023)):
-            assert reach(intruder, host, port).startswith("blocked"), (host, port)
+        with listening("tc-guarded-n0", inv.nodes[0].internal_ip, 29400):
+            _assert_intruder_blocked(inv, intruder)
     finally:
-        listener.kill()
-        listener.wait()
         netns.delete_netns(intruder)
         netns.delete_link(veth)
+
+
+def _assert_intruder_blocked(inv, intruder: str) -> None:
+    emulator = inv.storage_emulator_host.split("//")[1].split(":")[0]
+    assert reach("tc-guarded-n1", inv.nodes[0].internal_ip, 29400).startswith("open")  # a peer
+    for host, port in ((inv.nodes[0].internal_ip, 29400), (inv.nodes[0].internal_ip, 22),
+                       (emulator, 9023)):
+        assert reach(intruder, host, port).startswith("blocked"), (host, port)
 
 
 def test_keys_are_private_and_never_in_state_inventory_plans_or_logs(local_stack, trainctl_home, tmp_path):
