@@ -157,6 +157,7 @@ class ClusterSpec(SpecModel):
     bucket: BucketSpec = Field(default_factory=BucketSpec)
     ttl_hours: float = Field(4.0, gt=0, le=24 * 30)
     ephemeral: bool = False
+    scheduled_reaper: bool = False  # GCP: deploy a timer that deletes expired resources
     labels: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("name")

@@ -199,3 +199,17 @@ def test_plan_of_a_gcp_stack_lists_resources_and_cost_without_credentials():
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("compute/instance") == 2
     assert "estimated $58.92/hour; $235.68 for the 4 h TTL" in result.stderr
+
+
+def test_scheduled_reaper_is_declared_with_least_privilege_and_the_shared_reaper_code():
+    spec, ev = evaluated_stack("gpu-l4-spot")
+    assert spec.scheduled_reaper
+    (job,) = ev.of_type("cloudscheduler/job:Job")
+    assert job.inputs["schedule"] == "*/15 * * * *"
+    assert "oidcToken" in job.inputs["httpTarget"]
+    (fn,) = ev.of_type("cloudfunctionsv2/function:Function")
+    assert fn.inputs["serviceConfig"]["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
+    assert fn.inputs["serviceConfig"]["environmentVariables"] == {"REAP_PROJECT": spec.project}
+    roles = sorted(m.inputs["role"] for m in ev.of_type("projects/iAMMember:IAMMember"))
+    assert roles == ["roles/compute.instanceAdmin.v1", "roles/tpu.admin"]
+    assert not evaluated_stack("gpu-t4x2")[1].of_type("cloudscheduler/job:Job")

@@ -56,7 +56,8 @@ def test_run_trains_collects_and_tears_down(tmp_path, trainctl_home):
     assert (out / "loss.png").read_bytes()[:4] == b"\x89PNG"
     assert set(json.loads((out / "timings.json").read_text())) == {"up", "bootstrap", "train", "collect", "down"}
     assert re.search(r"^\[node\d r0\]:epoch 10/10", result.stdout, re.M)  # streamed, prefixed
-    assert {p.name for p in (out / "logs" / "launch").iterdir()} == {"node0.log", "node1.log"}
+    assert {p.name for p in (out / "logs" / "launch").glob("*.log")} == {"node0.log", "node1.log"}
+    assert json.loads((out / "logs" / "launch" / "result.json").read_text())["ok"] is True
     assert leftovers(run_id) == []
 
 
@@ -171,6 +172,8 @@ def test_step_by_step_commands(tmp_path, trainctl_home):
         assert "final test_accuracy" in launch.stdout
         logs = trainctl("logs", "steps-1", "--node", "node0", "--runs-dir", str(tmp_path / "runs"))
         assert "[node0" in logs.stdout
+        state = trainctl("status", "--run", "steps-1", "--runs-dir", str(tmp_path / "runs"))
+        assert json.loads(state.stdout)["ok"] is True
     finally:
         down = trainctl("down", "--stack", stack)
         assert down.returncode == 0, down.stderr
@@ -227,3 +230,63 @@ def test_tensorflow_multi_worker_run_reaches_the_accuracy_bar(tmp_path, trainctl
     assert "[node1 r1]:worker:0 strategy=multi-worker" in result.stdout
     assert (runs / run_id / "model" / "weights.npz").exists()
     assert leftovers(run_id) == []
+
+
+def test_a_dead_torchrun_agent_is_noticed_at_once_and_the_job_reruns_from_its_checkpoint(
+        tmp_path, trainctl_home):
+    f = tmp_path / "agent.yaml"
+    f.write_text(f"""
+name: agent
+stack: local
+overrides: {{nodes: 2}}
+code: {REPO}
+requirements: trainers/requirements.txt
+run:
+  command: python -m trainers.digits_ddp --epochs 6 --epoch-sleep 1 --job-dir {{job_dir}}
+restart: {{max_restarts: 0, job_retries: 1}}
+""")
+    runs = tmp_path / "runs"
+    run = Streamed("run", str(f), "--runs-dir", str(runs))
+    run.wait_for(r"\[trainctl\] run ")
+    run_id = run_id_of("".join(run.seen))
+    follower = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "logs", run_id, "--follow",
+                                 "--runs-dir", str(runs)], cwd=REPO, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    run.wait_for(r"\[node\d r0\]:epoch 2/")
+    # The agent alone (its worker lives on, as after an OOM kill of torchrun): without
+    # supervision the healthy agent would wait out torchrun's 300 s exit barrier.
+    killed = trainctl("exec", "--stack", run_id, "--nodes", "node1", "--",
+                      "pkill", "-9", "-f", "--", "'--module [t]rainers.digits_ddp'")
+    assert killed.returncode == 0, killed.stdout + killed.stderr
+    output = run.finish(timeout=400)
+    assert run.proc.returncode == 0, output[-3000:]
+    followed, _ = follower.communicate(timeout=60)  # ends by itself when the run has ended
+    assert "final test_accuracy" in followed and "resumed from epoch" in followed
+    assert "[trainctl] a node failed: stopping run" in output
+    assert "[trainctl] job failed; rerun 1/1 from the latest checkpoint" in output
+    assert re.search(r"rank \d: resumed from epoch [2-5]", output)
+    metrics = json.loads((runs / run_id / "metrics.json").read_text())
+    assert metrics["steps"] == 6 * 23
+    assert leftovers(run_id) == []
+
+
+def test_three_experiments_in_parallel_stay_isolated(tmp_path, trainctl_home):
+    runs = tmp_path / "runs"
+    procs = []
+    for name in ("para-a", "para-b", "para-c"):
+        exp = experiment(tmp_path, "--epochs 2", name=name)
+        procs.append(subprocess.Popen([sys.executable, "-m", "trainctl.cli", "run", str(exp),
+                                       "--runs-dir", str(runs)], cwd=REPO, text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+    outputs = [p.communicate(timeout=600) for p in procs]
+    run_ids, subnets, buckets = [], set(), set()
+    for proc, (out, err) in zip(procs, outputs):
+        assert proc.returncode == 0, out[-2000:] + err[-2000:]
+        run_ids.append(run_id_of(out))
+        subnets.add(re.search(r"bridge tcb\w+ (10\.210\.\d+\.0/24)", out).group(1))
+        buckets.add(re.search(r"job dir (gs://[^/]+)/", out).group(1))
+        metrics = json.loads((runs / run_ids[-1] / "metrics.json").read_text())
+        assert metrics["world_size"] == 2 and metrics["epochs"] == 2
+    assert len(set(run_ids)) == len(subnets) == len(buckets) == 3
+    for run_id in run_ids:
+        assert leftovers(run_id) == []

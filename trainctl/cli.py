@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -365,10 +366,23 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
 
 
 @app.command()
-def status(stack: StackOpt = "local") -> None:
-    """Show the stack's nodes and whether each answers over SSH (host key verified)."""
+def status(stack: StackOpt = "local",
+           run: Annotated[Optional[str], typer.Option(help="a run id: its outcome instead")] = None,
+           runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
+    """Show the stack's nodes and whether each answers over SSH (host key verified), or a run's state."""
     from bootstrap.ssh import open_connection
 
+    if run:
+        from trainctl.launch import RESULT_FILE
+
+        result = runs_dir / run / "logs" / "launch" / RESULT_FILE
+        if result.exists():
+            out(result.read_text())
+        elif (runs_dir / run).is_dir():
+            out(json.dumps({"run_id": run, "state": "running (or stopped without a result)"}))
+        else:
+            raise ConfigError(f"no run {run!r} under {runs_dir}")
+        return
     inventory = stacks.inventory(stack)
 
     def probe(node) -> str:
@@ -394,16 +408,35 @@ def status(stack: StackOpt = "local") -> None:
 @app.command()
 def logs(run_id: Annotated[str, typer.Argument(help="run id (see runs/)")],
          node: Annotated[Optional[str], typer.Option(help="only this node")] = None,
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
          runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
-    """Print a run's per-node logs."""
+    """Print a run's per-node logs (of a running or finished run)."""
+    from trainctl.launch import RESULT_FILE
+
     base = runs_dir / run_id / "logs"
     if not base.is_dir():
         raise ConfigError(f"no logs for run {run_id!r} under {runs_dir}")
-    for path in sorted(base.rglob("*.log")):
-        if node and path.stem != node:
-            continue
-        out(f"==> {path} <==")
-        out(path.read_text(errors="replace").rstrip())
+    offsets: dict[Path, int] = {}
+
+    def drain() -> None:
+        for path in sorted(base.rglob("*.log")):
+            if node and path.stem != node:
+                continue
+            with open(path, errors="replace") as fh:
+                fh.seek(offsets.get(path, 0))
+                chunk = fh.read()
+                offsets[path] = fh.tell()
+            if chunk:
+                if not follow:
+                    out(f"==> {path} <==")
+                out(chunk.rstrip("\n"))
+
+    drain()
+    while follow and not (base / "launch" / RESULT_FILE).exists():
+        time.sleep(0.5)
+        drain()
+    if follow:
+        drain()
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

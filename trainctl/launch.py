@@ -30,6 +30,7 @@ from bootstrap.ssh import join, open_connection, shell_env
 from infra.inventory import Inventory, Node
 
 STOP_GRACE_SECONDS = 5
+RESULT_FILE = "result.json"
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
 # torchrun's agent logs every worker exit like this, before it decides to restart the group.
 WORKER_EXIT_RE = re.compile(r"failed \(exitcode: (-?\d+)\)")
@@ -309,6 +310,11 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         stop_run(inventory, spec.run_id)
         result = launch_once(inventory, spec, log_dir, echo, attempt)
     result.attempts = attempt + 1
+    # Marks the run finished for `trainctl logs --follow` and `trainctl status --run`.
+    (log_dir / RESULT_FILE).write_text(json.dumps({
+        "run_id": spec.run_id, "ok": result.ok, "attempts": result.attempts,
+        "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
+                     for o in result.failures()]}, indent=2))
     return result
 
 

@@ -18,6 +18,7 @@ from infra.gcp.common import network_tag, ssh_metadata
 from infra.gcp.compute import GpuVmGroup, node_name
 from infra.gcp.gke import GkeCluster
 from infra.gcp.network import Network
+from infra.gcp.scheduled_reaper import ScheduledReaper
 from infra.gcp.storage import Storage
 from infra.gcp.tpu import TpuVm, tpu_name
 from infra.spec import ClusterSpec
@@ -86,6 +87,8 @@ def build(spec: ClusterSpec, public_key: str, expires_at: int | None = None) -> 
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
         member=account.email.apply(lambda e: f"serviceAccount:{e}"))
+    if spec.scheduled_reaper:
+        ScheduledReaper(spec.name, spec, storage.bucket.name, labels)
     metadata = ssh_metadata(spec, public_key)
     outputs: dict[str, Any] = {"bucket": storage.uri}
     nodes: Any = []

@@ -1,0 +1,79 @@
+"""ScheduledReaper: the TTL's safety net that needs no laptop. A Cloud Function (the same
+infra/gcp/reaper.py that `trainctl reap` uses) runs on a Cloud Scheduler timer and deletes
+trainctl's VMs and TPUs whose expiry label has passed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.gcp.common import TYPE_PREFIX
+from infra.gcp.network import region_of
+from infra.spec import ClusterSpec
+
+REAPER_SOURCE = Path(__file__).with_name("reaper.py")
+ENTRY = '''"""Cloud Function entry point: reap expired trainctl resources in this project."""
+import os
+
+import reaper
+
+
+def reap(request):
+    project = os.environ["REAP_PROJECT"]
+    expired = reaper.find_expired(project)
+    reaper.delete(project, expired, print)
+    return f"reaped {len(expired)}"
+'''
+# Roles the reaper needs to list and delete VMs and TPU nodes, and nothing else.
+REAPER_ROLES = ("roles/compute.instanceAdmin.v1", "roles/tpu.admin")
+
+
+class ScheduledReaper(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: ClusterSpec, bucket: pulumi.Input[str],
+                 labels: dict[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE_PREFIX}:ScheduledReaper", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        assert spec.zone and spec.project
+        region = region_of(spec.zone)
+        account = gcp.serviceaccount.Account(
+            f"{name}-reaper-sa", account_id=f"{spec.name[:20]}-reaper".strip("-"),
+            project=spec.project, display_name=f"trainctl reaper of {spec.name}", opts=child)
+        member = account.email.apply(lambda e: f"serviceAccount:{e}")
+        for role in REAPER_ROLES:
+            gcp.projects.IAMMember(f"{name}-reaper-{role.split('/')[-1]}", project=spec.project,
+                                   role=role, member=member, opts=child)
+        source = gcp.storage.BucketObject(
+            f"{name}-reaper-src", bucket=bucket, name="trainctl-reaper/source.zip",
+            source=pulumi.AssetArchive({
+                "main.py": pulumi.StringAsset(ENTRY),
+                "reaper.py": pulumi.FileAsset(str(REAPER_SOURCE)),
+                "requirements.txt": pulumi.StringAsset("google-cloud-compute>=1.20\ngoogle-cloud-tpu>=1.18\n"),
+            }), opts=child)
+        self.function = gcp.cloudfunctionsv2.Function(
+            f"{name}-reaper", name=f"{spec.name}-reaper", project=spec.project, location=region,
+            labels=labels,
+            build_config=gcp.cloudfunctionsv2.FunctionBuildConfigArgs(
+                runtime="python311", entry_point="reap",
+                source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgs(
+                    storage_source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceStorageSourceArgs(
+                        bucket=bucket, object=source.name))),
+            service_config=gcp.cloudfunctionsv2.FunctionServiceConfigArgs(
+                max_instance_count=1, timeout_seconds=300, ingress_settings="ALLOW_INTERNAL_ONLY",
+                service_account_email=account.email,
+                environment_variables={"REAP_PROJECT": spec.project}),
+            opts=child)
+        gcp.cloudfunctionsv2.FunctionIamMember(
+            f"{name}-reaper-invoker", project=spec.project, location=region,
+            cloud_function=self.function.name, role="roles/cloudfunctions.invoker", member=member,
+            opts=child)
+        self.job = gcp.cloudscheduler.Job(
+            f"{name}-reaper-schedule", name=f"{spec.name}-reaper", project=spec.project,
+            region=region, schedule="*/15 * * * *", time_zone="Etc/UTC",
+            http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+                uri=self.function.url, http_method="POST",
+                oidc_token=gcp.cloudscheduler.JobHttpTargetOidcTokenArgs(
+                    service_account_email=account.email)),
+            opts=child)
+        self.register_outputs({"function": self.function.name})
