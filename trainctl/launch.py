@@ -30,6 +30,8 @@ from bootstrap.ssh import join, open_connection, shell_env
 from infra.inventory import Inventory, Node
 
 STOP_GRACE_SECONDS = 5
+HEARTBEAT_SECONDS = 3.0
+HEARTBEAT_MISSES = 2
 RESULT_FILE = "result.json"
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
 # torchrun's agent logs every worker exit like this, before it decides to restart the group.
@@ -279,6 +281,38 @@ class LinePrinter:
         self.log.close()
 
 
+def heartbeat(conn, node: Node, outcome: NodeOutcome, done: threading.Event,
+              echo: Callable[[str], None]) -> None:
+    """A node whose link is cut never closes its SSH session: TCP would notice after ~15 min.
+    A tiny command every few seconds on the same connection notices in seconds; a node that
+    misses HEARTBEAT_MISSES in a row is declared lost and its session is closed."""
+    misses = 0
+    while not done.wait(HEARTBEAT_SECONDS):
+        try:
+            channel = conn.transport.open_session(timeout=HEARTBEAT_SECONDS)
+            try:
+                channel.settimeout(HEARTBEAT_SECONDS)
+                channel.exec_command("true")
+                deadline = time.monotonic() + HEARTBEAT_SECONDS
+                while not channel.exit_status_ready():
+                    if time.monotonic() > deadline:
+                        raise TimeoutError("no answer")
+                    time.sleep(0.05)
+                misses = 0
+            finally:
+                channel.close()
+        except Exception:
+            if done.is_set():
+                return
+            misses += 1
+            if misses >= HEARTBEAT_MISSES:
+                lost_for = HEARTBEAT_SECONDS * 2 * HEARTBEAT_MISSES
+                outcome.error = f"node lost: no SSH heartbeat for about {lost_for:.0f} s (link cut or node down)"
+                echo(f"[trainctl] {node.name}: {outcome.error}")
+                conn.close()
+                return
+
+
 def stop_run(inventory: Inventory, run_id: str, nodes: list[Node] | None = None) -> None:
     """Stop the run's processes on the given nodes (all by default), in parallel."""
     targets = nodes or list(inventory.nodes)
@@ -340,17 +374,22 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         direct = not uses_torchrun(node, spec)
         printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
                               direct_rank=node.rank if direct else None)
+        done = threading.Event()
         try:
             conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
             with conn:
+                threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo),
+                                 daemon=True).start()
                 result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
                                   out_stream=printer, err_stream=printer, in_stream=False)
                 outcome.exit_code = result.exited
                 if direct and result.exited:
                     worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
-            outcome.exit_code, outcome.error = -1, f"{type(exc).__name__}: {exc}"
+            outcome.exit_code = -1
+            outcome.error = outcome.error or f"{type(exc).__name__}: {exc}"
         finally:
+            done.set()
             printer.close()
         if outcome.exit_code != 0:
             if stopping.is_set() and not any(name == node.name for name, _ in permanent):
