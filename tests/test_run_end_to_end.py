@@ -294,11 +294,12 @@ def test_three_experiments_in_parallel_stay_isolated(tmp_path, trainctl_home):
         assert leftovers(run_id) == []
 
 
-def test_a_cut_link_is_noticed_in_seconds_and_the_run_fails_naming_the_node(tmp_path, trainctl_home):
-    exp = experiment(tmp_path, "--epochs 60 --epoch-sleep 1", name="cut")
-    text = exp.read_text().replace("ttl_hours: 1", "ttl_hours: 1\nrestart: {max_restarts: 0, job_retries: 0}")
+def test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back(tmp_path, trainctl_home):
+    exp = experiment(tmp_path, "--epochs 6 --epoch-sleep 1", name="cut")
+    text = exp.read_text().replace("ttl_hours: 1", "ttl_hours: 1\nrestart: {max_restarts: 0, job_retries: 1}")
     exp.write_text(text)
-    run = Streamed("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
+    runs = tmp_path / "runs"
+    run = Streamed("run", str(exp), "--runs-dir", str(runs))
     run.wait_for(r"\[trainctl\] run ")
     run_id = run_id_of("".join(run.seen))
     run.wait_for(r"\[node\d r0\]:epoch 2/")
@@ -309,7 +310,11 @@ def test_a_cut_link_is_noticed_in_seconds_and_the_run_fails_naming_the_node(tmp_
     # (The guard below only keeps a broken build from hanging; the point is that trainctl
     # names the lost node at all, instead of waiting out the 30-minute collective default.)
     run.wait_for(r"\[trainctl\] node1: node lost: no SSH heartbeat", timeout=120)
-    output = run.finish(timeout=240)
-    assert run.proc.returncode == 1
-    assert "node1 (rank 1) failed: node lost" in output
+    subprocess.run(["ip", "link", "set", veth, "up"], check=True)  # plugged back in
+    output = run.finish(timeout=400)
+    assert run.proc.returncode == 0, output[-3000:]
+    assert "[trainctl] job failed; rerun 1/1 from the latest checkpoint" in output
+    assert re.search(r"rank \d: resumed from epoch [2-5]", output)
+    metrics = json.loads((runs / run_id / "metrics.json").read_text())
+    assert metrics["steps"] == metrics["epochs"] * metrics["steps_per_epoch"] == 6 * 23
     assert leftovers(run_id) == []
