@@ -267,7 +267,7 @@ class ClusterSpec(SpecModel):
                 bundles = sorted(m.name for m in catalog.MACHINES.values()
                                  if m.bundled_gpu == gpu.name)
                 hint = (f"{gpu.name} comes only bundled: use {_choices(bundles)}" if bundles
-                        else f"attach it to an n1 machine type")
+                        else "attach it to an n1 machine type")
                 raise ValueError(f"GPU {gpu.name} cannot be attached to {machine.name}; {hint}")
             if self.gpu.count not in gpu.attachable_counts:
                 raise ValueError(f"gpu.count {self.gpu.count} is not attachable for {gpu.name}; "

@@ -22,7 +22,8 @@ from conftest import REPO, leftovers, trainctl
 pytestmark = pytest.mark.e2e
 
 
-def experiment(tmp_path: Path, args: str, nodes: int = 2, name: str = "e2e") -> Path:
+def experiment(tmp_path: Path, args: str, nodes: int = 2, name: str = "e2e", extra: str = "") -> Path:
+    """An experiment file for the digits trainer; `extra` is appended YAML (restart:, sweep:)."""
     f = tmp_path / f"{name}.yaml"
     f.write_text(f"""
 name: {name}
@@ -33,7 +34,7 @@ requirements: trainers/requirements.txt
 run:
   command: python -m trainers.digits_ddp --job-dir {{job_dir}} {args}
 ttl_hours: 1
-""")
+""" + extra)
     return f
 
 
@@ -102,6 +103,13 @@ class Streamed:
                 return
         raise AssertionError(f"{pattern!r} not seen:\n" + "".join(self.seen[-40:]))
 
+    @classmethod
+    def run(cls, experiment_file: Path, runs: Path) -> tuple[Streamed, str]:
+        """`trainctl run` in the background; returns it once its run id is known."""
+        proc = cls("run", str(experiment_file), "--runs-dir", str(runs))
+        proc.wait_for(r"\[trainctl\] run ")
+        return proc, run_id_of("".join(proc.seen))
+
     def finish(self, timeout: float = 120) -> str:
         self.proc.wait(timeout=timeout)
         while not self.lines.empty():
@@ -115,9 +123,7 @@ class Streamed:
 ])
 def test_interrupt_tears_down(tmp_path, trainctl_home, phase, pattern, sig):
     exp = experiment(tmp_path, "--epochs 50 --epoch-sleep 1", name=f"int-{phase}")
-    run = Streamed("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
-    run.wait_for(r"\[trainctl\] run ")
-    run_id = run_id_of("".join(run.seen))
+    run, run_id = Streamed.run(exp, tmp_path / "runs")
     run.wait_for(pattern)
     run.proc.send_signal(sig)
     output = run.finish()
@@ -128,9 +134,7 @@ def test_interrupt_tears_down(tmp_path, trainctl_home, phase, pattern, sig):
 
 def test_kill_9_during_training_then_down_removes_everything(tmp_path, trainctl_home):
     exp = experiment(tmp_path, "--epochs 50 --epoch-sleep 1", name="kill9")
-    run = Streamed("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
-    run.wait_for(r"\[trainctl\] run ")
-    run_id = run_id_of("".join(run.seen))
+    run, run_id = Streamed.run(exp, tmp_path / "runs")
     run.wait_for(r"\[node\d r0\]:epoch 1/")
     run.proc.kill()
     run.finish()
@@ -200,9 +204,7 @@ def test_non_root_is_told_why_root_is_needed(tmp_path):
 def test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count(tmp_path, trainctl_home):
     exp = experiment(tmp_path, "--epochs 6 --epoch-sleep 1", nodes=3, name="resume")
     runs = tmp_path / "runs"
-    run = Streamed("run", str(exp), "--runs-dir", str(runs))
-    run.wait_for(r"\[trainctl\] run ")
-    run_id = run_id_of("".join(run.seen))
+    run, run_id = Streamed.run(exp, runs)
     run.wait_for(r"\[node\d r0\]:epoch 2/")
     # Only the worker (python -m …), not its torchrun agent (--module …), on node1 alone.
     killed = trainctl("exec", "--stack", run_id, "--nodes", "node1", "--",
@@ -236,21 +238,10 @@ def test_tensorflow_multi_worker_run_reaches_the_accuracy_bar(tmp_path, trainctl
 
 def test_a_dead_torchrun_agent_is_noticed_at_once_and_the_job_reruns_from_its_checkpoint(
         tmp_path, trainctl_home):
-    f = tmp_path / "agent.yaml"
-    f.write_text(f"""
-name: agent
-stack: local
-overrides: {{nodes: 2}}
-code: {REPO}
-requirements: trainers/requirements.txt
-run:
-  command: python -m trainers.digits_ddp --epochs 6 --epoch-sleep 1 --job-dir {{job_dir}}
-restart: {{max_restarts: 0, job_retries: 1}}
-""")
+    f = experiment(tmp_path, "--epochs 6 --epoch-sleep 1", name="agent",
+                   extra="restart: {max_restarts: 0, job_retries: 1}\n")
     runs = tmp_path / "runs"
-    run = Streamed("run", str(f), "--runs-dir", str(runs))
-    run.wait_for(r"\[trainctl\] run ")
-    run_id = run_id_of("".join(run.seen))
+    run, run_id = Streamed.run(f, runs)
     follower = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "logs", run_id, "--follow",
                                  "--runs-dir", str(runs)], cwd=REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
@@ -295,13 +286,10 @@ def test_three_experiments_in_parallel_stay_isolated(tmp_path, trainctl_home):
 
 
 def test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back(tmp_path, trainctl_home):
-    exp = experiment(tmp_path, "--epochs 6 --epoch-sleep 1", name="cut")
-    text = exp.read_text().replace("ttl_hours: 1", "ttl_hours: 1\nrestart: {max_restarts: 0, job_retries: 1}")
-    exp.write_text(text)
+    exp = experiment(tmp_path, "--epochs 6 --epoch-sleep 1", name="cut",
+                     extra="restart: {max_restarts: 0, job_retries: 1}\n")
     runs = tmp_path / "runs"
-    run = Streamed("run", str(exp), "--runs-dir", str(runs))
-    run.wait_for(r"\[trainctl\] run ")
-    run_id = run_id_of("".join(run.seen))
+    run, run_id = Streamed.run(exp, runs)
     run.wait_for(r"\[node\d r0\]:epoch 2/")
     from infra.local.realizer import Names
 

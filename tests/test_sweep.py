@@ -10,34 +10,25 @@ import signal
 
 import pytest
 
-from conftest import REPO, leftovers, trainctl
-from test_run_end_to_end import Streamed, run_id_of
+from conftest import leftovers, trainctl
+from test_run_end_to_end import Streamed, experiment
 
 pytestmark = pytest.mark.e2e
 
 
 def sweep_file(tmp_path):
-    f = tmp_path / "sweep.yaml"
-    f.write_text(f"""
-name: sw
-stack: local
-overrides: {{nodes: 2}}
-code: {REPO}
-requirements: trainers/requirements.txt
-run:
-  command: python -m trainers.digits_ddp --epochs 3 --job-dir {{job_dir}}
-restart: {{max_restarts: 0, job_retries: 0}}
+    return experiment(tmp_path, "--epochs 3", name="sw", extra="""
+restart: {max_restarts: 0, job_retries: 0}
 sweep:
   metric: test_accuracy
   max_trials: 6
   max_parallel_trials: 2
   algorithm: random
   parameters:
-    - {{name: lr, type: DOUBLE, min: 0.01, max: 0.2, scale: LOG}}
-    - {{name: hidden, type: INTEGER, min: 32, max: 128}}
-    - {{name: fail-at-epoch, type: CATEGORICAL, values: [2, 99]}}
+    - {name: lr, type: DOUBLE, min: 0.01, max: 0.2, scale: LOG}
+    - {name: hidden, type: INTEGER, min: 32, max: 128}
+    - {name: fail-at-epoch, type: CATEGORICAL, values: [2, 99]}
 """)
-    return f
 
 
 def trials(run_dir):
@@ -47,9 +38,7 @@ def trials(run_dir):
 
 def test_sweep_runs_splits_nodes_survives_crashes_and_resumes(tmp_path, trainctl_home):
     exp, runs = sweep_file(tmp_path), tmp_path / "runs"
-    first = Streamed("run", str(exp), "--runs-dir", str(runs))
-    first.wait_for(r"\[trainctl\] run ")
-    sweep_id = run_id_of("".join(first.seen))
+    first, sweep_id = Streamed.run(exp, runs)
     first.wait_for(r"\[sweep\] trial \d+ (complete|fail)", timeout=300)
     first.wait_for(r"\[sweep\] trial \d+ (complete|fail)", timeout=300)
     first.proc.send_signal(signal.SIGINT)

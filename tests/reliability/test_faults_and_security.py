@@ -3,8 +3,6 @@ material, a full disk during checkpointing, and racing commands on one stack."""
 
 from __future__ import annotations
 
-import json
-import os
 import stat
 import subprocess
 import sys
