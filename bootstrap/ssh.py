@@ -1,6 +1,6 @@
 """SSH to cluster nodes with pinned host keys, for fabric and for OpenSSH-based tools (rsync).
 
-fabric 3 installs paramiko's AutoAddPolicy on every Connection and never loads known_hosts;
+fabric 3 installs paramiko's auto-add host-key policy on every Connection and never loads known_hosts;
 here each connection gets RejectPolicy and exactly the node's host keys from the inventory, so
 an unknown host and a wrong key are both refused before anything is sent.
 """
