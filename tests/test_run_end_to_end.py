@@ -74,6 +74,13 @@ def test_permanent_error_fails_fast_naming_the_node_and_still_tears_down(tmp_pat
     assert leftovers(run_id_of(result.stdout)) == []
 
 
+def kill_on_node1(stack: str, pattern: str) -> None:
+    """SIGKILL the processes matching `pattern` on node1 only, through `trainctl exec`."""
+    killed = trainctl("exec", "--stack", stack, "--nodes", "node1", "--", "pkill", "-9", "-f", "--",
+                      f"'{pattern}'")
+    assert killed.returncode == 0, killed.stdout + killed.stderr
+
+
 class Streamed:
     """A trainctl process whose output is read as it comes."""
 
@@ -207,9 +214,7 @@ def test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count(tmp_path
     run, run_id = Streamed.run(exp, runs)
     run.wait_for(r"\[node\d r0\]:epoch 2/")
     # Only the worker (python -m …), not its torchrun agent (--module …), on node1 alone.
-    killed = trainctl("exec", "--stack", run_id, "--nodes", "node1", "--",
-                      "pkill", "-9", "-f", "--", "'-m [t]rainers.digits_ddp'")
-    assert killed.returncode == 0, killed.stdout + killed.stderr
+    kill_on_node1(run_id, "-m [t]rainers.digits_ddp")
     output = run.finish(timeout=300)
     assert run.proc.returncode == 0, output[-3000:]
     assert re.search(r"\[node1\] .*failed \(exitcode: -9\)", output)  # torchrun saw the kill…
@@ -248,9 +253,7 @@ def test_a_dead_torchrun_agent_is_noticed_at_once_and_the_job_reruns_from_its_ch
     run.wait_for(r"\[node\d r0\]:epoch 2/")
     # The agent alone (its worker lives on, as after an OOM kill of torchrun): without
     # supervision the healthy agent would wait out torchrun's 300 s exit barrier.
-    killed = trainctl("exec", "--stack", run_id, "--nodes", "node1", "--",
-                      "pkill", "-9", "-f", "--", "'--module [t]rainers.digits_ddp'")
-    assert killed.returncode == 0, killed.stdout + killed.stderr
+    kill_on_node1(run_id, "--module [t]rainers.digits_ddp")
     output = run.finish(timeout=400)
     assert run.proc.returncode == 0, output[-3000:]
     followed, _ = follower.communicate(timeout=60)  # ends by itself when the run has ended

@@ -34,10 +34,6 @@ class RunFailed(RuntimeError):
     pass
 
 
-class TtlExpired(KeyboardInterrupt):
-    pass
-
-
 @dataclass
 class RunReport:
     run_id: str

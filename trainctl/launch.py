@@ -176,10 +176,6 @@ def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0) -> dict[str, 
 # execution
 
 
-class NodeFailed(RuntimeError):
-    pass
-
-
 @dataclass
 class NodeOutcome:
     node: str
@@ -195,7 +191,6 @@ class NodeOutcome:
 class LaunchResult:
     run_id: str
     outcomes: list[NodeOutcome]
-    stopped_by_controller: bool = False
     attempts: int = 1
     permanent_failure: int | None = None  # a worker exit code from the permanent set
 
@@ -399,12 +394,10 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
 
     pool = ThreadPoolExecutor(max_workers=len(inventory.nodes))
     futures = [pool.submit(run_on, n) for n in inventory.nodes]
-    stopped = False
     try:
         while not all(f.done() for f in futures):
             if first_failure.wait(0.2) and not stopping.is_set():
                 stopping.set()
-                stopped = True
                 why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
                        else "a node failed")
                 echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
@@ -416,7 +409,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         raise
     finally:
         pool.shutdown(wait=True)
-    result = LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank), stopped,
+    result = LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank),
                           permanent_failure=permanent[0][1] if permanent else None)
     for name, code in permanent:
         outcomes[name].error = f"permanent error: its program exited with code {code}"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Protocol
-
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -14,10 +12,6 @@ console = Console(stderr=True, highlight=False)
 
 STYLE = {"waiting": "dim", "running": "yellow", "done": "green", "skipped": "cyan",
          "failed": "bold red", "not needed": "cyan"}
-
-
-class Reporter(Protocol):
-    def __call__(self, node: str, step: str, status: str, detail: str = "") -> None: ...
 
 
 class NodeBoard:

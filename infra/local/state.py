@@ -80,9 +80,6 @@ class StackState:
         record["status"] = "created"
         self.save()
 
-    def find(self, kind: str) -> list[dict[str, Any]]:
-        return [r for r in self.resources if r["kind"] == kind]
-
 
 def state_dir(stack: str) -> Path:
     return stacks_dir() / stack
