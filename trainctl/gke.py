@@ -14,7 +14,7 @@ from typing import Any
 
 from infra import catalog
 from infra.spec import ClusterSpec
-from trainctl.launch import TF_PORT, LaunchSpec, expand
+from trainctl.launch import TF_PORT, LaunchSpec, expand, torchrun_target
 from infra.inventory import Inventory
 
 DEFAULT_IMAGES = {
@@ -30,9 +30,7 @@ def names(spec: LaunchSpec) -> tuple[str, str]:
 
 
 def _torch_command(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, user: list[str]) -> str:
-    rest = user[1:] if user[0] in ("python", "python3") else ["--no-python", *user]
-    if rest[:1] == ["-m"]:
-        rest = ["--module", *rest[1:]]
+    rest = torchrun_target(user)
     args = ["torchrun", f"--nnodes={cluster.node_count}", f"--nproc-per-node={spec.nproc_per_node}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={job}-0.{svc}:{RDZV_PORT}", f"--rdzv-id={spec.run_id}",
             f"--max-restarts={spec.max_restarts}", "--tee=3", *rest]

@@ -74,15 +74,19 @@ def expand(command: tuple[str, ...], inventory: Inventory, run_id: str) -> list[
     return [arg.replace("{job_dir}", values["job_dir"]).replace("{run_id}", run_id) for arg in command]
 
 
+def torchrun_target(user: list[str]) -> list[str]:
+    """The user's command as torchrun's trailing arguments: `python x.py` → `x.py`,
+    `python -m pkg` → `--module pkg`, anything else → `--no-python cmd`."""
+    if user[0] in ("python", "python3"):
+        rest = user[1:]
+        return ["--module", *rest[1:]] if rest[:1] == ["-m"] else rest
+    return ["--no-python", *user]
+
+
 def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> list[str]:
     p = node_paths(node)
     rank0 = inventory.rank0
-    user = expand(spec.command, inventory, spec.run_id)
-    if user[0] in ("python", "python3"):
-        rest = user[1:]
-        target = ["--module", *rest[1:]] if rest[:1] == ["-m"] else rest
-    else:
-        target = ["--no-python", *user]
+    target = torchrun_target(expand(spec.command, inventory, spec.run_id))
     return [
         f"{p['venv']}/bin/torchrun",
         f"--nnodes={len(inventory.nodes)}",
