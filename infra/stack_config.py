@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from infra.spec import ClusterSpec
 
@@ -31,13 +31,32 @@ def suggest(key: str, valid: list[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def format_validation_error(source: str, exc: ValidationError) -> str:
+def keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys valid at `loc` inside `model` (nested models, tuples and optionals followed)."""
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        nested = [t for t in (field.annotation, *get_args(field.annotation), *(
+            a for t in get_args(field.annotation) for a in get_args(t)))
+            if isinstance(t, type) and issubclass(t, BaseModel)]
+        if not nested:
+            return []
+        model = nested[0]
+    return list(model.model_fields)
+
+
+def format_validation_error(source: str, exc: ValidationError,
+                            model: type[BaseModel] | None = None) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            msg = "unknown key"
+            valid = keys_at(model, err["loc"][:-1]) if model else []
+            msg = "unknown key" + suggest(str(err["loc"][-1]), valid)
         got = err.get("input")
         shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
         lines.append(f"  {loc}: {msg}{shown}")
@@ -96,7 +115,7 @@ def build_spec(fields: Mapping[str, Any], source: str) -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(dict(fields))
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(source, exc)) from None
+        raise ConfigError(format_validation_error(source, exc, ClusterSpec)) from None
 
 
 def load_stack(stack: str, *, name: str | None = None,

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -48,7 +51,7 @@ def leftovers(stack: str) -> list[str]:
     """Everything on this machine that still belongs to the stack."""
     from infra.local import netns as nets
     from infra.local.realizer import Names
-    from infra.local.state import state_dir
+    from infra.local.state import lock_path, state_dir
 
     names = Names(stack)
     found = [f"netns {ns}" for ns in nets.list_netns() if ns.startswith(names.netns_prefix)]
@@ -58,11 +61,14 @@ def leftovers(stack: str) -> list[str]:
     rule = nets.host_forward_rule(names.bridge)
     if subprocess.run(["iptables", "-C", *rule], capture_output=True).returncode == 0:
         found.append("iptables FORWARD rule")
-    if state_dir(stack).exists():
+    if state_dir(stack).exists():  # keys, inventory, partial downloads of `collect`
         found.append(f"state {state_dir(stack)}")
+    if lock_path(stack).exists():
+        found.append(f"lock {lock_path(stack)}")
     ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    # sshds and ssh/rsync clients name the state folder; the emulator names its bucket.
     found += [f"process {line.strip()}" for line in ps.splitlines()
-              if f"/stacks/{stack}/" in line or f"tc-{stack}-" in line]
+              if f"/stacks/{stack}/" in line or f"tc-{stack}-" in line or line.endswith(f" {names.bucket}")]
     return found
 
 
@@ -118,3 +124,77 @@ def listening(ns: str, ip: str, port: int):
     finally:
         proc.kill()
         proc.wait()
+
+
+def experiment(tmp_path: Path, args: str, nodes: int = 2, name: str = "e2e", extra: str = "") -> Path:
+    """An experiment file for the digits trainer; `extra` is appended YAML (restart:, sweep:)."""
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(f"""
+name: {name}
+stack: local
+overrides: {{nodes: {nodes}}}
+code: {REPO}
+requirements: trainers/requirements.txt
+run:
+  command: python -m trainers.digits_ddp --job-dir {{job_dir}} {args}
+ttl_hours: 1
+""" + extra)
+    return f
+
+
+def run_id_of(output: str) -> str:
+    match = re.search(r"\[trainctl\] run (\S+):", output)
+    assert match, output
+    return match.group(1)
+
+
+def kill_on_node1(stack: str, pattern: str) -> None:
+    """SIGKILL the processes matching `pattern` on node1 only, through `trainctl exec`."""
+    killed = trainctl("exec", "--stack", stack, "--nodes", "node1", "--", "pkill", "-9", "-f", "--",
+                      f"'{pattern}'")
+    assert killed.returncode == 0, killed.stdout + killed.stderr
+
+
+class Streamed:
+    """A trainctl process whose output is read as it comes."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=REPO,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.pump = threading.Thread(target=self._pump, daemon=True)
+        self.pump.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                assert self.proc.poll() is None, "exited early:\n" + "".join(self.seen[-40:])
+                continue
+            self.seen.append(line)
+            if re.search(pattern, line):
+                return
+        raise AssertionError(f"{pattern!r} not seen:\n" + "".join(self.seen[-40:]))
+
+    @classmethod
+    def run(cls, experiment_file: Path, runs: Path) -> tuple[Streamed, str]:
+        """`trainctl run` in the background; returns it once its run id is known."""
+        proc = cls("run", str(experiment_file), "--runs-dir", str(runs))
+        proc.wait_for(r"\[trainctl\] run ")
+        return proc, run_id_of("".join(proc.seen))
+
+    def finish(self, timeout: float = 120) -> str:
+        self.proc.wait(timeout=timeout)
+        self.pump.join(timeout=10)  # the pipe's last lines
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return "".join(self.seen)

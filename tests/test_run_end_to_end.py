@@ -1,47 +1,22 @@
 """`trainctl run` and the step-by-step commands on the real local stack: training happens,
-artifacts arrive, and every way out (success, failure, Ctrl-C, SIGTERM, kill -9 + down) leaves
-nothing behind."""
+artifacts arrive, failures are named, nodes that fail are restarted and resume, and nothing is
+left behind (interrupts in every phase: tests/reliability/test_interrupt_every_phase.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, leftovers, trainctl
+from conftest import REPO, Streamed, experiment, kill_on_node1, leftovers, run_id_of, trainctl
 
 pytestmark = pytest.mark.e2e
-
-
-def experiment(tmp_path: Path, args: str, nodes: int = 2, name: str = "e2e", extra: str = "") -> Path:
-    """An experiment file for the digits trainer; `extra` is appended YAML (restart:, sweep:)."""
-    f = tmp_path / f"{name}.yaml"
-    f.write_text(f"""
-name: {name}
-stack: local
-overrides: {{nodes: {nodes}}}
-code: {REPO}
-requirements: trainers/requirements.txt
-run:
-  command: python -m trainers.digits_ddp --job-dir {{job_dir}} {args}
-ttl_hours: 1
-""" + extra)
-    return f
-
-
-def run_id_of(output: str) -> str:
-    match = re.search(r"\[trainctl\] run (\S+):", output)
-    assert match, output
-    return match.group(1)
 
 
 def test_run_trains_collects_and_tears_down(tmp_path, trainctl_home):
@@ -72,84 +47,6 @@ def test_permanent_error_fails_fast_naming_the_node_and_still_tears_down(tmp_pat
     assert "rerun 1/" not in result.stdout  # no job rerun
     assert "failing on purpose at epoch 1" in result.stderr  # the failed node's last lines
     assert leftovers(run_id_of(result.stdout)) == []
-
-
-def kill_on_node1(stack: str, pattern: str) -> None:
-    """SIGKILL the processes matching `pattern` on node1 only, through `trainctl exec`."""
-    killed = trainctl("exec", "--stack", stack, "--nodes", "node1", "--", "pkill", "-9", "-f", "--",
-                      f"'{pattern}'")
-    assert killed.returncode == 0, killed.stdout + killed.stderr
-
-
-class Streamed:
-    """A trainctl process whose output is read as it comes."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=REPO,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def wait_for(self, pattern: str, timeout: float = 180) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=1)
-            except queue.Empty:
-                assert self.proc.poll() is None, "exited early:\n" + "".join(self.seen[-40:])
-                continue
-            self.seen.append(line)
-            if re.search(pattern, line):
-                return
-        raise AssertionError(f"{pattern!r} not seen:\n" + "".join(self.seen[-40:]))
-
-    @classmethod
-    def run(cls, experiment_file: Path, runs: Path) -> tuple[Streamed, str]:
-        """`trainctl run` in the background; returns it once its run id is known."""
-        proc = cls("run", str(experiment_file), "--runs-dir", str(runs))
-        proc.wait_for(r"\[trainctl\] run ")
-        return proc, run_id_of("".join(proc.seen))
-
-    def finish(self, timeout: float = 120) -> str:
-        self.proc.wait(timeout=timeout)
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-        return "".join(self.seen)
-
-
-@pytest.mark.parametrize("phase, pattern, sig", [
-    ("bootstrap", r"\[trainctl\] bootstrap", signal.SIGINT),
-    ("training", r"\[node\d r0\]:epoch 1/", signal.SIGTERM),
-])
-def test_interrupt_tears_down(tmp_path, trainctl_home, phase, pattern, sig):
-    exp = experiment(tmp_path, "--epochs 50 --epoch-sleep 1", name=f"int-{phase}")
-    run, run_id = Streamed.run(exp, tmp_path / "runs")
-    run.wait_for(pattern)
-    run.proc.send_signal(sig)
-    output = run.finish()
-    assert run.proc.returncode != 0
-    assert "stack " + run_id + " removed" in output, output[-2000:]
-    assert leftovers(run_id) == []
-
-
-def test_kill_9_during_training_then_down_removes_everything(tmp_path, trainctl_home):
-    exp = experiment(tmp_path, "--epochs 50 --epoch-sleep 1", name="kill9")
-    run, run_id = Streamed.run(exp, tmp_path / "runs")
-    run.wait_for(r"\[node\d r0\]:epoch 1/")
-    run.proc.kill()
-    run.finish()
-    assert any(x.startswith("netns") for x in leftovers(run_id))
-    result = trainctl("down", "--stack", run_id)
-    assert result.returncode == 0, result.stderr
-    assert leftovers(run_id) == []
-    assert trainctl("down", "--stack", run_id).returncode == 0  # idempotent
 
 
 def test_step_by_step_commands(tmp_path, trainctl_home):
@@ -189,14 +86,6 @@ def test_step_by_step_commands(tmp_path, trainctl_home):
         down = trainctl("down", "--stack", stack)
         assert down.returncode == 0, down.stderr
     assert leftovers(stack) == []
-
-
-def test_invalid_experiment_exits_2_before_creating_anything(tmp_path, trainctl_home):
-    exp = experiment(tmp_path, "", nodes=99, name="toolarge")
-    result = trainctl("run", str(exp), "--runs-dir", str(tmp_path / "runs"))
-    assert result.returncode == 2
-    assert "nodes 99 is more than the local stack supports (1-16)" in result.stderr
-    assert not (trainctl_home / "stacks").exists() or not any((trainctl_home / "stacks").iterdir())
 
 
 def test_non_root_is_told_why_root_is_needed(tmp_path):
@@ -304,6 +193,37 @@ def test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back(tm
     subprocess.run(["ip", "link", "set", veth, "up"], check=True)  # plugged back in
     output = run.finish(timeout=400)
     assert run.proc.returncode == 0, output[-3000:]
+    assert "[trainctl] job failed; rerun 1/1 from the latest checkpoint" in output
+    assert re.search(r"rank \d: resumed from epoch [2-5]", output)
+    metrics = json.loads((runs / run_id / "metrics.json").read_text())
+    assert metrics["steps"] == metrics["epochs"] * metrics["steps_per_epoch"] == 6 * 23
+    assert leftovers(run_id) == []
+
+
+def node_init_pid(ns: str) -> int:
+    """PID (as the host sees it) of PID 1 of the node's own PID namespace: its sshd."""
+    from infra.local import netns
+
+    for pid in netns.netns_pids(ns):
+        status = Path(f"/proc/{pid}/status").read_text()
+        nspid = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+        if len(nspid) > 1 and nspid[-1] == "1":
+            return pid
+    raise AssertionError(f"no init process in {ns}")
+
+
+def test_a_node_whose_sshd_dies_boots_again_and_the_job_resumes_from_its_checkpoint(
+        tmp_path, trainctl_home):
+    exp = experiment(tmp_path, "--epochs 6 --epoch-sleep 1", name="crash",
+                     extra="restart: {max_restarts: 0, job_retries: 1}\n")
+    runs = tmp_path / "runs"
+    run, run_id = Streamed.run(exp, runs)
+    run.wait_for(r"\[node\d r0\]:epoch 2/")
+    sshd = node_init_pid(f"tc-{run_id}-n1")
+    os.kill(sshd, signal.SIGKILL)  # sshd is the node's PID 1: the node crashes with it
+    output = run.finish(timeout=400)
+    assert run.proc.returncode == 0, output[-3000:]
+    assert "[trainctl] a node failed: stopping run" in output
     assert "[trainctl] job failed; rerun 1/1 from the latest checkpoint" in output
     assert re.search(r"rank \d: resumed from epoch [2-5]", output)
     metrics = json.loads((runs / run_id / "metrics.json").read_text())

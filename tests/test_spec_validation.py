@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import ClusterSpec
-from infra.stack_config import ConfigError, load_stack
+from infra.stack_config import load_stack
 from trainctl.experiment_spec import load_experiment
 
 GCP = {"provider": "gcp", "project": "proj", "zone": "us-central1-a",
@@ -28,13 +28,6 @@ def error_of(**fields) -> str:
 def test_local_stack_defaults_to_two_cpu_nodes():
     s = load_stack("local")
     assert (s.provider, s.node_count, s.procs_per_node, s.accelerator) == ("local", 2, 1, "cpu")
-
-
-@pytest.mark.parametrize("nodes", [0, -1, 17, 10_000])
-def test_local_node_count_out_of_range_is_refused(nodes):
-    with pytest.raises(ConfigError) as info:
-        load_stack("local", overrides={"nodes": nodes})
-    assert "nodes" in str(info.value)
 
 
 def test_bundled_gpu_machine_implies_its_gpus():
@@ -62,11 +55,6 @@ def test_too_many_vcpus_for_the_gpu_count():
     assert "32 vCPUs" in msg
 
 
-def test_unknown_gpu_lists_valid_types():
-    msg = error_of(**GCP, machine_type="n1-standard-8", gpu={"type": "rtx4090"})
-    assert "unknown GPU type 'rtx4090'" in msg and "nvidia-tesla-t4" in msg
-
-
 def test_gpu_not_offered_in_zone():
     msg = error_of(**{**GCP, "zone": "asia-south1-a"}, machine_type="n1-standard-8",
                    gpu={"type": "t4", "count": 1})
@@ -86,62 +74,10 @@ def test_multi_host_tpu_sets_node_count_to_its_hosts():
     assert "has 4 host(s)" in error_of(**GCP, kind="tpu", nodes=2, tpu={"type": "v5litepod-16"})
 
 
-@pytest.mark.parametrize("cidr, needle", [
-    ("0.0.0.0/0", "whole internet"), ("::/0", "whole internet"),
-    ("10.0.0.1/8", "not a valid CIDR"), ("banana", "not a valid CIDR"),
-])
-def test_ssh_source_ranges_refuse_the_world_and_garbage(cidr, needle):
-    assert needle in error_of(**{**GCP, "ssh": {"source_ranges": [cidr]}}, machine_type="n1-standard-4")
-
-
-def test_gcp_requires_ssh_source_ranges():
-    msg = error_of(**{**GCP, "ssh": {}}, machine_type="n1-standard-4")
-    assert "ssh.source_ranges is required" in msg
-
-
 @pytest.mark.parametrize("name", ["UPPER", "1starts-with-digit", "ends-", "x" * 42, "has_underscore", ""])
 def test_names_gce_would_reject(name):
     with pytest.raises(ValueError, match="name"):
         ClusterSpec.model_validate({"name": name})
-
-
-def test_accelerators_on_local_stack_are_refused():
-    assert "no accelerators" in error_of(gpu={"type": "t4"})
-
-
-def test_unknown_stack_key_suggests_the_right_one(tmp_path):
-    f = tmp_path / "Pulumi.x.yaml"
-    f.write_text("config:\n  trainctl:provider: local\n  trainctl:node: 3\n")
-    with pytest.raises(ConfigError) as info:
-        load_stack(str(f))
-    assert "unknown key 'trainctl:node'" in str(info.value) and "did you mean 'nodes'" in str(info.value)
-
-
-@pytest.mark.parametrize("content, needle", [
-    ("- a\n- b\n", "expected a mapping"),
-    ("config: [1, 2]\n", "'config' must be a mapping"),
-    ("config:\n  trainctl:nodes: {a: 1}\n", "nodes"),
-    (": : :\n", "not valid YAML"),
-])
-def test_malformed_stack_files(tmp_path, content, needle):
-    f = tmp_path / "Pulumi.bad.yaml"
-    f.write_text(content)
-    with pytest.raises(ConfigError) as info:
-        load_stack(str(f))
-    assert needle in str(info.value)
-
-
-def test_huge_stack_file_is_refused_unparsed(tmp_path):
-    f = tmp_path / "Pulumi.huge.yaml"
-    f.write_text("config:\n" + "  # padding\n" * 200_000)
-    with pytest.raises(ConfigError, match="larger than"):
-        load_stack(str(f))
-
-
-def test_missing_stack_lists_available_ones():
-    with pytest.raises(ConfigError) as info:
-        load_stack("nope")
-    assert "available:" in str(info.value) and "local" in str(info.value)
 
 
 def write_experiment(tmp_path: Path, body: str) -> Path:
@@ -155,24 +91,6 @@ def test_example_experiment_is_valid():
     exp = load_experiment(Path(__file__).parent.parent / "examples" / "digits-ddp.yaml")
     assert exp.run.command[:3] == ("python", "-m", "trainers.digits_ddp")
     assert (exp.code_dir / exp.requirements).is_file()
-
-
-@pytest.mark.parametrize("body, needle", [
-    ("name: e\nrun: {command: x}\nartifacts: ['../../etc/passwd']\n", "no '..'"),
-    ("name: e\nrun: {command: x}\nartifacts: ['/etc/passwd']\n", "no leading '/'"),
-    ("name: e\nrun: {command: x}\nbogus: 1\n", "bogus: unknown key"),
-    ("name: e\nrun: {command: x, framework: mxnet}\n", "run.framework"),
-    ("name: e\nrun: {command: []}\n", "run.command"),
-    ("name: Bad_Name\nrun: {command: x}\n", "experiment name"),
-    ("name: e\nrun: {command: x, env: {'A;B': '1'}}\n", "not valid"),
-    ("name: e\nrun: {command: x}\ncode: does-not-exist\n", "is not a directory"),
-    ("name: e\nrun: {command: x}\nrequirements: nope.txt\n", "does not exist"),
-    ("name: e\nrun: {command: x}\nbase_dir: /\n", "unknown key 'base_dir'"),
-])
-def test_bad_experiment_files(tmp_path, body, needle):
-    with pytest.raises(ConfigError) as info:
-        load_experiment(write_experiment(tmp_path, body))
-    assert needle in str(info.value)
 
 
 def test_run_command_string_is_split_not_shell_evaluated(tmp_path):

@@ -22,7 +22,29 @@ from trainctl.progress import NodeBoard, console
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Provision, bootstrap, launch and tear down distributed training clusters.")
 
-StackOpt = Annotated[str, typer.Option("--stack", "-s", help="stack name (stacks/Pulumi.<stack>.yaml)")]
+def _stack_argument(value: str) -> str:
+    """A stack name (it names folders and interfaces) or the path of a stack file."""
+    if Path(value).suffix in (".yaml", ".yml"):
+        return value
+    from infra.spec import validate_name
+
+    try:
+        return validate_name(value, "--stack")
+    except ValueError as exc:
+        raise ConfigError(f"{exc}; or give the path of a stack file (*.yaml)") from None
+
+
+def _run_id_argument(value: str | None) -> str | None:
+    from trainctl.launch import check_run_id
+
+    try:
+        return None if value is None else check_run_id(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+StackOpt = Annotated[str, typer.Option("--stack", "-s", callback=_stack_argument,
+                                       help="stack name (stacks/Pulumi.<stack>.yaml) or stack file")]
 NodesOpt = Annotated[Optional[str], typer.Option("--nodes", help="comma-separated node names or ranks")]
 
 
@@ -51,7 +73,7 @@ def _node_list(value: str | None) -> list[str] | None:
 def plan(stack: StackOpt = "local",
          nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
     """Show what `up` would create, without creating anything."""
-    spec = load_stack(stack, overrides={"nodes": nodes} if nodes else None)
+    spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
     table = Table(title=f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), "
                         f"{spec.accelerator}", title_justify="left")
     table.add_column("resource")
@@ -140,7 +162,7 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
 def up(stack: StackOpt = "local",
        nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
     """Create the stack's cluster."""
-    spec = load_stack(stack, overrides={"nodes": nodes} if nodes else None)
+    spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
     start = time.monotonic()
     inventory = stacks.up(spec, say)
     say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
@@ -238,7 +260,8 @@ def launch(
     job_retries: Annotated[int, typer.Option(help="reruns of the whole job from its checkpoints")] = 0,
     show_plan: Annotated[bool, typer.Option("--plan", help="print each node's command (GKE: the "
                                                            "manifests); run nothing")] = False,
-    run_id: Annotated[Optional[str], typer.Option(help="default: <stack>-<random>")] = None,
+    run_id: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
+                                                  help="default: <stack>-<random>")] = None,
 ) -> None:
     """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
     from trainctl.launch import LaunchSpec
@@ -323,7 +346,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
         keep: Annotated[bool, typer.Option(help="keep the stack after the run (TTL still "
                                                 "applies)")] = False,
         runs_dir: Annotated[Path, typer.Option(help="where runs/<run-id>/ goes")] = Path("runs"),
-        resume: Annotated[Optional[str], typer.Option(help="continue an interrupted sweep by its id")] = None) -> None:
+        resume: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
+                                                      help="continue an interrupted sweep by its id")] = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.experiment import RunFailed, run_experiment
     from trainctl.experiment_spec import load_experiment
@@ -367,7 +391,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
 
 @app.command()
 def status(stack: StackOpt = "local",
-           run: Annotated[Optional[str], typer.Option(help="a run id: its outcome instead")] = None,
+           run: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
+                                                      help="a run id: its outcome instead")] = None,
            runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
     """Show the stack's nodes and whether each answers over SSH (host key verified), or a run's state."""
     from bootstrap.ssh import open_connection
@@ -406,7 +431,7 @@ def status(stack: StackOpt = "local",
 
 
 @app.command()
-def logs(run_id: Annotated[str, typer.Argument(help="run id (see runs/)")],
+def logs(run_id: Annotated[str, typer.Argument(callback=_run_id_argument, help="run id (see runs/)")],
          node: Annotated[Optional[str], typer.Option(help="only this node")] = None,
          follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
          runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
@@ -455,6 +480,8 @@ def main() -> None:
     try:
         # Without standalone mode click returns typer.Exit's code instead of exiting.
         code = app(standalone_mode=False)
+        if code == 130:  # typer's answer to a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP)
+            console.print("interrupted", style="yellow")
         sys.exit(code if isinstance(code, int) else 0)
     except ConfigError as exc:
         console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
@@ -465,12 +492,14 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         console.print("interrupted", style="yellow")
         sys.exit(130)
+    except typer.TyperException as exc:  # click's usage errors: a bad option or argument
+        show = getattr(exc, "show", None)
+        if show:
+            show()
+        else:
+            console.print(f"error: {exc}", style="red", markup=False)
+        sys.exit(getattr(exc, "exit_code", 2))
     except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(2)
         from bootstrap.runner import BootstrapFailed
 
         if isinstance(exc, BootstrapFailed):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import uuid
 from pathlib import Path
 
 from infra.inventory import Inventory
+from infra.local.state import state_dir
 
 
 def bucket_fs(inventory: Inventory):
@@ -22,22 +25,35 @@ def bucket_fs(inventory: Inventory):
 
 
 def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest: Path) -> list[str]:
-    """Fetch each artifact (a file, or a folder when it ends in '/'); returns what was missing."""
+    """Fetch each artifact (a file, or a folder when it ends in '/'); returns what was missing.
+
+    Downloads land in the stack's state folder first and move into `dest` only once all of them
+    are complete: an interrupted collect leaves no half-written model among the artifacts, and
+    `trainctl down` removes the partial download with the stack, even after a kill -9."""
     fs = bucket_fs(inventory)
-    dest.mkdir(parents=True, exist_ok=True)
+    staging = state_dir(inventory.stack) / "collecting" / uuid.uuid4().hex[:8]
     missing = []
-    for artifact in artifacts:
-        remote = f"{job_dir.rstrip('/')}/{artifact.rstrip('/')}"
-        local = dest / artifact.rstrip("/")
-        if not fs.exists(remote):
-            missing.append(artifact)
-            continue
-        if artifact.endswith("/"):
-            local.mkdir(parents=True, exist_ok=True)
-            fs.get(remote + "/", str(local) + "/", recursive=True)
-        else:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            fs.get(remote, str(local))
+    try:
+        for artifact in artifacts:
+            remote = f"{job_dir.rstrip('/')}/{artifact.rstrip('/')}"
+            local = staging / artifact.rstrip("/")
+            if not fs.exists(remote):
+                missing.append(artifact)
+                continue
+            if artifact.endswith("/"):
+                local.mkdir(parents=True, exist_ok=True)
+                fs.get(remote + "/", str(local) + "/", recursive=True)
+            else:
+                local.parent.mkdir(parents=True, exist_ok=True)
+                fs.get(remote, str(local))
+        dest.mkdir(parents=True, exist_ok=True)
+        for item in staging.iterdir() if staging.exists() else ():
+            target = dest / item.name
+            if target.is_dir():
+                shutil.rmtree(target)
+            shutil.move(str(item), str(target))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     metrics = dest / "metrics.json"
     if metrics.exists():
         plot_loss(json.loads(metrics.read_text()), dest / "loss.png")

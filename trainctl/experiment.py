@@ -10,6 +10,7 @@ from __future__ import annotations
 import _thread
 import contextlib
 import json
+import os
 import secrets
 import shutil
 import signal
@@ -68,9 +69,17 @@ def signals_as_interrupt():
     return _signal_handlers((signal.SIGTERM, signal.SIGHUP), _raise_interrupt)
 
 
+TEARDOWN_NOTICE = (b"[trainctl] teardown in progress: it finishes first "
+                   b"(after a kill -9, `trainctl down` finishes it)\n")
+
+
+def _teardown_notice(_signum: int, _frame: object) -> None:
+    os.write(2, TEARDOWN_NOTICE)  # not print(): a handler may interrupt a print in progress
+
+
 def uninterruptible():
-    """Teardown must finish: further Ctrl-C / SIGTERM are ignored while it runs."""
-    return _signal_handlers((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), signal.SIG_IGN)
+    """Teardown must finish: further Ctrl-C / SIGTERM only say so while it runs."""
+    return _signal_handlers((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), _teardown_notice)
 
 
 @contextlib.contextmanager

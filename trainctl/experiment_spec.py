@@ -85,10 +85,10 @@ class SweepSection(Model):
     parameters: tuple[Parameter, ...] = Field(min_length=1)
 
 
-def safe_relative(value: str, what: str) -> str:
+def safe_relative(value: str, what: str, inside: str = "the job dir") -> str:
     path = PurePosixPath(value)
     if path.is_absolute() or ".." in path.parts or not value.strip():
-        raise ValueError(f"{what} {value!r} must be a relative path inside the job dir "
+        raise ValueError(f"{what} {value!r} must be a relative path inside {inside} "
                          "(no leading '/', no '..')")
     return str(path)
 
@@ -119,6 +119,11 @@ class Experiment(Model):
                              "(a run suffix is appended to make the stack name)")
         return v
 
+    @field_validator("requirements")
+    @classmethod
+    def requirements_inside_code(cls, v: str | None) -> str | None:
+        return None if v is None else safe_relative(v, "requirements", "the code folder")
+
     @field_validator("artifacts")
     @classmethod
     def artifact_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
@@ -136,7 +141,7 @@ def load_experiment(path: Path) -> Experiment:
     try:
         exp = Experiment.model_validate({**data, "base_dir": path.resolve().parent})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(str(path), exc)) from None
+        raise ConfigError(format_validation_error(str(path), exc, Experiment)) from None
     if not exp.code_dir.is_dir():
         raise ConfigError(f"{path}: code: {exp.code_dir} is not a directory")
     if exp.requirements and not (exp.code_dir / exp.requirements).is_file():

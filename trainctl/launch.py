@@ -53,9 +53,17 @@ class LaunchSpec(BaseModel):
     @field_validator("run_id")
     @classmethod
     def safe_id(cls, v: str) -> str:
-        if not re.match(r"^[a-z0-9][-a-z0-9]{0,62}$", v):
-            raise ValueError(f"run id {v!r} must be lowercase letters, digits and '-'")
-        return v
+        return check_run_id(v)
+
+
+RUN_ID_RE = re.compile(r"^[a-z0-9][-a-z0-9]{0,62}$")
+
+
+def check_run_id(value: str) -> str:
+    """Run ids name folders, bucket prefixes and rendezvous ids: no paths, no shell."""
+    if not RUN_ID_RE.match(value):
+        raise ValueError(f"run id {value!r} must be 1-63 lowercase letters, digits and '-'")
+    return value
 
 
 def job_dir(inventory: Inventory, run_id: str) -> str:

@@ -89,7 +89,7 @@ def up(spec: ClusterSpec, progress: Callable[[str], None]) -> Inventory:
 def down(stack_name: str, progress: Callable[[str], None]) -> bool:
     check_prerequisites()
     sdir = state_dir(stack_name)
-    with stack_lock(stack_name, "down"):
+    with stack_lock(stack_name, "down") as remove_lock:
         meta_path = sdir / "gcp.json"
         env = {}
         if meta_path.exists():
@@ -100,6 +100,7 @@ def down(stack_name: str, progress: Callable[[str], None]) -> bool:
         stack.destroy(on_output=progress)
         stack.workspace.remove_stack(stack_name)
         shutil.rmtree(sdir, ignore_errors=True)
+        remove_lock()
         return True
 
 

@@ -168,7 +168,7 @@ def up(spec: ClusterSpec, progress: Callable[[str], None] = lambda _: None) -> I
     require_root()
     if spec.provider != "local":
         raise ConfigError(f"stack {spec.name!r} has provider {spec.provider!r}, not local")
-    with stack_lock(spec.name, "up"):
+    with stack_lock(spec.name, "up") as remove_lock:
         existing = load_state(spec.name)
         if existing is not None:
             raise ConfigError(
@@ -180,6 +180,7 @@ def up(spec: ClusterSpec, progress: Callable[[str], None] = lambda _: None) -> I
         except BaseException:
             progress("creation failed: removing what was created")
             _destroy(state, Names(spec.name), progress)
+            remove_lock()
             raise
         state.data["status"] = "ready"
         state.save()
@@ -340,7 +341,7 @@ def down(stack: str, *, force: bool = False,
     """Remove everything of the stack. Idempotent; returns whether anything was there."""
     require_root()
     names = Names(stack)
-    with stack_lock(stack, "down"):
+    with stack_lock(stack, "down") as remove_lock:
         try:
             state = load_state(stack)
         except ConfigError:
@@ -353,14 +354,16 @@ def down(stack: str, *, force: bool = False,
                 raise ConfigError(
                     f"stack {stack!r} has no state, but these exist: {', '.join(leftovers)}; "
                     f"`trainctl down --stack {stack} --force` removes them")
+            remove_lock()
             return False
         if state is None:
             _destroy_discovered(names, progress)
             shutil.rmtree(state_dir(stack), ignore_errors=True)
-            return True
-        state.data["status"] = "deleting"
-        state.save()
-        _destroy(state, names, progress)
+        else:
+            state.data["status"] = "deleting"
+            state.save()
+            _destroy(state, names, progress)
+        remove_lock()
         return True
 
 

@@ -2,7 +2,8 @@
 
 The node gets private /root, /tmp, /run and /var/log, and shares /usr and the rest of the tree,
 so it behaves like its own machine (its processes, its home, its hostname) while installed software costs
-nothing per node. PID 1 of the node's PID namespace is sshd itself: killing it kills the node.
+nothing per node. PID 1 of the node's PID namespace is sshd itself: killing it crashes the node,
+which then boots again, as a GCE VM does.
 """
 
 from __future__ import annotations
@@ -61,16 +62,25 @@ def node_boot_script(hostname: str, private_root: Path, private_tmp: Path, confi
     ])
 
 
+# What GCE does for a VM whose kernel dies (automaticRestart, on by default): the node boots
+# again, same disk, fresh memory. Here the "hypervisor" is this loop in the node's network
+# namespace; `down` kills it with everything else in the namespace.
+RESTART_DELAY_S = 1
+
+
 def boot_node(netns: str, hostname: str, private_root: Path, private_tmp: Path, config: Path,
               log: Path) -> None:
     """Start the node detached from this process (it must outlive `trainctl up`)."""
     script = node_boot_script(hostname, private_root, private_tmp, config, log)
+    machine = ("unshare --mount --propagation private --pid --uts --fork --kill-child --mount-proc "
+               '/bin/sh -c "$1"')
+    supervisor = (f'while :; do {machine}; echo "$(date -Is) node stopped (exit $?): booting it '
+                  f'again in {RESTART_DELAY_S} s"; sleep {RESTART_DELAY_S}; done')
     subprocess.run(
-        ["setsid", "-f", "ip", "netns", "exec", netns,
-         "unshare", "--mount", "--propagation", "private", "--pid", "--uts", "--fork", "--kill-child",
-         "--mount-proc", "/bin/sh", "-c", script],
-        check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=open(log.with_suffix(".boot.log"), "ab"))
+        ["setsid", "-f", "ip", "netns", "exec", netns, "/bin/sh", "-c", supervisor,
+         f"node-{hostname}", script],
+        check=True, stdin=subprocess.DEVNULL, stdout=open(log.with_suffix(".boot.log"), "ab"),
+        stderr=subprocess.STDOUT)
 
 
 def wait_for_port(host: str, port: int, timeout: float) -> bool:

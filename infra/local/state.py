@@ -14,7 +14,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from infra.stack_config import ConfigError
 
@@ -112,21 +112,37 @@ def new_state(stack: str, spec: dict[str, Any]) -> StackState:
     return state
 
 
+def lock_path(stack: str) -> Path:
+    return stacks_dir() / f".{stack}.lock"
+
+
 @contextmanager
-def stack_lock(stack: str, action: str) -> Iterator[None]:
-    """Exclusive per-stack lock; a second `up`/`down` of the same stack is refused at once."""
+def stack_lock(stack: str, action: str) -> Iterator[Callable[[], None]]:
+    """Exclusive per-stack lock; a second `up`/`down` of the same stack is refused at once.
+
+    Yields `remove`: `down` deletes the lock file with the stack while still holding it. A
+    process that opened the file before the delete finds, once it holds the lock, that the path
+    names another inode (or none) and tries again, so two holders can never coexist."""
     stacks_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
-    lock_path = stacks_dir() / f".{stack}.lock"
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+    path = lock_path(stack)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            os.close(fd)
             raise StackLocked(f"stack {stack!r} is busy: {holder}; wait for it or stop it") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} is running '{action}'".encode(), 0)
-        yield
+        yield lambda: path.unlink(missing_ok=True)
     finally:
         os.close(fd)
 

@@ -136,3 +136,25 @@ def _torch_python() -> str:
         if subprocess.run([str(seed), "-c", "import torch"], capture_output=True).returncode == 0:
             return str(seed)
     pytest.skip("no environment with torch yet (the end-to-end tests create one)")
+
+
+def test_a_lock_held_by_a_live_process_is_named_and_one_left_by_a_killed_process_is_not_stale(
+        trainctl_home):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time; from infra.local.state import stack_lock\n"
+         "with stack_lock('stale', 'up'):\n    print('locked', flush=True); time.sleep(120)"],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        busy = trainctl("down", "--stack", "stale")
+        assert busy.returncode == 2
+        assert f"stack 'stale' is busy: pid {holder.pid} is running 'up'" in busy.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = trainctl_home / "stacks" / ".stale.lock"
+    assert f"pid {holder.pid}" in lock.read_text()  # its holder is dead; the file is still there
+    after = trainctl("down", "--stack", "stale")
+    assert after.returncode == 0, after.stderr
+    assert "does not exist: nothing to do" in after.stderr
+    assert leftovers("stale") == []  # the lock file went with it
