@@ -159,9 +159,11 @@ class Streamed:
     """A trainctl process whose output is read as it comes."""
 
     def __init__(self, *args: str) -> None:
+        # Its own process group, as a shell job has: Ctrl-C can be sent the way a terminal does.
         self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=REPO,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                     start_new_session=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self.pump = threading.Thread(target=self._pump, daemon=True)

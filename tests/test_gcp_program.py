@@ -213,3 +213,13 @@ def test_scheduled_reaper_is_declared_with_least_privilege_and_the_shared_reaper
     roles = sorted(m.inputs["role"] for m in ev.of_type("projects/iAMMember:IAMMember"))
     assert roles == ["roles/compute.instanceAdmin.v1", "roles/tpu.admin"]
     assert not evaluated_stack("gpu-t4x2")[1].of_type("cloudscheduler/job:Job")
+
+
+@pytest.mark.parametrize("stack", GCP_STACKS)
+def test_outputs_hold_no_private_key_and_the_kubeconfig_is_secret(stack):
+    _, ev = evaluated_stack(stack)
+    text = json.dumps(ev.outputs, default=str)
+    assert "PRIVATE KEY" not in text and "private_key" not in text.lower()
+    if stack in GKE_STACKS:
+        assert "kubeconfig" in ev.outputs and "kubeconfig" in ev.secret_outputs
+    assert ev.secret_outputs <= {"kubeconfig"}  # nothing else sensitive: no needless secrets

@@ -125,11 +125,14 @@ def test_down_after_kill_9_of_up_removes_everything(trainctl_home):
     assert leftovers("crash") == []
 
 
-def test_corrupt_state_needs_force_and_force_removes_what_exists(local_stack, trainctl_home):
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_corrupt_state_needs_force_and_force_removes_what_exists(local_stack, trainctl_home, damage):
     local_stack("corrupt", nodes=1)
-    (trainctl_home / "stacks" / "corrupt" / "state.json").write_text("{not json")
+    state = trainctl_home / "stacks" / "corrupt" / "state.json"
+    text = state.read_text()
+    state.write_text("{not json" if damage == "garbage" else text[:len(text) // 2])
     result = trainctl("down", "--stack", "corrupt")
-    assert result.returncode == 2 and "--force" in result.stderr
+    assert result.returncode == 2 and "is unreadable" in result.stderr and "--force" in result.stderr
     result = trainctl("down", "--stack", "corrupt", "--force")
     assert result.returncode == 0, result.stderr
     assert leftovers("corrupt") == []

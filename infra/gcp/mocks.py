@@ -71,6 +71,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
 class Evaluation:
     resources: list[Declared]
     outputs: dict[str, Any]
+    secret_outputs: set[str] = field(default_factory=set)
 
     def of_type(self, suffix: str) -> list[Declared]:
         return [r for r in self.resources if r.type.endswith(suffix)]
@@ -84,13 +85,17 @@ def evaluate(spec: ClusterSpec, public_key: str = "ssh-ed25519 AAAAC3NzaC1lZDI1N
     mocks = RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="trainctl", stack=spec.name, preview=False)
     resolved: dict[str, Any] = {}
+    secret: set[str] = set()
 
     @pulumi.runtime.test
     def run():
         outputs = build(spec, public_key, expires_at)
         keys = list(outputs)
-        return pulumi.Output.all(*[outputs[k] for k in keys]).apply(
-            lambda values: resolved.update(dict(zip(keys, values))))
+        secrecy = [pulumi.Output.from_input(pulumi.Output.from_input(outputs[k]).is_secret())
+                   for k in keys]
+        return pulumi.Output.all(*[outputs[k] for k in keys], *secrecy).apply(
+            lambda values: (resolved.update(dict(zip(keys, values))),
+                            secret.update(k for k, s in zip(keys, values[len(keys):]) if s)))
 
     run()
-    return Evaluation(mocks.resources, resolved)
+    return Evaluation(mocks.resources, resolved, secret)

@@ -74,8 +74,8 @@ def boot_node(netns: str, hostname: str, private_root: Path, private_tmp: Path, 
     script = node_boot_script(hostname, private_root, private_tmp, config, log)
     machine = ("unshare --mount --propagation private --pid --uts --fork --kill-child --mount-proc "
                '/bin/sh -c "$1"')
-    supervisor = (f'while :; do {machine}; echo "$(date -Is) node stopped (exit $?): booting it '
-                  f'again in {RESTART_DELAY_S} s"; sleep {RESTART_DELAY_S}; done')
+    supervisor = (f'while :; do {machine}; code=$?; echo "$(date -Is) node stopped (exit $code): '
+                  f'booting it again in {RESTART_DELAY_S} s"; sleep {RESTART_DELAY_S}; done')
     subprocess.run(
         ["setsid", "-f", "ip", "netns", "exec", netns, "/bin/sh", "-c", supervisor,
          f"node-{hostname}", script],

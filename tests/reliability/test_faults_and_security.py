@@ -102,40 +102,36 @@ def test_down_while_launch_runs_stops_the_launch_and_leaves_nothing(local_stack,
     assert leftovers("racing") == []
 
 
-# Last in this file: it borrows the torch environment the launch test above left in the cache.
-def test_a_full_disk_during_checkpointing_keeps_the_previous_checkpoint_loadable(tmp_path):
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], check=True)
-    try:
-        code = (
-            "import torch, sys\n"
-            "from trainers import checkpoint\n"
-            f"d = {str(mount)!r}\n"
-            "checkpoint.save(d, 1, {'w': torch.zeros(10), 'step': 1})\n"
-            "try:\n"
-            "    checkpoint.save(d, 2, {'w': torch.zeros(200_000), 'step': 2})\n"
-            "    sys.exit('the disk did not fill up')\n"
-            "except OSError as e:\n"
-            "    print('ENOSPC', e.errno)\n"
-            "state = checkpoint.load_latest(d)\n"
-            "print('loaded step', state['step'])\n")
-        python = _torch_python()
-        out = subprocess.run([python, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr
-        assert "ENOSPC 28" in out.stdout and "loaded step 1" in out.stdout
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
+def test_a_full_disk_on_a_node_during_checkpointing_keeps_the_previous_checkpoint_loadable(local_stack):
+    inv = local_stack("diskfull", nodes=1)
+    node = inv.nodes[0]
+    boot = trainctl("bootstrap", "--stack", "diskfull", "--code", str(REPO),
+                    "--requirements", "trainers/requirements.txt")
+    assert boot.returncode == 0, boot.stderr
+    # A 256 KiB disk mounted inside the node's own mount namespace: the checkpoint dir.
+    program = (
+        "import sys, torch\n"
+        "from trainers import checkpoint\n"
+        "d = '/root/small'\n"
+        "checkpoint.save(d, 1, {'w': torch.zeros(10), 'step': 1})\n"
+        "try:\n"
+        "    checkpoint.save(d, 2, {'w': torch.zeros(200_000), 'step': 2})\n"
+        "    sys.exit('the disk did not fill up')\n"
+        "except OSError as e:\n"
+        "    print('ENOSPC', e.errno)\n"
+        "print('loaded step', checkpoint.load_latest(d)['step'])\n")
+    command = (f"mkdir -p /root/small && mount -t tmpfs -o size=256k tmpfs /root/small && "
+               f"cd {node.workdir}/code && {node.workdir}/venv/bin/python -c \"$(cat)\"")
+    ran = subprocess.run([*_ssh(inv, node), command], input=program, capture_output=True,
+                         text=True, timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "ENOSPC 28" in ran.stdout and "loaded step 1" in ran.stdout
 
 
-def _torch_python() -> str:
-    """An interpreter with torch: a node environment that bootstrap left in the shared cache."""
-    from infra.local.state import cache_dir
+def _ssh(inv, node) -> list[str]:
+    from bootstrap.ssh import openssh_command
 
-    for seed in sorted((cache_dir() / "seed").glob("*/bin/python")):
-        if subprocess.run([str(seed), "-c", "import torch"], capture_output=True).returncode == 0:
-            return str(seed)
-    pytest.skip("no environment with torch yet (the end-to-end tests create one)")
+    return [*openssh_command(inv, node), node.ssh_host]
 
 
 def test_a_lock_held_by_a_live_process_is_named_and_one_left_by_a_killed_process_is_not_stale(

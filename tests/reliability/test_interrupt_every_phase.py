@@ -10,6 +10,7 @@ iptables rule, process, emulator, state, lock or partial download.
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -37,7 +38,10 @@ def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home):
     exp = experiment(tmp_path, args, nodes=nodes, name=f"sig-{phase}")
     run, run_id = Streamed.run(exp, tmp_path / "runs")
     run.wait_for(opens)
-    run.proc.send_signal(SIGNALS[sig])
+    if sig == "SIGINT":  # Ctrl-C: the terminal signals the whole foreground group (ssh, rsync…)
+        os.killpg(run.proc.pid, signal.SIGINT)
+    else:  # a supervisor's SIGTERM, or kill -9, reaches trainctl alone
+        run.proc.send_signal(SIGNALS[sig])
     output = run.finish(timeout=180)
     if sig == "SIGKILL":
         assert run.proc.returncode == -signal.SIGKILL
