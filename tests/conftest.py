@@ -158,9 +158,9 @@ def kill_on_node1(stack: str, pattern: str) -> None:
 class Streamed:
     """A trainctl process whose output is read as it comes."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, cwd: Path = REPO) -> None:
         # Its own process group, as a shell job has: Ctrl-C can be sent the way a terminal does.
-        self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                      start_new_session=True)

@@ -18,7 +18,8 @@ import shlex
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
@@ -32,6 +33,8 @@ from infra.inventory import Inventory, Node
 STOP_GRACE_SECONDS = 5
 HEARTBEAT_SECONDS = 3.0
 HEARTBEAT_MISSES = 2
+# A node whose command was still starting when the stop went out starts anyway: stop it again.
+RESTOP_SECONDS = 2.0
 RESULT_FILE = "result.json"
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
 # torchrun's agent logs every worker exit like this, before it decides to restart the group.
@@ -336,6 +339,17 @@ def stop_run(inventory: Inventory, run_id: str, nodes: list[Node] | None = None)
         list(pool.map(stop, targets))
 
 
+def _stop_until_ended(inventory: Inventory, run_id: str, sessions: list[Future]) -> None:
+    """Stop the run everywhere, then again on each node whose session is still open (its command
+    may have been starting while the first stop went out), until every session has ended."""
+    stop_run(inventory, run_id)
+    while True:
+        _, pending = wait_for_futures(sessions, timeout=RESTOP_SECONDS)
+        if not pending:
+            return
+        stop_run(inventory, run_id, [n for n, f in zip(inventory.nodes, sessions) if not f.done()])
+
+
 def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
            echo: Callable[[str], None] = print) -> LaunchResult:
     """Run the job; rerun it (resuming from its checkpoints) up to job_retries times unless
@@ -385,13 +399,16 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         try:
             conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
             with conn:
-                threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo),
-                                 daemon=True).start()
-                result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
-                                  out_stream=printer, err_stream=printer, in_stream=False)
-                outcome.exit_code = result.exited
-                if direct and result.exited:
-                    worker_exit(result.exited)  # the program's own exit code
+                if stopping.is_set():  # connected after the stop: never start
+                    outcome.exit_code, outcome.error = -1, "not started: the run was stopping"
+                else:
+                    threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo),
+                                     daemon=True).start()
+                    result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
+                                      out_stream=printer, err_stream=printer, in_stream=False)
+                    outcome.exit_code = result.exited
+                    if direct and result.exited:
+                        worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
             outcome.exit_code = -1
             outcome.error = outcome.error or f"{type(exc).__name__}: {exc}"
@@ -408,16 +425,17 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     futures = [pool.submit(run_on, n) for n in inventory.nodes]
     try:
         while not all(f.done() for f in futures):
-            if first_failure.wait(0.2) and not stopping.is_set():
+            if first_failure.wait(0.2):
                 stopping.set()
                 why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
                        else "a node failed")
                 echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
-                stop_run(inventory, spec.run_id)
+                _stop_until_ended(inventory, spec.run_id, futures)
+                break
     except BaseException:
         stopping.set()
         echo(f"[trainctl] interrupted: stopping run {spec.run_id} on every node")
-        stop_run(inventory, spec.run_id)
+        _stop_until_ended(inventory, spec.run_id, futures)
         raise
     finally:
         pool.shutdown(wait=True)

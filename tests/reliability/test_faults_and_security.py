@@ -3,6 +3,8 @@ material, a full disk during checkpointing, and racing commands on one stack."""
 
 from __future__ import annotations
 
+import os
+import signal
 import stat
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, leftovers, listening, reach, trainctl
+from conftest import REPO, Streamed, leftovers, listening, reach, trainctl
 from infra.local import netns
 
 pytestmark = pytest.mark.e2e
@@ -100,6 +102,28 @@ def test_down_while_launch_runs_stops_the_launch_and_leaves_nothing(local_stack,
     assert trainctl("down", "--stack", "racing").returncode == 0
     assert launch.wait(timeout=60) != 0
     assert leftovers("racing") == []
+
+
+def test_ctrl_c_while_a_node_is_still_connecting_never_starts_the_job_there(local_stack, tmp_path):
+    inv = local_stack("latecomer", nodes=2)
+    boot = trainctl("bootstrap", "--stack", "latecomer", "--code", str(REPO),
+                    "--requirements", "trainers/requirements.txt")
+    assert boot.returncode == 0, boot.stderr
+    block = ["iptables", "-I", "INPUT", "1", "-p", "tcp", "--dport", "22", "-j", "DROP"]
+    netns.run(block, netns="tc-latecomer-n1")  # node1 answers SSH only later
+    launch = Streamed("launch", "--stack", "latecomer", "--run-id", "late-1", "--", "python", "-m",
+                      "trainers.digits_ddp", "--epochs", "50", "--epoch-sleep", "1",
+                      "--job-dir", "{job_dir}", cwd=tmp_path)
+    launch.wait_for(r"run late-1 on 2 node\(s\)")
+    time.sleep(1)  # node0 starts its agent; node1's connection is still unanswered
+    os.killpg(launch.proc.pid, signal.SIGINT)
+    netns.run(["iptables", "-D", "INPUT", "1"], netns="tc-latecomer-n1")
+    # Without the check it would start after the stop went out, and wait for a rendezvous
+    # that never comes: this would hang until the guard.
+    output = launch.finish(timeout=120)
+    assert launch.proc.returncode == 130, output[-2000:]
+    assert "interrupted: stopping run late-1" in output
+    assert not (Path(inv.nodes[1].workdir) / ".trainctl" / "runs" / "late-1" / "launcher.pid").exists()
 
 
 def test_a_full_disk_on_a_node_during_checkpointing_keeps_the_previous_checkpoint_loadable(local_stack):
