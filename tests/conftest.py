@@ -8,6 +8,7 @@ import os
 import queue
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -155,6 +156,12 @@ def kill_on_node1(stack: str, pattern: str) -> None:
     assert killed.returncode == 0, killed.stdout + killed.stderr
 
 
+def _default_sigint() -> None:
+    """A terminal's job gets Ctrl-C; a test run from a background shell would pass SIGINT on
+    ignored, and Python then never turns it into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Streamed:
     """A trainctl process whose output is read as it comes."""
 
@@ -163,7 +170,7 @@ class Streamed:
         self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=cwd,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_default_sigint)
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
         self.pump = threading.Thread(target=self._pump, daemon=True)
