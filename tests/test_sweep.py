@@ -1,5 +1,6 @@
 """Sweeps on the real local stack: parallel trials on split nodes, a crashing trial recorded as
-failed, an interrupted sweep resumed without redoing finished trials, nothing left behind."""
+failed, Ctrl-C stopping the trials in flight, the sweep resumed without redoing finished trials
+and with the interrupted ones run again, nothing left behind."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ import json
 import re
 import signal
 
+import optuna
 import pytest
 
-from conftest import leftovers, trainctl
-from test_run_end_to_end import Streamed, experiment
-
-pytestmark = pytest.mark.e2e
+from conftest import Streamed, experiment, leftovers, trainctl
+from trainctl.sweep import RETRY_OF, finished_trials
 
 
 def sweep_file(tmp_path):
@@ -36,6 +36,7 @@ def trials(run_dir):
         return list(csv.DictReader(fh))
 
 
+@pytest.mark.e2e
 def test_sweep_runs_splits_nodes_survives_crashes_and_resumes(tmp_path, trainctl_home):
     exp, runs = sweep_file(tmp_path), tmp_path / "runs"
     first, sweep_id = Streamed.run(exp, runs)
@@ -47,17 +48,23 @@ def test_sweep_runs_splits_nodes_survives_crashes_and_resumes(tmp_path, trainctl
     assert leftovers(sweep_id) == []
     finished_before = re.findall(r"\[sweep\] trial (\d+) (complete|fail)", out1)
     assert len(finished_before) >= 2
+    # Ctrl-C stops the trials in flight instead of waiting for them; their settings run again.
+    interrupted = re.findall(r"\[sweep\] trial \d+ interrupted: (\{.*\}) → queued", out1)
+    assert interrupted, out1[-3000:]
 
     second = trainctl("run", str(exp), "--runs-dir", str(runs), "--resume", sweep_id, timeout=900)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert f"resuming {sweep_id}: {len(finished_before)} trial(s) already finished" in second.stdout
     rerun = {n for n, _ in re.findall(r"\[sweep\] trial (\d+) (complete|fail|pruned)", second.stdout)}
     assert not rerun & {n for n, _ in finished_before}, "finished trials were not redone"
+    run_again = re.findall(r"\[sweep\] trial \d+ (?:complete|fail|pruned): (\{.*\}) →", second.stdout)
+    assert set(interrupted) <= set(run_again)
     rows = trials(runs / sweep_id)
     finished = [r for r in rows if r["state"] in ("COMPLETE", "FAIL")]
     assert len(finished) == 6
+    assert len([r for r in rows if r["state"] == "INTERRUPTED"]) == len(interrupted)
     # Trials that failed on purpose are recorded as failed; the sweep went on.
-    assert {r["state"] for r in rows if r["fail-at-epoch"] == "2"} <= {"FAIL"}
+    assert {r["state"] for r in rows if r["fail-at-epoch"] == "2"} <= {"FAIL", "INTERRUPTED"}
     assert any(r["state"] == "FAIL" for r in rows) and any(r["state"] == "COMPLETE" for r in rows)
     best = json.loads((runs / sweep_id / "best.json").read_text())
     complete = [float(r["test_accuracy"]) for r in rows if r["state"] == "COMPLETE"]
@@ -69,3 +76,20 @@ def test_sweep_runs_splits_nodes_survives_crashes_and_resumes(tmp_path, trainctl
         logs = list((runs / sweep_id / f"trial-{r['trial']}" / "logs").glob("*.log"))
         assert len(logs) == 1
     assert leftovers(sweep_id) == []
+
+
+def test_a_trial_the_controller_died_under_runs_again_and_is_not_counted_as_finished(tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    done = study.ask()
+    done.suggest_float("lr", 0.01, 0.2)
+    study.tell(done, 0.5)
+    orphan = study.ask()  # left RUNNING, as by a kill -9 of trainctl
+    lr = orphan.suggest_float("lr", 0.01, 0.2)
+
+    assert [t.number for t in finished_trials(study)] == [done.number]
+    rerun = study.ask()
+    assert rerun.suggest_float("lr", 0.01, 0.2) == lr
+    assert rerun.user_attrs[RETRY_OF] == orphan.number
+    study.tell(rerun, 0.7)
+    assert [t.number for t in finished_trials(study)] == [done.number, rerun.number]
+    assert len(study.trials) == 3  # nothing queued twice

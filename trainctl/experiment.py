@@ -1,8 +1,9 @@
 """An experiment from nothing to nothing: up → bootstrap → launch → collect → down.
 
-`down` runs in a `finally`, and SIGTERM/SIGHUP are turned into the same interrupt as Ctrl-C, so
-every way out of the run tears the stack down. The local realizer records intent before it
-creates anything, so even a `kill -9` leaves only what `trainctl down` removes.
+`down` runs in a `finally`, and SIGTERM/SIGHUP are turned into the same interrupt as Ctrl-C
+(trainctl/interrupts.py), so every way out of the run tears the stack down. The local realizer
+records intent before it creates anything, so even a `kill -9` leaves only what `trainctl down`
+removes.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from __future__ import annotations
 import _thread
 import contextlib
 import json
-import os
 import secrets
 import shutil
-import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from infra.stack_config import load_stack
 from trainctl import stacks
 from trainctl.collect import collect
 from trainctl.experiment_spec import Experiment
+from trainctl.interrupts import raise_if_pending, signals_as_interrupt, uninterruptible
 from trainctl.launch import LaunchResult, LaunchSpec, job_dir, launch
 from trainctl.sweep import TrialResult, best, run_sweep
 
@@ -44,42 +44,6 @@ class RunReport:
     metrics: dict | None = None
     error: str | None = None
     trials: list[TrialResult] = field(default_factory=list)
-
-
-@contextlib.contextmanager
-def _signal_handlers(signals: tuple[signal.Signals, ...], handler) -> Iterator[None]:
-    """Install `handler` for `signals` while the block runs (main thread only, as Python requires)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, handler) for s in signals}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
-def _raise_interrupt(signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
-def signals_as_interrupt():
-    """SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, like Ctrl-C."""
-    return _signal_handlers((signal.SIGTERM, signal.SIGHUP), _raise_interrupt)
-
-
-TEARDOWN_NOTICE = (b"[trainctl] teardown in progress: it finishes first "
-                   b"(after a kill -9, `trainctl down` finishes it)\n")
-
-
-def _teardown_notice(_signum: int, _frame: object) -> None:
-    os.write(2, TEARDOWN_NOTICE)  # not print(): a handler may interrupt a print in progress
-
-
-def uninterruptible():
-    """Teardown must finish: further Ctrl-C / SIGTERM only say so while it runs."""
-    return _signal_handlers((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), _teardown_notice)
 
 
 @contextlib.contextmanager
@@ -119,13 +83,18 @@ class PhaseClock:
         self.report, self.echo = report, echo
 
     @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
+    def __call__(self, name: str, interruptible: bool = True) -> Iterator[None]:
+        """Time one phase; an interruptible one starts and ends with a look at the signal latch."""
+        if interruptible:
+            raise_if_pending()
         self.echo(f"[trainctl] {name} …")
         start = time.monotonic()
         try:
             yield
         finally:
             self.report.phases[name] = round(time.monotonic() - start, 2)
+        if interruptible:
+            raise_if_pending()
 
 
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
@@ -182,7 +151,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     raise RunFailed(report.result.describe_failures())
             finally:
                 if not keep:
-                    with uninterruptible(), phase("down"):
+                    with uninterruptible(), phase("down", interruptible=False):
                         stacks.down(run_id, lambda m: echo(f"[trainctl] {m}"))
                 else:
                     echo(f"[trainctl] --keep: stack {run_id} stays up; "

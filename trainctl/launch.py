@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bootstrap.plan import node_paths
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.inventory import Inventory, Node
+from trainctl.interrupts import raise_if_pending
 
 STOP_GRACE_SECONDS = 5
 HEARTBEAT_SECONDS = 3.0
@@ -425,6 +426,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     futures = [pool.submit(run_on, n) for n in inventory.nodes]
     try:
         while not all(f.done() for f in futures):
+            raise_if_pending()
             if first_failure.wait(0.2):
                 stopping.set()
                 why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent

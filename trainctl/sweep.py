@@ -4,7 +4,9 @@ Each trial is a launch with its own run id and job dir (gs://bucket/<sweep>/<tri
 hyperparameters appended as `--name=value` (as AI Platform passes them), and its metric read from
 the job dir where trainers.hypertune writes it. Parallel trials split the nodes between them.
 The study lives in runs/<sweep-id>/optuna.db: an interrupted sweep resumes where it stopped,
-and trials that crashed are recorded as failed while the sweep goes on.
+and trials that crashed are recorded as failed while the sweep goes on. A trial that did not end
+by itself (Ctrl-C stopped it, or the controller died under it) is recorded as interrupted and its
+hyperparameters are queued to run again, so a resumed sweep neither redoes nor loses a trial.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ import optuna
 from infra.inventory import Inventory
 from trainctl.collect import bucket_fs, collect
 from trainctl.experiment_spec import Parameter, SweepSection
+from trainctl.interrupts import raise_if_pending
 from trainctl.launch import LaunchSpec, job_dir, launch, stop_run
 
 POLL_SECONDS = 2.0
+RETRY_OF = "retry_of"  # user attribute of a queued trial: the number of the one it replaces
 
 
 @dataclass
@@ -32,7 +36,7 @@ class TrialResult:
     number: int
     params: dict[str, Any]
     value: float | None
-    state: str  # COMPLETE, FAIL, PRUNED
+    state: str  # COMPLETE, FAIL, PRUNED, INTERRUPTED (queued to run again)
     run_id: str
 
 
@@ -53,6 +57,24 @@ def study_for(sweep: SweepSection, sweep_id: str, run_dir: Path) -> optuna.Study
     return optuna.create_study(study_name=sweep_id, storage=f"sqlite:///{run_dir / 'optuna.db'}",
                                direction=sweep.goal.lower(), sampler=sampler, pruner=pruner,
                                load_if_exists=True)
+
+
+def requeue(study: optuna.Study, number: int, params: dict[str, Any]) -> None:
+    """End a trial that did not end by itself and queue its hyperparameters to run again."""
+    study.tell(number, state=optuna.trial.TrialState.FAIL)
+    study.enqueue_trial(params, user_attrs={RETRY_OF: number}, skip_if_exists=False)
+
+
+def interrupted_numbers(study: optuna.Study) -> set[int]:
+    return {t.user_attrs[RETRY_OF] for t in study.trials if RETRY_OF in t.user_attrs}
+
+
+def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The trials that ended by themselves; those a dead controller left RUNNING are requeued."""
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        requeue(study, t.number, t.params)
+    interrupted = interrupted_numbers(study)
+    return [t for t in study.trials if t.state.is_finished() and t.number not in interrupted]
 
 
 def node_groups(inventory: Inventory, sweep: SweepSection) -> list[Inventory]:
@@ -82,10 +104,7 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
               run_dir: Path, echo: Callable[[str], None],
               artifacts: tuple[str, ...] = ("metrics.json",)) -> list[TrialResult]:
     study = study_for(sweep, sweep_id, run_dir)
-    # Trials a crashed controller left RUNNING are failed, not silently re-counted as done.
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-    done = [t for t in study.trials if t.state.is_finished()]
+    done = finished_trials(study)
     remaining = sweep.max_trials - len(done)
     if done:
         echo(f"[sweep] resuming {sweep_id}: {len(done)} trial(s) already finished, {max(0, remaining)} to go")
@@ -95,6 +114,7 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
     tell_lock = threading.Lock()
 
     def one_trial(_: int) -> None:
+        raise_if_pending()  # Ctrl-C came while this trial waited for a slot: never start it
         with tell_lock:
             trial = study.ask()
             params = {p.name: suggest(trial, p) for p in sweep.parameters}
@@ -106,6 +126,11 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
                 # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
                 collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts,
                         run_dir / f"trial-{trial.number}")
+        except KeyboardInterrupt:
+            with tell_lock:
+                requeue(study, trial.number, params)
+            echo(f"[sweep] trial {trial.number} interrupted: {params} → queued to run again")
+            raise
         finally:
             with slot_lock:
                 slots.append(group)
@@ -115,7 +140,10 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
 
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         list(pool.map(one_trial, range(max(0, remaining))))
-    results = [TrialResult(t.number, t.params, t.value, t.state.name, f"{sweep_id}-t{t.number}")
+    interrupted = interrupted_numbers(study)
+    results = [TrialResult(t.number, t.params, t.value,
+                           "INTERRUPTED" if t.number in interrupted else t.state.name,
+                           f"{sweep_id}-t{t.number}")
                for t in study.trials]
     write_results(results, sweep, run_dir)
     return results
