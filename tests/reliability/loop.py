@@ -31,6 +31,7 @@ DEFAULT_SCENARIOS = [
     "tests/test_run_end_to_end.py::test_three_experiments_in_parallel_stay_isolated",
     "tests/test_local_stack.py::test_down_after_kill_9_of_up_removes_everything",
     "tests/test_local_stack.py::test_corrupt_state_needs_force_and_force_removes_what_exists",
+    "tests/test_sweep.py",  # Ctrl-C during parallel trials, then resume
 ]
 
 
