@@ -8,7 +8,6 @@ removes.
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import json
 import secrets
@@ -26,7 +25,12 @@ from infra.stack_config import load_stack
 from trainctl import stacks
 from trainctl.collect import collect
 from trainctl.experiment_spec import Experiment
-from trainctl.interrupts import raise_if_pending, signals_as_interrupt, uninterruptible
+from trainctl.interrupts import (
+    interrupt_main,
+    raise_if_pending,
+    signals_as_interrupt,
+    uninterruptible,
+)
 from trainctl.launch import LaunchResult, LaunchSpec, job_dir, launch
 from trainctl.sweep import TrialResult, best, run_sweep
 
@@ -51,7 +55,7 @@ def ttl_guard(hours: float, echo: Callable[[str], None]) -> Iterator[None]:
     """The CLI's half of TTL enforcement: interrupt the run when its time is up."""
     def expire() -> None:
         echo(f"[trainctl] TTL of {hours} h reached: stopping and tearing down")
-        _thread.interrupt_main()
+        interrupt_main(f"TTL of {hours} h reached")
 
     timer = threading.Timer(hours * 3600, expire)
     timer.daemon = True

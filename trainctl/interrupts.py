@@ -15,7 +15,8 @@ import signal
 import threading
 from typing import Iterator
 
-_pending: str | None = None
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_pending: str | None = None  # why the run was interrupted, once it was
 
 
 @contextlib.contextmanager
@@ -37,14 +38,28 @@ def _signal_handlers(signals: tuple[signal.Signals, ...], handler) -> Iterator[N
 
 def _latch_and_raise(signum: int, _frame: object) -> None:
     global _pending
-    _pending = signal.Signals(signum).name
-    raise KeyboardInterrupt(f"signal {_pending}")
+    _pending = _pending or f"signal {signal.Signals(signum).name}"
+    raise KeyboardInterrupt(_pending)
 
 
 def raise_if_pending() -> None:
     """Raise the interrupt again if a signal came and its first raise was swallowed."""
     if _pending is not None:
-        raise KeyboardInterrupt(f"signal {_pending}")
+        raise KeyboardInterrupt(_pending)
+
+
+def interrupt_main(reason: str) -> None:
+    """Interrupt the run from another thread (the TTL timer), latched like a signal.
+
+    Not `_thread.interrupt_main()`: it simulates SIGINT, which does nothing where SIGINT is
+    ignored (a script's `&`), and, sending no real signal, waits for a blocking call in the main
+    thread to return. A real signal trainctl handles, sent to the main thread, does neither;
+    with none handled, the latch still ends the run at the next check."""
+    global _pending
+    _pending = _pending or reason
+    handled = [s for s in INTERRUPT_SIGNALS if signal.getsignal(s) is _latch_and_raise]
+    if handled:
+        signal.pthread_kill(threading.main_thread().ident, handled[0])
 
 
 @contextlib.contextmanager
@@ -53,7 +68,7 @@ def signals_as_interrupt() -> Iterator[None]:
     global _pending
     _pending = None
     try:
-        with _signal_handlers((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), _latch_and_raise):
+        with _signal_handlers(INTERRUPT_SIGNALS, _latch_and_raise):
             yield
     finally:
         _pending = None
@@ -69,4 +84,4 @@ def _teardown_notice(_signum: int, _frame: object) -> None:
 
 def uninterruptible():
     """Teardown must finish: further Ctrl-C / SIGTERM only say so while it runs."""
-    return _signal_handlers((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), _teardown_notice)
+    return _signal_handlers(INTERRUPT_SIGNALS, _teardown_notice)

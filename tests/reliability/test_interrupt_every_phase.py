@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
 from conftest import Streamed, experiment, leftovers, trainctl
-from trainctl.experiment import PhaseClock, RunReport
+from trainctl.experiment import PhaseClock, RunReport, ttl_guard
 from trainctl.interrupts import signals_as_interrupt
 
 # phase: (the line that opens it, nodes, trainer arguments)
@@ -92,3 +93,16 @@ def test_a_signal_the_parent_ignores_stays_ignored_as_nohup_expects():
             assert callable(signal.getsignal(signal.SIGTERM))  # the others are caught
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+def test_the_ttl_ends_a_run_whose_sigint_is_ignored_as_a_scripts_background_job_has():
+    # The TTL timer interrupts the main thread. A simulated SIGINT (`_thread.interrupt_main`)
+    # would do nothing here, and even where SIGINT is handled would wait out the sleep.
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with (signals_as_interrupt(),
+              pytest.raises(KeyboardInterrupt, match="TTL of 0.0002 h reached"),
+              ttl_guard(0.0002, echo=lambda _: None)):  # 0.72 s
+            time.sleep(60)
+    finally:
+        signal.signal(signal.SIGINT, before)
