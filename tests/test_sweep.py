@@ -13,7 +13,7 @@ import optuna
 import pytest
 
 from conftest import Streamed, experiment, leftovers, trainctl
-from trainctl.sweep import RETRY_OF, finished_trials
+from trainctl.sweep import RETRY_OF, finished_trials, requeue_orphans
 
 
 def sweep_file(tmp_path):
@@ -86,10 +86,12 @@ def test_a_trial_the_controller_died_under_runs_again_and_is_not_counted_as_fini
     orphan = study.ask()  # left RUNNING, as by a kill -9 of trainctl
     lr = orphan.suggest_float("lr", 0.01, 0.2)
 
+    requeue_orphans(study)
     assert [t.number for t in finished_trials(study)] == [done.number]
     rerun = study.ask()
     assert rerun.suggest_float("lr", 0.01, 0.2) == lr
     assert rerun.user_attrs[RETRY_OF] == orphan.number
     study.tell(rerun, 0.7)
+    requeue_orphans(study)  # a second resume
     assert [t.number for t in finished_trials(study)] == [done.number, rerun.number]
     assert len(study.trials) == 3  # nothing queued twice

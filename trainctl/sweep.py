@@ -69,10 +69,14 @@ def interrupted_numbers(study: optuna.Study) -> set[int]:
     return {t.user_attrs[RETRY_OF] for t in study.trials if RETRY_OF in t.user_attrs}
 
 
-def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The trials that ended by themselves; those a dead controller left RUNNING are requeued."""
+def requeue_orphans(study: optuna.Study) -> None:
+    """Requeue the trials a dead controller left RUNNING: nothing will ever finish them."""
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         requeue(study, t.number, t.params)
+
+
+def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The trials that ended by themselves."""
     interrupted = interrupted_numbers(study)
     return [t for t in study.trials if t.state.is_finished() and t.number not in interrupted]
 
@@ -104,6 +108,7 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
               run_dir: Path, echo: Callable[[str], None],
               artifacts: tuple[str, ...] = ("metrics.json",)) -> list[TrialResult]:
     study = study_for(sweep, sweep_id, run_dir)
+    requeue_orphans(study)
     done = finished_trials(study)
     remaining = sweep.max_trials - len(done)
     if done:
