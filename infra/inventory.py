@@ -27,6 +27,8 @@ class Node(BaseModel):
     accelerator: str = "cpu"  # "cpu", "gpu:8xnvidia-tesla-a100", "tpu:v5litepod-16"
     workdir: str  # absolute path on the node that trainctl owns
     interface: str | None = None  # NIC that collective traffic should bind to
+    # The TPU node (slice) this VM is a worker of: TensorFlow's TPUClusterResolver takes it.
+    tpu_name: str | None = None
 
 
 class Inventory(BaseModel):

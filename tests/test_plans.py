@@ -134,16 +134,3 @@ def test_tensorflow_nodes_get_tf_config_as_ai_platform_sets_it():
     assert [c["cluster"] for c in configs] == [cluster] * 3
     assert [c["task"] for c in configs] == [{"type": "chief", "index": 0}, {"type": "worker", "index": 0},
                                             {"type": "worker", "index": 1}]
-
-
-@pytest.mark.parametrize("framework", ["tensorflow", "torch"])
-def test_tpu_v5e_16_runs_the_same_command_on_its_four_workers(framework):
-    inv = inventory(4, "tpu:v5litepod-16")
-    spec = LaunchSpec(run_id="tpu", framework=framework, command=("python", "train.py", "--steps", "10"))
-    commands = launch_plan(inv, spec)
-    assert len(commands) == 4
-    tails = {c.split("exec ", 1)[1].replace(f"/w/{name}/", "/w/X/") for name, c in commands.items()}
-    assert tails == {"/w/X/venv/bin/python train.py --steps 10"}
-    for c in commands.values():
-        assert "TF_CONFIG" not in c and "torchrun" not in c
-        assert ("PJRT_DEVICE=TPU" in c) == (framework == "torch")

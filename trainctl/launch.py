@@ -5,8 +5,11 @@ torch:       torchrun on every node, c10d rendezvous on rank 0's internal addres
              MASTER_ADDR, MASTER_PORT).
 tensorflow:  the program on every node with TF_CONFIG as AI Platform sets it (rank 0 is the
              chief, the others workers 0..n-2), so MultiWorkerMirroredStrategy works unchanged.
-TPU VMs:     the same command on every TPU worker, no TF_CONFIG: TPUStrategy / PyTorch-XLA
-             (PJRT_DEVICE=TPU) find the slice themselves.
+TPU VMs:     PyTorch/XLA runs the same command on every worker (PJRT_DEVICE=TPU). TensorFlow
+             drives a single-host TPU in-process (TPU_NAME=local); on a multi-host slice only
+             worker 0 runs the program, and TPUClusterResolver reaches the TF servers that the
+             `-pod` runtime starts on every worker by the slice's name (TPU_NAME), as Google's
+             TPU pod recipes run it.
 Every program also gets the Vertex AI job-dir variables (AIP_MODEL_DIR, ...).
 """
 
@@ -27,6 +30,7 @@ from typing import Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bootstrap.plan import node_paths
+from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.inventory import Inventory, Node
 from trainctl.interrupts import raise_if_pending
@@ -136,6 +140,35 @@ def uses_torchrun(node: Node, spec: LaunchSpec) -> bool:
     return spec.framework == "torch" and not node.accelerator.startswith("tpu")
 
 
+def tpu_type(node: Node) -> catalog.TpuType | None:
+    kind, _, name = node.accelerator.partition(":")
+    return catalog.TPUS[name] if kind == "tpu" else None
+
+
+def program_nodes(inventory: Inventory, spec: LaunchSpec) -> list[Node]:
+    """The nodes that run the user's program: all, except TensorFlow on a multi-host TPU slice,
+    where a copy of the program on the other workers would fight their TF servers for the chips."""
+    tpu = tpu_type(inventory.rank0)
+    if spec.framework == "tensorflow" and tpu is not None and tpu.multi_host:
+        return [inventory.rank0]
+    return list(inventory.nodes)
+
+
+def tpu_env(node: Node, spec: LaunchSpec) -> dict[str, str]:
+    tpu = tpu_type(node)
+    assert tpu is not None
+    if spec.framework == "torch":
+        return {"PJRT_DEVICE": "TPU"}
+    if not tpu.multi_host:
+        return {"TPU_NAME": "local", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true",
+                "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
+    if not node.tpu_name:
+        raise ValueError(f"{node.name} is a worker of a multi-host {tpu.name} slice but the inventory "
+                         "does not name the slice (tpu_name); run `trainctl up` again")
+    # The pod runtime's TF server on this worker owns libtpu; the program only connects to it.
+    return {"TPU_NAME": node.tpu_name, "TPU_LOAD_LIBRARY": "0"}
+
+
 def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]:
     """The user's command as is, with `python` meaning the node environment's interpreter."""
     user = expand(spec.command, inventory, spec.run_id)
@@ -166,9 +199,8 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     else:
         del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
         argv = direct_args(inventory, node, spec)
-        if node.accelerator.startswith("tpu"):
-            if spec.framework == "torch":
-                env["PJRT_DEVICE"] = "TPU"
+        if tpu_type(node) is not None:
+            env.update(tpu_env(node, spec))
         else:
             env["TF_CONFIG"] = json.dumps(tf_config(inventory, node), separators=(",", ":"))
     return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(p['code'])} && {shell_env(env)}"
@@ -185,7 +217,8 @@ def stop_command(run_id: str) -> str:
 
 
 def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0) -> dict[str, str]:
-    return {node.name: node_command(inventory, node, spec, attempt) for node in inventory.nodes}
+    return {node.name: node_command(inventory, node, spec, attempt)
+            for node in program_nodes(inventory, spec)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,7 +373,8 @@ def stop_run(inventory: Inventory, run_id: str, nodes: list[Node] | None = None)
         list(pool.map(stop, targets))
 
 
-def _stop_until_ended(inventory: Inventory, run_id: str, sessions: list[Future]) -> None:
+def _stop_until_ended(inventory: Inventory, run_id: str, nodes: list[Node],
+                      sessions: list[Future]) -> None:
     """Stop the run everywhere, then again on each node whose session is still open (its command
     may have been starting while the first stop went out), until every session has ended."""
     stop_run(inventory, run_id)
@@ -348,7 +382,7 @@ def _stop_until_ended(inventory: Inventory, run_id: str, sessions: list[Future])
         _, pending = wait_for_futures(sessions, timeout=RESTOP_SECONDS)
         if not pending:
             return
-        stop_run(inventory, run_id, [n for n, f in zip(inventory.nodes, sessions) if not f.done()])
+        stop_run(inventory, run_id, [n for n, f in zip(nodes, sessions) if not f.done()])
 
 
 def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
@@ -379,7 +413,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     """Run the plan on every node; on the first failure stop the rest. Blocks until done."""
     log_dir.mkdir(parents=True, exist_ok=True)
     commands = plan(inventory, spec, attempt)
-    outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in inventory.nodes}
+    nodes = [n for n in inventory.nodes if n.name in commands]
+    outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in nodes}
     first_failure = threading.Event()
     stopping = threading.Event()
     permanent: list[tuple[str, int]] = []
@@ -422,8 +457,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             else:
                 first_failure.set()
 
-    pool = ThreadPoolExecutor(max_workers=len(inventory.nodes))
-    futures = [pool.submit(run_on, n) for n in inventory.nodes]
+    pool = ThreadPoolExecutor(max_workers=len(nodes))
+    futures = [pool.submit(run_on, n) for n in nodes]
     try:
         while not all(f.done() for f in futures):
             raise_if_pending()
@@ -432,12 +467,12 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
                        else "a node failed")
                 echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
-                _stop_until_ended(inventory, spec.run_id, futures)
+                _stop_until_ended(inventory, spec.run_id, nodes, futures)
                 break
     except BaseException:
         stopping.set()
         echo(f"[trainctl] interrupted: stopping run {spec.run_id} on every node")
-        _stop_until_ended(inventory, spec.run_id, futures)
+        _stop_until_ended(inventory, spec.run_id, nodes, futures)
         raise
     finally:
         pool.shutdown(wait=True)

@@ -1,7 +1,8 @@
 """Reference TensorFlow trainer: the digits MLP, with the strategy its environment calls for.
 
-- TPU VM (a TPU device is present): TPUStrategy; on every worker of a multi-host slice the same
-  command runs and the resolver finds the slice.
+- TPU VM (a TPU device is present): TPUStrategy. A single-host TPU is driven in-process
+  (TPU_NAME=local); on a multi-host slice only worker 0 runs this program and the resolver reaches
+  the other workers' TF servers by the slice's name in TPU_NAME, as Google's TPU pod recipes do.
 - TF_CONFIG set (as AI Platform sets it, and trainctl on GPU/CPU nodes): MultiWorkerMirroredStrategy.
 - otherwise: the default strategy (one process).
 A custom training loop, not `model.fit`: Keras 3's fit fails under MultiWorkerMirroredStrategy
@@ -41,7 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def pick_strategy() -> tuple[tf.distribute.Strategy, str]:
     if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"):
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="local")
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=os.environ.get("TPU_NAME", "local"))
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
         return tf.distribute.TPUStrategy(resolver), "tpu"
