@@ -30,9 +30,24 @@ def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
         return local.plan(spec)
     from infra.gcp.mocks import evaluate
 
+    declared = evaluate(spec).resources
+    _refuse_policy_violations(spec, declared)
     return [{"kind": r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type,
              "name": r.inputs.get("name", r.name), **_summary(r.inputs)}
-            for r in evaluate(spec).resources]
+            for r in declared]
+
+
+def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
+    """The policy pack `pulumi up --policy-pack policy` enforces, run here over the mocked
+    resources: a stack GCP would refuse (or `down` could not remove) fails at `plan`, exit 2,
+    before anything is created."""
+    from policy.rules import Resource, check_resources
+
+    violations = check_resources([Resource(r.type, r.name, r.inputs, getattr(r, "options", None) or {})
+                                  for r in declared])
+    if violations:
+        lines = "\n".join(f"  - {v}" for v in violations)
+        raise ConfigError(f"stack {spec.name!r} violates {len(violations)} GCP policy rule(s):\n{lines}")
 
 
 def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
