@@ -10,6 +10,7 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
+    Policy,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -46,8 +47,8 @@ def _stack_validator(rule: Rule):
     return validate
 
 
-def policies() -> list[ResourceValidationPolicy | StackValidationPolicy]:
-    out: list[ResourceValidationPolicy | StackValidationPolicy] = []
+def policies() -> list[Policy]:
+    out: list[Policy] = []
     for rule in RULES:
         common: dict[str, Any] = dict(name=rule.name, description=rule.description,
                                       enforcement_level=EnforcementLevel.MANDATORY, url=rule.url)

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from pulumi_policy import (
     EnforcementLevel,
+    Policy,
+    PolicyCustomTimeouts,
     PolicyResource,
     PolicyResourceOptions,
     ResourceValidationArgs,
@@ -219,12 +221,26 @@ def test_every_rule_has_a_firing_test() -> None:
 # --- the pulumi_policy wiring, driven as the engine drives it -----------------------------
 
 def _opts() -> PolicyResourceOptions:
+    # What the engine passes when a resource sets no options (it gives no retainOnDelete at all).
     return PolicyResourceOptions(protect=False, ignore_changes=[], delete_before_replace=None, aliases=[],
-                                 custom_timeouts=None, additional_secret_outputs=[], parent=None)
+                                 custom_timeouts=PolicyCustomTimeouts(0, 0, 0), additional_secret_outputs=[],
+                                 parent=None)
 
 
-def _engine_policies() -> dict[str, ResourceValidationPolicy | StackValidationPolicy]:
+def _engine_policies() -> dict[str, Policy]:
     return {p.name: p for p in pack.policies()}
+
+
+def _resource_policy(name: str) -> ResourceValidationPolicy:
+    p = _engine_policies()[name]
+    assert isinstance(p, ResourceValidationPolicy)
+    return p
+
+
+def _stack_policy(name: str) -> StackValidationPolicy:
+    p = _engine_policies()[name]
+    assert isinstance(p, StackValidationPolicy)
+    return p
 
 
 def test_pack_has_one_mandatory_policy_per_rule_with_its_url() -> None:
@@ -242,7 +258,7 @@ def test_resource_policies_report_through_the_engine_callback() -> None:
         rules.T_FIREWALL, {"name": "s-fw-ssh", "sourceRanges": ["0.0.0.0/0"],
                            "allows": [{"protocol": "tcp", "ports": ["22"]}]},
         "urn:pulumi:s::trainctl::gcp:compute/firewall:Firewall::fw", "fw", _opts(), None)
-    _engine_policies()["firewall-no-public-ssh"].validate(args, lambda m, urn=None: reported.append((m, urn)))
+    _resource_policy("firewall-no-public-ssh").validate(args, lambda m, urn: reported.append((m, urn)))
     ((message, _),) = reported
     assert "0.0.0.0/0" in message and RULES_BY_NAME["firewall-no-public-ssh"].url in message
 
@@ -256,8 +272,8 @@ def test_stack_policies_report_against_the_violating_resource() -> None:
         res(rules.T_NODEPOOL, "p", {"name": "s-pool", "cluster": "s-gke", "management": {"autoUpgrade": False}}),
     ])
     reported: list[tuple[str, str | None]] = []
-    _engine_policies()["gke-release-channel-auto-upgrade"].validate(
-        stack, lambda m, urn=None: reported.append((m, urn)))
+    _stack_policy("gke-release-channel-auto-upgrade").validate(
+        stack, lambda m, urn: reported.append((m, urn)))
     ((message, urn),) = reported
     assert urn and urn.endswith("::p") and "auto_upgrade=True" in message
 
@@ -266,14 +282,17 @@ def test_stack_policies_report_against_the_violating_resource() -> None:
 def test_pack_passes_every_stack_as_the_engine_would_see_it(stack: str) -> None:
     resources = declared(stack)
     reported: list[str] = []
-    report = lambda m, urn=None: reported.append(m)  # noqa: E731
-    policies = _engine_policies()
-    for p in policies.values():
+
+    def report(message: str, urn: str | None = None) -> None:
+        reported.append(message)
+
+    for p in _engine_policies().values():
         if isinstance(p, StackValidationPolicy):
             p.validate(StackValidationArgs([
                 PolicyResource(r.type, dict(r.props), f"urn:{r.name}", r.name, _opts(), None, None, [], {})
                 for r in resources]), report)
         else:
+            assert isinstance(p, ResourceValidationPolicy)
             for r in resources:
                 p.validate(ResourceValidationArgs(r.type, dict(r.props), f"urn:{r.name}", r.name, _opts(), None),
                            report)
