@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra import keys
+from infra.gcp.reaper import google_client
 from infra.inventory import Inventory, Node
 from infra.local.state import stack_lock, state_dir
 from infra.spec import ClusterSpec
@@ -134,7 +135,7 @@ def _instance_host_keys(spec: ClusterSpec, instance: str) -> list[str]:
     from google.cloud import compute_v1
 
     try:
-        attrs = compute_v1.InstancesClient().get_guest_attributes(
+        attrs = google_client(compute_v1.InstancesClient).get_guest_attributes(
             request=compute_v1.GetGuestAttributesInstanceRequest(
                 project=spec.project, zone=spec.zone, instance=instance, query_path="hostkeys/"))
     except NotFound:
@@ -155,15 +156,14 @@ def _tpu_host_keys(spec: ClusterSpec) -> dict[str, list[str]]:
     from infra.gcp.tpu import tpu_name
 
     try:
-        resp = tpu_v2.TpuClient().get_guest_attributes(
+        resp = google_client(tpu_v2.TpuClient).get_guest_attributes(
             request=tpu_v2.GetGuestAttributesRequest(name=_tpu_node_path(spec), query_path="hostkeys/"))
     except NotFound:
         return {}
-    out: dict[str, list[str]] = {}
-    for attr in resp.guest_attributes:
-        name = f"{tpu_name(spec)}-w{attr.worker_id or 0}"
-        out[name] = [f"{item.key} {item.value}" for item in attr.query_value.items]
-    return out
+    # GuestAttributes carries no worker id: the API answers one entry per worker, in worker
+    # order (worker 0 first), which is also the order of the node's networkEndpoints.
+    return {f"{tpu_name(spec)}-w{worker}": [f"{item.key} {item.value}" for item in attr.query_value.items]
+            for worker, attr in enumerate(resp.guest_attributes)}
 
 
 def _queued_tpu_nodes(spec: ClusterSpec) -> list[dict[str, Any]]:

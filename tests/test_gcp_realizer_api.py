@@ -1,0 +1,72 @@
+"""The realizer's Google API calls (host keys from guest attributes) through the real client
+classes over REST against the loopback fake in gcp_fake.py."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from gcp_fake import FakeGoogleServer
+from infra.gcp import realizer
+from infra.gcp.reaper import API_ENDPOINT_ENV
+from infra.stack_config import load_stack
+
+ED = {"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAAC3NzaC1lZDI1NTE5AAAAIFakeKey"}
+RSA = {"namespace": "hostkeys", "key": "ssh-rsa", "value": "AAAAB3NzaC1yc2EAAAADAQABFake"}
+
+
+@pytest.fixture
+def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGoogleServer]:
+    server = FakeGoogleServer().start()
+    monkeypatch.setenv(API_ENDPOINT_ENV, server.endpoint)
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert server.refused() == []
+
+
+def _worker(i: int) -> list[dict[str, str]]:
+    return [{**ED, "value": f"{ED['value']}{i}"}, {"namespace": "guestInventory", "key": "os", "value": "x"}]
+
+
+def test_tpu_multi_host_keys_come_back_per_worker_in_order(google: FakeGoogleServer) -> None:
+    spec = load_stack("tpu-v5e-16", name="keys")
+    node = f"projects/{spec.project}/locations/{spec.zone}/nodes/keys-tpu"
+    google.state.tpu_nodes[node] = {"state": "READY"}
+    google.state.tpu_guest_attributes[node] = [_worker(i) for i in range(4)]
+    found = realizer._tpu_host_keys(spec)
+    assert found == {f"keys-tpu-w{i}": [f"ssh-ed25519 {ED['value']}{i}"] for i in range(4)}
+    call = next(c for c in google.state.calls if c.path.endswith(":getGuestAttributes"))
+    assert call.method == "POST" and call.body == {"queryPath": "hostkeys/"}
+
+
+def test_tpu_not_created_yet_means_no_keys(google: FakeGoogleServer) -> None:
+    assert realizer._tpu_host_keys(load_stack("tpu-v5e-16", name="keys")) == {}
+
+
+def test_vm_host_keys_from_compute_guest_attributes(google: FakeGoogleServer) -> None:
+    spec = load_stack("gpu-t4x2", name="keys")
+    google.state.instances[(spec.project, spec.zone, "keys-w0")] = {"labels": {}}
+    google.state.instance_guest_attributes[(spec.project, spec.zone, "keys-w0")] = [ED, RSA]
+    assert realizer._instance_host_keys(spec, "keys-w0") == [
+        f"ssh-ed25519 {ED['value']}", f"ssh-rsa {RSA['value']}"]
+    call = next(c for c in google.state.calls if c.path.endswith("/getGuestAttributes"))
+    assert call.method == "GET" and call.query["queryPath"] == ["hostkeys/"]
+
+
+def test_vm_before_the_agent_published_keys_means_none_yet(google: FakeGoogleServer) -> None:
+    spec = load_stack("gpu-t4x2", name="keys")
+    google.state.instances[(spec.project, spec.zone, "keys-w0")] = {"labels": {}}
+    assert realizer._instance_host_keys(spec, "keys-w0") == []
+
+
+def test_fetch_host_keys_for_every_vm(google: FakeGoogleServer) -> None:
+    spec = load_stack("gpu-t4x2", name="keys")
+    for i in range(2):
+        google.state.instances[(spec.project, spec.zone, f"keys-w{i}")] = {"labels": {}}
+        google.state.instance_guest_attributes[(spec.project, spec.zone, f"keys-w{i}")] = [ED]
+    nodes = [{"name": f"keys-w{i}"} for i in range(2)]
+    assert realizer.fetch_host_keys(spec, nodes, lambda _m: None) == {
+        f"keys-w{i}": [f"ssh-ed25519 {ED['value']}"] for i in range(2)}
