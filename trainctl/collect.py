@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import threading
 import uuid
+import warnings
 from pathlib import Path
+from typing import Any, Callable
 
 from infra.inventory import Inventory
 from infra.local.state import state_dir
@@ -56,21 +60,57 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
         shutil.rmtree(staging, ignore_errors=True)
     metrics = dest / "metrics.json"
     if metrics.exists():
-        plot_loss(json.loads(metrics.read_text()), dest / "loss.png")
+        draw_safely(plot_loss, json.loads(metrics.read_text()), dest / "loss.png")
     return missing
 
 
+# Even without pyplot, matplotlib's text layout (the mathtext parser behind log-scale tick
+# labels, the font cache) is shared by every figure in the process and is not thread-safe:
+# trials collecting at the same moment take turns to draw.
+_DRAWING = threading.RLock()
+
+
+def takes_turns(draw: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(draw)
+    def serialized(*args: Any, **kwargs: Any) -> Any:
+        with _DRAWING:
+            return draw(*args, **kwargs)
+    return serialized
+
+
+def draw_safely(draw: Callable[..., Any], *args: Any) -> bool:
+    """A picture is a by-product of a run; failing to draw it warns and never fails the run."""
+    out = args[-1]
+    try:
+        return bool(draw(*args))
+    except Exception as exc:  # noqa: BLE001 - any drawing failure is only worth a warning
+        warnings.warn(f"could not draw {out}: {type(exc).__name__}: {exc}", stacklevel=2)
+        return False
+
+
+def new_figure(**kwargs: Any):
+    """A figure outside pyplot: no process-wide figure registry, no backend switching."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_figure(fig, out: Path, dpi: int) -> None:
+    fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+
+
+@takes_turns
 def plot_loss(metrics: dict, out: Path) -> bool:
     history = metrics.get("history") or []
     if not history:
         return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     epochs = [h["epoch"] for h in history]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = new_figure(figsize=(6, 4))
+    ax = fig.add_subplot()
     ax.plot(epochs, [h["train_loss"] for h in history], label="train loss")
     if "test_loss" in history[0]:
         ax.plot(epochs, [h["test_loss"] for h in history], label="test loss")
@@ -86,7 +126,5 @@ def plot_loss(metrics: dict, out: Path) -> bool:
     ax.legend(loc="center right")
     ax.set_title(f"world size {metrics.get('world_size', '?')}, "
                  f"final accuracy {metrics.get('test_accuracy', float('nan')):.3f}")
-    fig.tight_layout()
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    save_figure(fig, out, dpi=100)
     return True

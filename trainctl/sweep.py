@@ -22,7 +22,8 @@ from typing import Any, Callable
 import optuna
 
 from infra.inventory import Inventory
-from trainctl.collect import bucket_fs, collect
+from trainctl.collect import (bucket_fs, collect, draw_safely, new_figure, save_figure,
+                              takes_turns)
 from trainctl.experiment_spec import Parameter, SweepSection
 from trainctl.interrupts import raise_if_pending
 from trainctl.launch import LaunchSpec, job_dir, launch, stop_run
@@ -213,18 +214,15 @@ def write_results(results: list[TrialResult], sweep: SweepSection, run_dir: Path
     (run_dir / "best.json").write_text(json.dumps(
         None if top is None else {"trial": top.number, "value": top.value, "params": top.params,
                                   "run_id": top.run_id}, indent=2))
-    plot(results, sweep, run_dir / "sweep.png")
+    draw_safely(plot, results, sweep, run_dir / "sweep.png")
 
 
-def plot(results: list[TrialResult], sweep: SweepSection, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+@takes_turns
+def plot(results: list[TrialResult], sweep: SweepSection, out: Path) -> bool:
     done = [r for r in results if r.value is not None]
     panels = 1 + len(sweep.parameters)
-    fig, axes = plt.subplots(1, panels, figsize=(4 * panels, 3.5), squeeze=False)
+    fig = new_figure(figsize=(4 * panels, 3.5))
+    axes = fig.subplots(1, panels, squeeze=False)
     ax = axes[0][0]
     ax.plot([r.number for r in done], [r.value for r in done], "o-")
     ax.set_xlabel("trial")
@@ -236,6 +234,5 @@ def plot(results: list[TrialResult], sweep: SweepSection, out: Path) -> None:
         if p.scale == "LOG":
             ax.set_xscale("log")
     fig.suptitle(f"{sweep.metric} ({sweep.goal.lower()}), {len(done)}/{len(results)} trials with a value")
-    fig.tight_layout()
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
+    save_figure(fig, out, dpi=90)
+    return True
