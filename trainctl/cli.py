@@ -17,10 +17,24 @@ from rich.table import Table
 
 from infra.stack_config import ConfigError, format_validation_error, load_stack
 from trainctl import stacks
+from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.progress import NodeBoard, console
 
+def _help_style() -> dict:
+    """Boxed rich help on a terminal; plain help on one line per option in a pipe or CI log,
+    where rich would draw 80-column boxes and cut option help to fragments."""
+    if sys.stdout.isatty():
+        return {}
+    return {"rich_markup_mode": None,
+            "context_settings": {"terminal_width": PIPE_HELP_WIDTH, "max_content_width": PIPE_HELP_WIDTH}}
+
+
+# Wide enough that the longest option help stays on the option's line.
+PIPE_HELP_WIDTH = 160
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Provision, bootstrap, launch and tear down distributed training clusters.")
+                  help="Provision, bootstrap, launch and tear down distributed training clusters.",
+                  **_help_style())
 
 def _stack_argument(value: str) -> str:
     """A stack name (it names folders and interfaces) or the path of a stack file."""
@@ -119,10 +133,15 @@ def _live_stacks() -> list[dict]:
 @app.command(name="ls")
 def ls_() -> None:
     """Live stacks and experiments: age, TTL left, estimated cost so far."""
+    rows = _live_stacks()
+    if not rows:
+        say("No stack is up. Start one with `trainctl up --stack local`, "
+            "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")
+        return
     table = Table(title="stacks", title_justify="left")
     for col in ("stack", "provider", "nodes", "age", "TTL left", "cost so far"):
         table.add_column(col)
-    for r in _live_stacks():
+    for r in rows:
         if r["broken"]:
             table.add_row(r["stack"], "?", "?", "?", "?", "state unreadable: down --force")
             continue
@@ -255,9 +274,9 @@ def launch(
     ctx: typer.Context,
     stack: StackOpt = "local",
     nproc_per_node: Annotated[int, typer.Option(help="processes per node")] = 1,
-    max_restarts: Annotated[int, typer.Option(help="torchrun restarts of the worker group")] = 0,
+    max_restarts: Annotated[int, typer.Option(help="torchrun restarts of the worker group")] = DEFAULT_MAX_RESTARTS,
     framework: Annotated[str, typer.Option(help="torch (torchrun) or tensorflow (TF_CONFIG)")] = "torch",
-    job_retries: Annotated[int, typer.Option(help="reruns of the whole job from its checkpoints")] = 0,
+    job_retries: Annotated[int, typer.Option(help="reruns of the whole job from its checkpoints")] = DEFAULT_JOB_RETRIES,
     show_plan: Annotated[bool, typer.Option("--plan", help="print each node's command (GKE: the "
                                                            "manifests); run nothing")] = False,
     run_id: Annotated[Optional[str], typer.Option(callback=_run_id_argument,

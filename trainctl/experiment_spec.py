@@ -41,12 +41,19 @@ class RunSection(Model):
         return v
 
 
+# The restart policy's defaults, AI Platform's: torchrun restarts the worker group up to 5 times,
+# then trainctl reruns the whole job up to 3 times. The experiment file's `restart:`, LaunchSpec
+# and `trainctl launch` all read these, so the three cannot drift apart again.
+DEFAULT_MAX_RESTARTS = 5
+DEFAULT_JOB_RETRIES = 3
+
+
 class RestartSection(Model):
     """Modelled on AI Platform: workers restart first, then the whole job reruns; both resume
     from the latest complete checkpoint. Permanent errors fail at once."""
 
-    max_restarts: int = Field(5, ge=0, le=100)  # torchrun restarts of the worker group
-    job_retries: int = Field(3, ge=0, le=20)  # reruns of the whole job by trainctl
+    max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0, le=100)  # torchrun restarts of the worker group
+    job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)  # reruns of the whole job by trainctl
     permanent_exit_codes: tuple[int, ...] = (2,)  # e.g. argparse errors, ImportError wrappers
 
 

@@ -33,6 +33,7 @@ from bootstrap.plan import node_paths
 from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.inventory import Inventory, Node
+from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.interrupts import raise_if_pending
 
 STOP_GRACE_SECONDS = 5
@@ -53,8 +54,8 @@ class LaunchSpec(BaseModel):
     command: tuple[str, ...] = Field(min_length=1)
     framework: Literal["torch", "tensorflow"] = "torch"
     nproc_per_node: int = Field(1, ge=1, le=64)
-    max_restarts: int = Field(0, ge=0, le=100)
-    job_retries: int = Field(0, ge=0, le=20)
+    max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0, le=100)
+    job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)
     permanent_exit_codes: tuple[int, ...] = (2,)
     env: dict[str, str] = Field(default_factory=dict)
 

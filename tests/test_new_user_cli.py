@@ -1,0 +1,53 @@
+"""What a new user sees from the CLI before anything runs: defaults that agree with each other,
+an empty `ls` that says what to do, and --help that survives a pipe."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import trainctl
+from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS, RestartSection
+from trainctl.launch import LaunchSpec
+
+
+def _unboxed(help_text: str) -> str:
+    """Help text with table borders and line breaks folded away, for sentence matching."""
+    return re.sub(r"[\s│╭╮╰╯─]+", " ", help_text)
+
+
+def test_restart_defaults_are_ai_platforms_and_the_same_everywhere():
+    assert (DEFAULT_MAX_RESTARTS, DEFAULT_JOB_RETRIES) == (5, 3)
+    spec = LaunchSpec(run_id="r", command=("python", "t.py"))
+    assert (spec.max_restarts, spec.job_retries) == (DEFAULT_MAX_RESTARTS, DEFAULT_JOB_RETRIES)
+    section = RestartSection()
+    assert (section.max_restarts, section.job_retries) == (DEFAULT_MAX_RESTARTS, DEFAULT_JOB_RETRIES)
+
+
+def test_launch_help_shows_the_restart_defaults():
+    shown = _unboxed(trainctl("launch", "--help").stdout)
+    assert f"torchrun restarts of the worker group [default: {DEFAULT_MAX_RESTARTS}]" in shown
+    assert f"reruns of the whole job from its checkpoints [default: {DEFAULT_JOB_RETRIES}]" in shown
+
+
+def test_ls_with_no_stack_up_says_so_and_how_to_start_one(trainctl_home):
+    listed = trainctl("ls")
+    assert listed.returncode == 0, listed.stderr
+    out = " ".join((listed.stdout + listed.stderr).split())
+    assert "no stack is up" in out.lower()
+    assert "trainctl up --stack local" in out
+    assert "trainctl run examples/digits-ddp.yaml" in out
+
+
+def test_help_in_a_pipe_keeps_every_option_sentence_whole():
+    # capture_output: stdout is a pipe, as in a CI log or `| less`.
+    shown = trainctl("launch", "--help", env={"COLUMNS": "", "TERMINAL_WIDTH": ""}).stdout
+    for sentence in ("stack name (stacks/Pulumi.<stack>.yaml) or stack file",
+                     "print each node's command (GKE: the manifests); run nothing",
+                     "reruns of the whole job from its checkpoints"):
+        assert any(sentence in line for line in shown.splitlines()), shown
+
+
+def test_top_level_help_in_a_pipe_lists_commands_unbroken():
+    shown = trainctl("--help", env={"COLUMNS": "", "TERMINAL_WIDTH": ""}).stdout
+    assert "Provision, bootstrap, launch and tear down distributed training clusters." in shown
+    assert not any(line.rstrip().endswith("…") for line in shown.splitlines()), shown
