@@ -12,7 +12,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from infra import keys
 from infra.gcp.reaper import google_client
@@ -23,15 +23,53 @@ from infra.stack_config import REPO_ROOT, ConfigError
 
 HOST_KEY_TIMEOUT = 600.0
 SPEC_ENV = "TRAINCTL_SPEC_JSON"
+POLICY_PACK_DIR = "policy"
 
 
-def check_prerequisites() -> None:
-    """Actionable messages instead of tracebacks for the two things a GCP stack needs."""
+def pulumi_backend_url(env: Mapping[str, str] | None = None) -> str | None:
+    """The backend `pulumi` will use, as the CLI picks it: PULUMI_BACKEND_URL, else the
+    `current` login in $PULUMI_HOME/credentials.json (default ~/.pulumi); None if not logged in."""
+    env = os.environ if env is None else env
+    if env.get("PULUMI_BACKEND_URL"):
+        return env["PULUMI_BACKEND_URL"]
+    home = Path(env.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    try:
+        current = json.loads((home / "credentials.json").read_text()).get("current")
+    except (OSError, ValueError):
+        return None
+    return current or None
+
+
+def is_self_managed(backend: str) -> bool:
+    """file://, gs://, s3://, azblob:// backends (not Pulumi Cloud): their stacks' secrets are
+    encrypted with a passphrase by default, which `pulumi` prompts for when it is not given."""
+    return not backend.startswith(("https://", "http://"))
+
+
+def check_prerequisites(spec: ClusterSpec | None = None) -> None:
+    """Actionable messages instead of tracebacks or hanging prompts, before anything is created."""
     if shutil.which("pulumi") is None:
         raise ConfigError(
             "gcp stacks need the Pulumi CLI, which is not on PATH: install it "
             "(https://www.pulumi.com/docs/install/) and log in (`pulumi login` or "
             "`pulumi login --local`). `trainctl plan` works without it.")
+    backend = pulumi_backend_url()
+    if backend is None and not os.environ.get("PULUMI_ACCESS_TOKEN"):
+        raise ConfigError(
+            "the Pulumi CLI is not logged in to a backend: run `pulumi login --local` (state in "
+            "~/.pulumi), `pulumi login gs://<bucket>`, or `pulumi login` (Pulumi Cloud)")
+    if (backend is not None and is_self_managed(backend)
+            and not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"))):
+        # Without it `pulumi` stops at an interactive passphrase prompt (the stack's secrets,
+        # e.g. a GKE kubeconfig output, are encrypted with it), which the Automation API cannot answer.
+        raise ConfigError(
+            f"the Pulumi backend {backend} keeps secrets encrypted with a passphrase: set "
+            "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to the stack's passphrase")
+    if spec is not None and spec.kind == "gke" and shutil.which("gke-gcloud-auth-plugin") is None:
+        raise ConfigError(
+            "GKE stacks need gke-gcloud-auth-plugin on PATH (the kubeconfig trainctl writes uses it): "
+            "`gcloud components install gke-gcloud-auth-plugin`, or the "
+            "google-cloud-cli-gke-gcloud-auth-plugin package")
     try:
         import google.auth
         from google.auth.exceptions import DefaultCredentialsError
@@ -41,6 +79,12 @@ def check_prerequisites() -> None:
         raise ConfigError(
             "no Google Cloud credentials found: run `gcloud auth application-default login`, "
             "or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file") from None
+
+
+def policy_packs() -> list[str]:
+    """GCP's documented constraints, enforced by the engine on every `up` (the repo's pack)."""
+    pack = REPO_ROOT / POLICY_PACK_DIR
+    return [str(pack)] if (pack / "PulumiPolicy.yaml").is_file() else []
 
 
 def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str]):
@@ -53,7 +97,7 @@ def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str]):
 
 
 def up(spec: ClusterSpec, progress: Callable[[str], None]) -> Inventory:
-    check_prerequisites()
+    check_prerequisites(spec)
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
         sdir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -67,7 +111,7 @@ def up(spec: ClusterSpec, progress: Callable[[str], None]) -> Inventory:
         env = {SPEC_ENV: spec.model_dump_json(), "TRAINCTL_SSH_PUBLIC_KEY": public,
                "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
         stack = _stack(spec, env)
-        result = stack.up(on_output=progress)
+        result = stack.up(on_output=progress, policy_packs=policy_packs())
         partial = result.outputs["inventory"].value
         kubeconfig = None
         if "kubeconfig" in result.outputs:
@@ -75,7 +119,7 @@ def up(spec: ClusterSpec, progress: Callable[[str], None]) -> Inventory:
             fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as fh:
                 fh.write(result.outputs["kubeconfig"].value)
-        nodes = partial["nodes"] or _queued_tpu_nodes(spec)
+        nodes = partial["nodes"]
         host_keys = fetch_host_keys(spec, nodes, progress)
         inventory = Inventory(
             stack=spec.name, provider="gcp", bucket_uri=partial["bucket_uri"],
@@ -99,7 +143,9 @@ def down(stack_name: str, progress: Callable[[str], None]) -> bool:
                    "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
         stack = _stack(stack_name, env)
         stack.destroy(on_output=progress)
-        stack.workspace.remove_stack(stack_name)
+        # preserve_config: `pulumi stack rm` otherwise deletes stacks/Pulumi.<stack>.yaml, a
+        # tracked file the user wrote (ephemeral stacks have none, so nothing is left behind).
+        stack.workspace.remove_stack(stack_name, preserve_config=True)
         shutil.rmtree(sdir, ignore_errors=True)
         remove_lock()
         return True
@@ -164,20 +210,3 @@ def _tpu_host_keys(spec: ClusterSpec) -> dict[str, list[str]]:
     # order (worker 0 first), which is also the order of the node's networkEndpoints.
     return {f"{tpu_name(spec)}-w{worker}": [f"{item.key} {item.value}" for item in attr.query_value.items]
             for worker, attr in enumerate(resp.guest_attributes)}
-
-
-def _queued_tpu_nodes(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """A queued TPU's workers, read from the TPU API once the queue has granted it."""
-    if spec.kind != "tpu":
-        return []
-    from google.cloud import tpu_v2
-
-    from infra.gcp.program import workdir
-    from infra.gcp.tpu import tpu_name
-
-    node = tpu_v2.TpuClient().get_node(name=_tpu_node_path(spec))
-    return [{"name": f"{tpu_name(spec)}-w{i}", "rank": i, "role": "tpu-worker",
-             "internal_ip": ep.ip_address,
-             "ssh_host": (ep.access_config.external_ip if ep.access_config else "") or ep.ip_address,
-             "ssh_user": spec.ssh.user, "accelerator": spec.accelerator, "workdir": workdir(spec)}
-            for i, ep in enumerate(node.network_endpoints)]

@@ -1,0 +1,195 @@
+"""realizer.up / realizer.down through the REAL pulumi Automation API, against the stand-in
+`pulumi` executable (tests/fake_pulumi/pulumi) on PATH and the loopback fake of Google's APIs.
+Assertions are on what the real CLI would have received."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from gcp_fake import FakeGoogleServer
+from infra.gcp import realizer
+from infra.gcp.reaper import API_ENDPOINT_ENV
+from infra.stack_config import REPO_ROOT, ConfigError, load_stack
+
+FAKE_CLI_DIR = Path(__file__).parent / "fake_pulumi"
+ED = {"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAAC3NzaC1lZDI1NTE5AAAAIHostKey"}
+
+
+@pytest.fixture
+def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGoogleServer]:
+    server = FakeGoogleServer().start()
+    monkeypatch.setenv(API_ENDPOINT_ENV, server.endpoint)
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert server.refused() == []
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the Pulumi project (Pulumi.yaml, stacks/, policy/) so a CLI that deletes a
+    stack's config file deletes the copy, never the repo's tracked file."""
+    root = tmp_path / "project"
+    root.mkdir()
+    shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
+    shutil.copytree(REPO_ROOT / "stacks", root / "stacks")
+    (root / "policy").mkdir()
+    (root / "policy" / "PulumiPolicy.yaml").write_text("runtime: python\n")
+    monkeypatch.setattr(realizer, "REPO_ROOT", root)
+    return root
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """TRAINCTL_HOME may not sit under /tmp (local nodes see /tmp as private): a private one
+    under the tests' homes, removed afterwards."""
+    base = Path("/var/lib/trainctl-tests")
+    base.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = Path(tempfile.mkdtemp(prefix="gcp-realizer-", dir=base))
+    monkeypatch.setenv("TRAINCTL_HOME", str(path))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, project: Path, home: Path) -> Path:
+    """The stand-in CLI first on PATH, its state dir, a local backend with a passphrase, and
+    credentials for check_prerequisites (the API clients themselves use the fake endpoint)."""
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+
+    state = tmp_path / "pulumi-state"
+    state.mkdir()
+    # PATH holds only a launcher of the stand-in (run by this interpreter), so neither a real
+    # `pulumi` nor tools installed on this machine (gke-gcloud-auth-plugin) leak into the test.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "pulumi"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CLI_DIR / "pulumi"}" "$@"\n')
+    launcher.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv("FAKE_PULUMI_STATE", str(state))
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}/backend")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    monkeypatch.setattr(google.auth, "default", lambda *a, **k: (AnonymousCredentials(), "proj"))
+    return state
+
+
+def calls(state: Path) -> list[dict[str, Any]]:
+    """Each CLI invocation; argv without the global --non-interactive the SDK puts first."""
+    out = []
+    for line in (state / "calls.jsonl").read_text().splitlines():
+        call = json.loads(line)
+        call["interactive"] = "--non-interactive" not in call["argv"]
+        call["argv"] = [a for a in call["argv"] if a != "--non-interactive"]
+        out.append(call)
+    return out
+
+
+def command(state: Path, *prefix: str) -> dict[str, Any]:
+    return next(c for c in calls(state) if c["argv"][:len(prefix)] == list(prefix))
+
+
+def set_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outputs: dict[str, Any]) -> None:
+    path = tmp_path / "outputs.json"
+    path.write_text(json.dumps(outputs))
+    monkeypatch.setenv("FAKE_PULUMI_OUTPUTS", str(path))
+
+
+def vm_outputs(spec: Any) -> dict[str, Any]:
+    nodes = [{"name": f"{spec.name}-w{i}", "rank": i, "role": "worker", "internal_ip": f"10.0.0.{i + 2}",
+              "ssh_host": f"34.1.1.{i + 2}", "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
+              "workdir": "/home/trainctl/trainctl"} for i in range(2)]
+    return {"inventory": {"value": {"nodes": nodes, "bucket_uri": f"gs://{spec.name}-bucket"}, "secret": False}}
+
+
+def test_up_then_down_of_a_named_vm_stack(google: FakeGoogleServer, cli: Path, project: Path,
+                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_stack("gpu-t4x2")
+    for i in range(2):
+        google.state.instances[(spec.project, spec.zone, f"{spec.name}-w{i}")] = {"labels": {}}
+        google.state.instance_guest_attributes[(spec.project, spec.zone, f"{spec.name}-w{i}")] = [ED]
+    set_outputs(tmp_path, monkeypatch, vm_outputs(spec))
+
+    inventory = realizer.up(spec, lambda _line: None)
+
+    up = command(cli, "up")
+    assert not up["interactive"]
+    assert up["argv"][up["argv"].index("--policy-pack") + 1] == str(project / "policy")
+    assert json.loads(up["env"][realizer.SPEC_ENV])["name"] == spec.name
+    assert up["env"]["TRAINCTL_SSH_PUBLIC_KEY"].startswith("ssh-ed25519 ")
+    assert up["cwd"] == str(project)
+    assert [n.host_keys for n in inventory.nodes] == [(f"ssh-ed25519 {ED['value']}",)] * 2
+    assert inventory.bucket_uri == f"gs://{spec.name}-bucket" and inventory.kubeconfig is None
+    known = Path(inventory.known_hosts).read_text().splitlines()
+    assert known == [f"34.1.1.{i + 2} ssh-ed25519 {ED['value']}" for i in range(2)]
+
+    assert realizer.down(spec.name, lambda _line: None) is True
+    rm = command(cli, "stack", "rm")
+    assert "--preserve-config" in rm["argv"]
+    assert (project / "stacks" / f"Pulumi.{spec.name}.yaml").is_file()  # the user's file stays
+    assert [c["argv"][0] for c in calls(cli)].count("destroy") == 1
+
+
+def test_gke_kubeconfig_is_a_secret_written_0600(google: FakeGoogleServer, cli: Path, project: Path,
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_stack("gke-l4", name="gke-test")
+    plugin = tmp_path / "bin" / "gke-gcloud-auth-plugin"
+    plugin.write_text("#!/bin/sh\nexit 0\n")
+    plugin.chmod(0o755)
+    set_outputs(tmp_path, monkeypatch, {
+        "inventory": {"value": {"nodes": [], "bucket_uri": "gs://b"}, "secret": False},
+        "kubeconfig": {"value": "apiVersion: v1\nkind: Config\n", "secret": True}})
+    inventory = realizer.up(spec, lambda _line: None)
+    assert inventory.kubeconfig is not None
+    path = Path(inventory.kubeconfig)
+    assert path.read_text().startswith("apiVersion: v1")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # the SDK reads the masked and the plaintext outputs: the stand-in masked the secret
+    outputs = [c["argv"] for c in calls(cli) if c["argv"][:2] == ["stack", "output"]]
+    assert any("--show-secrets" in a for a in outputs) and any("--show-secrets" not in a for a in outputs)
+
+
+def test_a_local_backend_without_passphrase_is_refused_before_anything_runs(
+        cli: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    with pytest.raises(ConfigError, match="PULUMI_CONFIG_PASSPHRASE"):
+        realizer.up(load_stack("gpu-t4x2"), lambda _line: None)
+    assert not (cli / "calls.jsonl").exists()
+
+
+def test_passphrase_file_is_enough(cli: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(tmp_path / "pass"))
+    realizer.check_prerequisites(load_stack("gpu-t4x2"))
+
+
+def test_cloud_backend_needs_no_passphrase(cli: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "https://api.pulumi.com")
+    realizer.check_prerequisites(load_stack("gpu-t4x2"))
+
+
+def test_backend_from_credentials_file(tmp_path: Path) -> None:
+    home = tmp_path / "ph"
+    home.mkdir()
+    (home / "credentials.json").write_text(json.dumps({"current": "gs://state-bucket", "accounts": {}}))
+    assert realizer.pulumi_backend_url({"PULUMI_HOME": str(home)}) == "gs://state-bucket"
+    assert realizer.is_self_managed("gs://state-bucket") and realizer.is_self_managed("file://~")
+    assert realizer.pulumi_backend_url({"PULUMI_HOME": str(tmp_path / "none")}) is None
+
+
+def test_gke_stack_needs_the_auth_plugin(cli: Path) -> None:
+    with pytest.raises(ConfigError, match="gke-gcloud-auth-plugin"):
+        realizer.check_prerequisites(load_stack("gke-l4"))
