@@ -130,14 +130,38 @@ def ready_command(node: Node) -> str:
     return f"{wait_startup}; {probe}; mkdir -p {shlex.quote(node.workdir)}; {list_fps}"
 
 
+# Google's installer may need a reboot between its stages (it is rerun after each); more than
+# this many reboots for one installation means it will not work, and asking again would loop.
+MAX_DRIVER_REBOOTS = 2
+
+
 def drivers_command(node: Node) -> tuple[str, str]:
     if not node.accelerator.startswith("gpu"):
         return "echo 'no GPU on this node: driver not needed'", "not needed"
+    # The reboot count lives on the node's disk, so it survives the reboots it counts.
+    reboots = shlex.quote(f"{node_paths(node)['state']}/driver-reboots")
+    # `cuda_installer.pyz install_driver` asserts it runs as root. The SSH user usually is not
+    # root on GCE: use sudo, non-interactively (-n), so a password prompt fails instead of hanging.
+    as_root = (
+        'if [ "$(id -u)" = 0 ]; then AS_ROOT=""; '
+        "elif sudo -n true 2>/dev/null; then AS_ROOT='sudo -n'; else "
+        "echo \"the NVIDIA driver installer must run as root, and sudo asks user $(id -un) for a "
+        "password: give this user passwordless sudo (GCE does for users added by ssh-keys "
+        "metadata or OS Login admin)\" >&2; exit 4; fi")
+    # The count is kept after giving up, so later runs fail fast too instead of rebooting again.
+    give_up = (f"echo \"NVIDIA driver installed but nvidia-smi still fails after "
+               f"{MAX_DRIVER_REBOOTS} reboot(s): see the installer's output above; to try again, "
+               f"remove \"{reboots}\" on the node\" >&2; exit 5")
+    ask_reboot = (f"n=$(cat {reboots} 2>/dev/null || echo 0); "
+                  f"if [ \"$n\" -ge {MAX_DRIVER_REBOOTS} ]; then {give_up}; fi; "
+                  f"mkdir -p \"$(dirname {reboots})\" && echo $((n + 1)) > {reboots}; "
+                  "echo TRAINCTL_REBOOT_REQUIRED; exit 75")
     install = (
         "if nvidia-smi -L >/dev/null 2>&1; then echo 'NVIDIA driver already working'; else "
+        f"{as_root}; "
         f"curl -fsSL {GPU_DRIVER_INSTALLER} -o /tmp/cuda_installer.pyz && "
-        "python3 /tmp/cuda_installer.pyz install_driver --installation-mode=binary; "
-        "nvidia-smi -L || { echo TRAINCTL_REBOOT_REQUIRED; exit 75; }; fi")
+        "$AS_ROOT python3 /tmp/cuda_installer.pyz install_driver --installation-mode=binary; "
+        f"if nvidia-smi -L; then rm -f {reboots}; else {ask_reboot}; fi; fi")
     return install, "install if nvidia-smi fails"
 
 
