@@ -193,3 +193,21 @@ def test_backend_from_credentials_file(tmp_path: Path) -> None:
 def test_gke_stack_needs_the_auth_plugin(cli: Path) -> None:
     with pytest.raises(ConfigError, match="gke-gcloud-auth-plugin"):
         realizer.check_prerequisites(load_stack("gke-l4"))
+
+
+def test_up_of_a_multi_host_tpu_pins_each_workers_host_key(google: FakeGoogleServer, cli: Path,
+                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The day-one crash of defect 2: `up` of a TPU stack reads every worker's key."""
+    spec = load_stack("tpu-v5e-16", name="tpu-test")
+    node = f"projects/{spec.project}/locations/{spec.zone}/nodes/tpu-test-tpu"
+    google.state.tpu_nodes[node] = {"state": "READY"}
+    google.state.tpu_guest_attributes[node] = [[{**ED, "value": f"K{i}"}] for i in range(4)]
+    nodes = [{"name": f"tpu-test-tpu-w{i}", "rank": i, "role": "tpu-worker", "internal_ip": f"10.0.0.{i + 2}",
+              "ssh_host": f"34.2.2.{i + 2}", "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
+              "workdir": "/home/trainctl/trainctl", "tpu_name": "tpu-test-tpu"} for i in range(4)]
+    set_outputs(tmp_path, monkeypatch, {"inventory": {"value": {"nodes": nodes, "bucket_uri": "gs://b"},
+                                                      "secret": False}})
+    inventory = realizer.up(spec, lambda _line: None)
+    assert [n.host_keys for n in inventory.nodes] == [(f"ssh-ed25519 K{i}",) for i in range(4)]
+    up = command(cli, "up")
+    assert up["env"]["PULUMI_CONFIG_PASSPHRASE"] == "test-passphrase"  # no prompt to stop at
