@@ -296,8 +296,16 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
 
 
 def hosts_file(names: Names, addr: Addresses, count: int) -> str:
-    lines = ["127.0.0.1 localhost", f"{addr.bucket} bucket"]
-    lines += [f"{addr.node(i)} {names.node(i)}" for i in range(count)]
+    """What a VM's resolver knows: every cluster name, forward and reverse.
+
+    Dual-stack listeners (torch's c10d store) see IPv4 peers as ::ffff:a.b.c.d, and glibc's
+    hosts file answers a reverse lookup of that form only from a line of its own; without it the
+    lookup falls through to a DNS server nodes cannot reach, and c10d warns on every connection
+    ("The hostname of the client socket cannot be retrieved")."""
+    named = [(addr.bucket, "bucket"), *((addr.node(i), names.node(i)) for i in range(count))]
+    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    lines += [f"{ip} {name}" for ip, name in named]
+    lines += [f"::ffff:{ip} {name}" for ip, name in named]
     return "\n".join(lines) + "\n"
 
 
