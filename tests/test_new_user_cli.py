@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import trainctl
+from conftest import trainctl
 from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS, RestartSection
 from trainctl.launch import LaunchSpec
 
