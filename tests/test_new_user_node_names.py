@@ -18,10 +18,10 @@ def _node_lines(output: str, node: str) -> list[str]:
     return [line.split("] ", 1)[1] for line in output.splitlines() if line.startswith(f"[{node}]")]
 
 
-def test_each_node_resolves_its_hostname_to_its_address_and_peers_by_address(local_stack):
+def test_each_node_resolves_its_hostname_to_its_address_and_peers_by_address(local_stack, tmp_path):
     inv = local_stack("names", nodes=2)
     peers = [a for n in inv.nodes for a in (n.internal_ip, f"::ffff:{n.internal_ip}")]
-    ran = trainctl("exec", "--stack", "names", "--", RESOLVE, *peers)
+    ran = trainctl("exec", "--stack", "names", "--", RESOLVE, *peers, cwd=tmp_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     names_by_address = [n.name for n in inv.nodes for _ in range(2)]
     for node in inv.nodes:
@@ -32,7 +32,7 @@ def test_each_node_resolves_its_hostname_to_its_address_and_peers_by_address(loc
 def test_a_torchrun_launch_prints_no_hostname_warning(local_stack, tmp_path):
     local_stack("quiet", nodes=2)
     boot = trainctl("bootstrap", "--stack", "quiet", "--code", str(REPO),
-                    "--requirements", "trainers/requirements.txt")
+                    "--requirements", str(REPO / "trainers" / "requirements.txt"), cwd=tmp_path)
     assert boot.returncode == 0, boot.stderr
     launch = trainctl("launch", "--stack", "quiet", "--max-restarts", "0", "--job-retries", "0",
                       "--", "python", "-m", "trainers.digits_ddp", "--epochs", "1",
