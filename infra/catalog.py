@@ -208,6 +208,28 @@ IMAGE_GPU_DEFAULT = "projects/deeplearning-platform-release/global/images/family
 IMAGE_CPU_DEFAULT = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 BOOT_DISK_TYPE = "pd-balanced"
 
+# GKE container images by (framework, accelerator kind). A TPU pod needs torch_xla and libtpu,
+# a GPU pod CUDA builds: the pool's accelerator decides, not the framework alone.
+_DLC = "us-docker.pkg.dev/deeplearning-platform-release/gcr.io"
+GKE_IMAGES: dict[tuple[str, str], str] = {
+    ("torch", "cpu"): f"{_DLC}/pytorch-cpu.2-4.py310",
+    ("torch", "gpu"): f"{_DLC}/pytorch-cu124.2-4.py310",
+    ("torch", "tpu"): "us-central1-docker.pkg.dev/tpu-pytorch-releases/docker/xla:r2.7.0_3.10_tpuvm",
+    ("tensorflow", "cpu"): f"{_DLC}/tf2-cpu.2-12.py310",
+    ("tensorflow", "gpu"): f"{_DLC}/tf2-gpu.2-12.py310",
+    # No Google-published TensorFlow image carries libtpu: TPU users bring their own image.
+}
+
+
+# The Kubernetes service account trainctl's pods run as; the program binds it to the nodes'
+# Google service account (Workload Identity), so the two must agree.
+GKE_KSA_NAMESPACE = "default"
+GKE_KSA_NAME = "trainctl-runner"
+
+
+def gke_image(framework: str, accelerator_kind: str) -> str | None:
+    return GKE_IMAGES.get((framework, accelerator_kind))
+
 # Local stack: nodes are namespaces on this machine.
 LOCAL_MAX_NODES = 16
 

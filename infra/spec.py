@@ -56,13 +56,23 @@ class GpuRequest(SpecModel):
 class TpuRequest(SpecModel):
     type: str
     runtime_version: str | None = None  # defaults to the catalog's first for the type
-    queued: bool = False  # create through a queued resource (waits for capacity)
+    queued: bool = False  # refused below; kept as a field so the refusal can explain itself
 
     @field_validator("type")
     @classmethod
     def known_tpu(cls, v: str) -> str:
         if v not in catalog.TPUS:
             raise ValueError(f"unknown TPU type {v!r}; valid: {_choices(catalog.TPUS)}")
+        return v
+
+    @field_validator("queued")
+    @classmethod
+    def not_queued(cls, v: bool) -> bool:
+        if v:
+            raise ValueError(
+                "tpu.queued: true is not supported: a queued TPU's node spec takes no metadata, "
+                "tags, labels or service account, so it would get no SSH key, no firewall tag and "
+                "be invisible to the reaper; remove tpu.queued to create the TPU directly")
         return v
 
     @model_validator(mode="after")
@@ -131,10 +141,42 @@ class SshSpec(SpecModel):
         return tuple(out)
 
 
+BUCKET_COMPONENT_RE = re.compile(r"^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Cloud Storage's bucket naming rules (cloud.google.com/storage/docs/buckets#naming)."""
+    if not re.fullmatch(r"[-_.a-z0-9]+", name):
+        return "only lowercase letters, digits, '-', '_' and '.' are allowed"
+    limit = 222 if "." in name else 63
+    if not 3 <= len(name) <= limit:
+        return f"must be 3-{limit} characters{' (dotted names)' if '.' in name else ''}"
+    parts = name.split(".")
+    if any(len(p) > 63 for p in parts):
+        return "each dot-separated component must be at most 63 characters"
+    if not all(BUCKET_COMPONENT_RE.match(p) for p in parts):
+        return "must start and end with a letter or digit (also around each '.')"
+    if name.startswith("goog") or "google" in name or "g00gle" in name:
+        return "must not start with 'goog' or contain 'google'"
+    try:
+        ipaddress.ip_address(name)
+        return "must not be an IP address"
+    except ValueError:
+        return None
+
+
 class BucketSpec(SpecModel):
     name: str | None = None  # default: derived from project + cluster name
     location: str = "US"
     retention_days: int = Field(30, ge=1, le=3650)  # lifecycle: delete old run objects
+
+    @field_validator("name")
+    @classmethod
+    def gcs_name(cls, v: str | None) -> str | None:
+        problem = bucket_name_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(f"bucket.name {v!r}: {problem} (Cloud Storage bucket naming rules)")
+        return v
 
 
 class ClusterSpec(SpecModel):

@@ -16,10 +16,18 @@ from trainctl.launch import LaunchSpec
 INV = Inventory(stack="g", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="", known_hosts="")
 
 
-def plan_for(stack: str, framework: str):
+GSA = "g-sa@p.iam.gserviceaccount.com"
+TF_TPU_IMAGE = "example.invalid/my-tf-tpu:1"
+
+
+def plan_for(stack: str, framework: str, image: str | None = None):
     spec = LaunchSpec(run_id="r1", framework=framework,
                       command=("python", "-m", "trainers.digits_ddp", "--job-dir", "{job_dir}"))
-    return load_stack(stack), manifests(load_stack(stack), INV, spec)
+    if image is None and framework == "tensorflow" and load_stack(stack).tpu:
+        image = TF_TPU_IMAGE
+    sa, service, job = manifests(load_stack(stack), INV, spec, image=image, gsa=GSA)
+    assert sa["kind"] == "ServiceAccount"
+    return load_stack(stack), (service, job)
 
 
 @pytest.mark.parametrize("stack, framework", [("gke-l4", "torch"), ("gke-l4", "tensorflow"),
@@ -72,3 +80,52 @@ def test_a_malformed_manifest_is_rejected():
     del job["spec"]["template"]["spec"]["containers"][0]["name"]
     with pytest.raises(Exception, match="name"):
         validate(job)
+
+
+@pytest.mark.parametrize("stack, framework", [("gke-l4", "torch"), ("gke-tpu-v5e", "torch")])
+def test_pods_run_as_a_workload_identity_bound_service_account(stack, framework):
+    """Defect 5: without a KSA annotated with the nodes' GSA, pods get 403 on the bucket."""
+    spec = LaunchSpec(run_id="r1", framework=framework, command=("python", "t.py"))
+    sa, _, job = manifests(load_stack(stack), INV, spec, gsa=GSA)
+    assert type(validate(sa)).__name__ == "V1ServiceAccount"
+    assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": GSA}
+    assert sa["metadata"]["name"] == catalog.GKE_KSA_NAME
+    assert sa["metadata"]["namespace"] == catalog.GKE_KSA_NAMESPACE
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == catalog.GKE_KSA_NAME
+
+
+def test_manifests_refuse_without_a_google_service_account():
+    spec = LaunchSpec(run_id="r1", framework="torch", command=("python", "t.py"))
+    with pytest.raises(ValueError, match="gke_service_account"):
+        manifests(load_stack("gke-l4"), INV, spec)
+
+
+@pytest.mark.parametrize("stack, framework, expected", [
+    ("gke-tpu-v5e", "torch", "tpu-pytorch-releases/docker/xla:"),
+    ("gke-l4", "torch", "deeplearning-platform-release/gcr.io/pytorch-cu"),
+    ("gke-l4", "tensorflow", "deeplearning-platform-release/gcr.io/tf2-gpu."),
+])
+def test_default_image_follows_the_pools_accelerator(stack, framework, expected):
+    """Defect 6: torch on TPU needs torch_xla; TensorFlow on an L4 pool needs a GPU build."""
+    spec = LaunchSpec(run_id="r1", framework=framework, command=("python", "t.py"))
+    _, _, job = manifests(load_stack(stack), INV, spec, gsa=GSA)
+    image = job["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert expected in image
+    assert image == catalog.GKE_IMAGES[(framework, "tpu" if "tpu" in stack else "gpu")]
+
+
+def test_tensorflow_on_tpu_asks_for_an_image():
+    spec = LaunchSpec(run_id="r1", framework="tensorflow", command=("python", "t.py"))
+    with pytest.raises(ValueError, match="no default GKE image for framework 'tensorflow' on a tpu"):
+        manifests(load_stack("gke-tpu-v5e"), INV, spec, gsa=GSA)
+
+
+@pytest.mark.parametrize("index, is_host", [(0, "true"), (1, "false")])
+def test_gke_torchrun_marks_only_pod_zero_as_rendezvous_host(index, is_host):
+    """Defect 12: the VM path passes is_host; the GKE pods must too, from their index."""
+    _, (_, job) = plan_for("gke-l4", "torch")
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    echo = script.replace("torchrun ", "printf '%s\\n' ", 1)
+    out = subprocess.run(["bash", "-c", echo], capture_output=True, text=True,
+                         env={"JOB_COMPLETION_INDEX": str(index)}, check=True).stdout.split()
+    assert f"--rdzv-conf=is_host={is_host}" in out

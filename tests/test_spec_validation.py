@@ -97,3 +97,29 @@ def test_run_command_string_is_split_not_shell_evaluated(tmp_path):
     exp = load_experiment(write_experiment(
         tmp_path, "name: e\nrun: {command: \"python t.py --tag '$(rm -rf /)' ; echo\"}\n"))
     assert exp.run.command == ("python", "t.py", "--tag", "$(rm -rf /)", ";", "echo")
+
+
+def _gcp(**over):
+    from infra.spec import ClusterSpec
+
+    fields = dict(name="t", provider="gcp", project="my-project", zone="us-central1-a",
+                  machine_type="n1-standard-8", ssh={"source_ranges": ["203.0.113.7/32"]})
+    return ClusterSpec.model_validate({**fields, **over})
+
+
+def test_queued_tpu_is_refused_with_the_reason_and_the_alternative():
+    with pytest.raises(ValueError, match=r"tpu.queued.*no metadata.*SSH key.*create the TPU directly"):
+        _gcp(kind="tpu", machine_type=None, zone="us-west4-a",
+             tpu={"type": "v5litepod-8", "queued": True})
+
+
+@pytest.mark.parametrize("name", ["My_Bucket", "ab", "-abc", "abc-", "goog-data", "my-google-data",
+                                  "192.168.5.4", "a" * 64, "a..b", ("a" * 64) + ".b"])
+def test_bad_bucket_names_are_refused(name):
+    with pytest.raises(ValueError, match="bucket.name"):
+        _gcp(bucket={"name": name})
+
+
+@pytest.mark.parametrize("name", ["my-bucket", "my_bucket.example.com", "abc", "a1-b2_c3"])
+def test_good_bucket_names_pass(name):
+    assert _gcp(bucket={"name": name}).bucket.name == name

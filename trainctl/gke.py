@@ -17,11 +17,30 @@ from infra.spec import ClusterSpec
 from trainctl.launch import TF_PORT, LaunchSpec, expand, torchrun_target
 from infra.inventory import Inventory
 
-DEFAULT_IMAGES = {
-    "torch": "us-docker.pkg.dev/deeplearning-platform-release/gcr.io/pytorch-cu124.2-4.py310",
-    "tensorflow": "us-docker.pkg.dev/deeplearning-platform-release/gcr.io/tf2-cpu.2-17.py310",
-}
 RDZV_PORT = 29400
+
+
+def accelerator_kind(cluster: ClusterSpec) -> str:
+    return "tpu" if cluster.tpu else "gpu" if cluster.gpu else "cpu"
+
+
+def default_image(cluster: ClusterSpec, framework: str) -> str:
+    kind = accelerator_kind(cluster)
+    image = catalog.gke_image(framework, kind)
+    if image is None:
+        known = ", ".join(f"{f}/{k}" for f, k in sorted(catalog.GKE_IMAGES))
+        raise ValueError(f"no default GKE image for framework {framework!r} on a {kind} pool "
+                         f"(defaults exist for {known}); pass an image built for it")
+    return image
+
+
+def gke_service_account(inventory: Inventory, given: str | None) -> str:
+    """The Google service account the pods act as; without it bucket writes get 403."""
+    email = given or getattr(inventory, "gke_service_account", None)
+    if not email:
+        raise ValueError(f"stack {inventory.stack}: no GKE service account in the inventory "
+                         "(output 'inventory.gke_service_account'); run `trainctl up` again")
+    return email
 
 
 def names(spec: LaunchSpec) -> tuple[str, str]:
@@ -34,7 +53,11 @@ def _torch_command(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, u
     args = ["torchrun", f"--nnodes={cluster.node_count}", f"--nproc-per-node={spec.nproc_per_node}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={job}-0.{svc}:{RDZV_PORT}", f"--rdzv-id={spec.run_id}",
             f"--max-restarts={spec.max_restarts}", "--tee=3", *rest]
-    return " ".join(shlex.quote(a) for a in args)
+    quoted = [shlex.quote(a) for a in args]
+    # Only pod 0 hosts the c10d store; the others must not try to bind it (as on VM stacks).
+    quoted.insert(5, '--rdzv-conf="is_host=$IS_HOST"')
+    return ('if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=true; else IS_HOST=false; fi; '
+            + " ".join(quoted))
 
 
 def _tf_prelude(cluster: ClusterSpec, job: str, svc: str) -> str:
@@ -51,9 +74,19 @@ def _esc(text: str) -> str:
     return text.replace('"', '\\"')
 
 
+def service_account(email: str, labels: dict[str, str]) -> dict[str, Any]:
+    """The Kubernetes identity of the pods, bound by Workload Identity to the nodes' GSA."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": catalog.GKE_KSA_NAME, "namespace": catalog.GKE_KSA_NAMESPACE,
+                         "labels": labels,
+                         "annotations": {"iam.gke.io/gcp-service-account": email}}}
+
+
 def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
-              image: str | None = None) -> list[dict[str, Any]]:
+              image: str | None = None, gsa: str | None = None) -> list[dict[str, Any]]:
     job, svc = names(spec)
+    email = gke_service_account(inventory, gsa)
+    image = image or default_image(cluster, spec.framework)
     labels = {"app.kubernetes.io/managed-by": "trainctl", "trainctl/run": spec.run_id}
     user = expand(spec.command, inventory, spec.run_id)
     base = f"{inventory.bucket_uri.rstrip('/')}/{spec.run_id}"
@@ -87,8 +120,9 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
     }
     pod_spec: dict[str, Any] = {
         "subdomain": svc, "restartPolicy": "Never",
+        "serviceAccountName": catalog.GKE_KSA_NAME,
         "containers": [{
-            "name": "trainer", "image": image or DEFAULT_IMAGES[spec.framework],
+            "name": "trainer", "image": image,
             "command": ["bash", "-c", script], "env": env, "ports": ports,
             "resources": {"limits": resources} if resources else {},
         }],
@@ -106,7 +140,7 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
-    return [service, job_manifest]
+    return [service_account(email, labels), service, job_manifest]
 
 
 def validate(manifest: dict[str, Any]) -> Any:
@@ -114,7 +148,7 @@ def validate(manifest: dict[str, Any]) -> Any:
     missing required fields raise, as the API server would."""
     from kubernetes.client import ApiClient
 
-    kinds = {"Service": "V1Service", "Job": "V1Job"}
+    kinds = {"ServiceAccount": "V1ServiceAccount", "Service": "V1Service", "Job": "V1Job"}
     client = ApiClient()
     client.configuration.client_side_validation = True
     return client.deserialize(json.dumps(manifest), kinds[manifest["kind"]], "application/json")
@@ -127,7 +161,9 @@ def submit(inventory: Inventory, objects: list[dict[str, Any]], namespace: str =
         raise ValueError(f"stack {inventory.stack} has no kubeconfig (not a GKE stack?)")
     api = config.new_client_from_config(config_file=inventory.kubeconfig)
     for obj in objects:
-        if obj["kind"] == "Service":
+        if obj["kind"] == "ServiceAccount":
+            client.CoreV1Api(api).create_namespaced_service_account(namespace, obj)
+        elif obj["kind"] == "Service":
             client.CoreV1Api(api).create_namespaced_service(namespace, obj)
         else:
             client.BatchV1Api(api).create_namespaced_job(namespace, obj)
