@@ -29,6 +29,8 @@ def public_key(spec_key: str | None) -> str:
 spec_json = os.environ.get("TRAINCTL_SPEC_JSON")
 spec = ClusterSpec.model_validate_json(spec_json) if spec_json else spec_from_pulumi_config()
 expires = os.environ.get("TRAINCTL_EXPIRES_AT")
-outputs = build(spec, public_key(spec.ssh.public_key), int(expires) if expires else None)
+# GKE nodes are reached through the Kubernetes API, never over SSH: no key is needed there.
+key = None if spec.kind == "gke" else public_key(spec.ssh.public_key)
+outputs = build(spec, key, int(expires) if expires else None)
 for key, value in outputs.items():
     pulumi.export(key, value)

@@ -90,7 +90,7 @@ def test_vm_stacks_declare_gpus_scheduling_and_metadata(stack):
         i = inst.inputs
         assert i["machineType"] == spec.machine_type and i["zone"] == spec.zone
         if machine.bundled_gpu:
-            assert not i.get("guestAccelerators")
+            assert "guestAccelerators" not in i
         else:
             assert i["guestAccelerators"] == [{"type": spec.gpu.type, "count": spec.gpu.count}]
         sched = i["scheduling"]
@@ -103,6 +103,7 @@ def test_vm_stacks_declare_gpus_scheduling_and_metadata(stack):
         meta = i["metadata"]
         assert meta["ssh-keys"] == f"trainctl:{PUBKEY} trainctl"
         assert meta["block-project-ssh-keys"] == "TRUE" and meta["enable-guest-attributes"] == "TRUE"
+        assert meta["enable-oslogin"] == "FALSE"
         assert i["tags"] == [f"{spec.name}-node"]
         assert i["bootDisk"]["initializeParams"]["image"].startswith("projects/deeplearning-platform-release")
 
@@ -123,11 +124,15 @@ def test_tpu_stacks_declare_type_runtime_and_one_node_per_host(stack):
 def test_gke_stacks_declare_accelerator_pools(stack):
     spec, ev = evaluated_stack(stack)
     (cluster,) = ev.of_type("container/cluster:Cluster")
-    assert cluster.inputs["deletionProtection"] is (not spec.ephemeral)
+    assert cluster.inputs["deletionProtection"] is False
+    assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["workloadIdentityConfig"]["workloadPool"] == f"{spec.project}.svc.id.goog"
     assert cluster.inputs["removeDefaultNodePool"] is True
-    (pool,) = ev.of_type("container/nodePool:NodePool")
-    assert pool.inputs["nodeCount"] == spec.node_count
+    pools = ev.of_type("container/nodePool:NodePool")
+    assert sum(p.inputs["nodeCount"] for p in pools) == spec.node_count
+    for p in pools:
+        assert p.inputs["management"] == {"autoRepair": True, "autoUpgrade": True}
+    pool = pools[0]
     config = pool.inputs["nodeConfig"]
     if spec.tpu:
         tpu = catalog.TPUS[spec.tpu.type]
@@ -206,7 +211,15 @@ def test_scheduled_reaper_is_declared_with_least_privilege_and_the_shared_reaper
     assert spec.scheduled_reaper
     (job,) = ev.of_type("cloudscheduler/job:Job")
     assert job.inputs["schedule"] == "*/15 * * * *"
-    assert "oidcToken" in job.inputs["httpTarget"]
+    (fn,) = ev.of_type("cloudfunctionsv2/function:Function")
+    target = job.inputs["httpTarget"]
+    uri = "https://gpu-l4-spot-reaper-mock.a.run.app"
+    assert target["uri"] == uri and target["oidcToken"]["audience"] == uri
+    (invoker,) = ev.of_type("cloudrunv2/serviceIamMember:ServiceIamMember")
+    assert invoker.inputs["role"] == "roles/run.invoker"
+    assert invoker.inputs["name"].endswith("/services/gpu-l4-spot-reaper")
+    assert invoker.inputs["member"] == target["oidcToken"]["serviceAccountEmail"].join(["serviceAccount:", ""])
+    assert not ev.of_type("cloudfunctionsv2/functionIamMember:FunctionIamMember")
     (fn,) = ev.of_type("cloudfunctionsv2/function:Function")
     assert fn.inputs["serviceConfig"]["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
     assert fn.inputs["serviceConfig"]["environmentVariables"] == {"REAP_PROJECT": spec.project}

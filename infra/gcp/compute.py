@@ -6,7 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra import catalog
-from infra.gcp.common import TYPE_PREFIX
+from infra.gcp.common import TYPE_PREFIX, child_opts
 from infra.spec import ClusterSpec
 
 
@@ -21,10 +21,10 @@ def scheduling(spec: ClusterSpec) -> gcp.compute.InstanceSchedulingArgs:
         on_host_maintenance="TERMINATE" if spec.gpu else "MIGRATE")
 
 
-def guest_accelerators(spec: ClusterSpec) -> list[gcp.compute.InstanceGuestAcceleratorArgs]:
+def guest_accelerators(spec: ClusterSpec) -> list[gcp.compute.InstanceGuestAcceleratorArgs] | None:
     machine = catalog.MACHINES[spec.machine_type or ""]
     if not spec.gpu or machine.bundled_gpu:
-        return []  # bundled GPUs come with the machine type
+        return None  # bundled GPUs come with the machine type: send no accelerator list at all
     return [gcp.compute.InstanceGuestAcceleratorArgs(type=spec.gpu.type, count=spec.gpu.count)]
 
 
@@ -38,7 +38,7 @@ class GpuVmGroup(pulumi.ComponentResource):
                  service_account: pulumi.Input[str], startup_script: str | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:GpuVmGroup", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_opts(self, opts)
         image = spec.image or (catalog.IMAGE_GPU_DEFAULT if spec.gpu else catalog.IMAGE_CPU_DEFAULT)
         meta = dict(metadata)
         if startup_script:

@@ -1,5 +1,6 @@
-"""GkeCluster: a zonal cluster with one accelerator node pool (GPU with managed drivers, or a
-TPU slice pool with a compact placement policy and its topology for multi-host slices)."""
+"""GkeCluster: a zonal, destroyable cluster on the REGULAR release channel with accelerator node
+pools: one GPU pool with managed drivers, or one pool per TPU slice (a multi-host slice pool
+has exactly the slice's hosts, a compact placement policy and the slice's topology)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra import catalog
-from infra.gcp.common import TYPE_PREFIX
+from infra.gcp.common import TYPE_PREFIX, child_opts
 from infra.spec import ClusterSpec
 
 
@@ -34,48 +35,69 @@ users:
 """
 
 
+def pool_layout(spec: ClusterSpec) -> list[tuple[str, int]]:
+    """(pool name, node count) pairs: a multi-host TPU pool holds exactly one slice, so its
+    node count is the slice's host count and each slice gets a pool of its own."""
+    if spec.tpu and catalog.TPUS[spec.tpu.type].multi_host:
+        hosts = catalog.TPUS[spec.tpu.type].hosts
+        return [(f"pool-{i}", hosts) for i in range(spec.node_count // hosts)]
+    return [("pool", spec.node_count)]
+
+
+def _placement(spec: ClusterSpec) -> gcp.container.NodePoolPlacementPolicyArgs | None:
+    if spec.tpu and catalog.TPUS[spec.tpu.type].multi_host:
+        tpu = catalog.TPUS[spec.tpu.type]
+        return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=tpu.topology)
+    return None
+
+
+def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
+                 service_account: pulumi.Input[str]) -> dict:
+    config: dict = dict(
+        spot=spec.spot, labels={"trainctl-stack": spec.name}, resource_labels=labels,
+        tags=[tag], service_account=service_account, oauth_scopes=["cloud-platform"],
+        workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+            mode="GKE_METADATA"))
+    if spec.tpu:
+        config["machine_type"] = catalog.TPUS[spec.tpu.type].gke_machine_type
+        return config
+    config["machine_type"] = spec.machine_type
+    machine = catalog.MACHINES[spec.machine_type or ""]
+    if spec.gpu:
+        config["guest_accelerators"] = [gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+            type=spec.gpu.type, count=machine.bundled_gpu_count if machine.bundled_gpu else spec.gpu.count,
+            gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                gpu_driver_version="LATEST"))]
+    return config
+
+
 class GkeCluster(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, *, network: pulumi.Input[str],
                  subnet: pulumi.Input[str], tag: str, labels: dict[str, str],
                  service_account: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:GkeCluster", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_opts(self, opts)
         self.cluster = gcp.container.Cluster(
             f"{name}-cluster", name=f"{spec.name}-gke", project=spec.project, location=spec.zone,
             network=network, subnetwork=subnet,
             remove_default_node_pool=True, initial_node_count=1,
-            deletion_protection=not spec.ephemeral,
+            # trainctl stacks are meant to be destroyed by `trainctl down`/`pulumi destroy`.
+            deletion_protection=False,
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=f"{spec.project}.svc.id.goog"),
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
             resource_labels=labels, opts=child)
-        node_config: dict = dict(
-            spot=spec.spot, labels={"trainctl-stack": spec.name}, resource_labels=labels,
-            tags=[tag], service_account=service_account, oauth_scopes=["cloud-platform"],
-            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
-                mode="GKE_METADATA"))
-        placement = None
-        if spec.tpu:
-            tpu = catalog.TPUS[spec.tpu.type]
-            node_config["machine_type"] = tpu.gke_machine_type
-            if tpu.multi_host:
-                placement = gcp.container.NodePoolPlacementPolicyArgs(
-                    type="COMPACT", tpu_topology=tpu.topology)
-        else:
-            node_config["machine_type"] = spec.machine_type
-            machine = catalog.MACHINES[spec.machine_type or ""]
-            if spec.gpu:
-                node_config["guest_accelerators"] = [gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
-                    type=spec.gpu.type, count=spec.gpu.count if not machine.bundled_gpu else machine.bundled_gpu_count,
-                    gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
-                        gpu_driver_version="LATEST"))]
-        self.pool = gcp.container.NodePool(
-            f"{name}-pool", name=f"{spec.name}-pool", project=spec.project, location=spec.zone,
-            cluster=self.cluster.name, node_count=spec.node_count,
-            node_config=gcp.container.NodePoolNodeConfigArgs(**node_config),
-            placement_policy=placement,
-            management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=False),
-            opts=child)
+        self.pools = [
+            gcp.container.NodePool(
+                f"{name}-{pool_name}", name=f"{spec.name}-{pool_name}", project=spec.project,
+                location=spec.zone, cluster=self.cluster.name, node_count=count,
+                node_config=gcp.container.NodePoolNodeConfigArgs(**_node_config(spec, tag, labels, service_account)),
+                placement_policy=_placement(spec),
+                # A release-channel cluster upgrades its nodes itself; GKE rejects auto_upgrade=False.
+                management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                opts=child)
+            for pool_name, count in pool_layout(spec)
+        ]
         config: pulumi.Output[str] = pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
         ).apply(lambda a: kubeconfig(a[0], a[1], a[2]))

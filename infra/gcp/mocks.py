@@ -55,6 +55,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         elif typ == "gcp:container/cluster:Cluster":
             outputs["endpoint"] = "192.0.2.10"
             outputs["masterAuth"] = {"clusterCaCertificate": "Q0EtREFUQQ=="}
+        elif typ == "gcp:cloudfunctionsv2/function:Function":
+            # GCP creates the Cloud Run service behind a 2nd-gen function and reports it here.
+            config = dict(outputs.get("serviceConfig", {}))
+            config["service"] = f"projects/{outputs.get('project')}/locations/{outputs.get('location')}/services/{outputs.get('name')}"
+            config["uri"] = f"https://{outputs.get('name')}-mock.a.run.app"
+            outputs["serviceConfig"] = config
         elif typ == "gcp:storage/bucket:Bucket":
             outputs.setdefault("url", f"gs://{outputs.get('name')}")
         self.resources.append(Declared(typ, args.name, dict(args.inputs)))
@@ -77,8 +83,8 @@ class Evaluation:
         return [r for r in self.resources if r.type.endswith(suffix)]
 
 
-def evaluate(spec: ClusterSpec, public_key: str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCK",
-             expires_at: int = 1_900_000_000) -> Evaluation:
+def evaluate(spec: ClusterSpec, public_key: str | None = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCK",
+             expires_at: int | None = 1_900_000_000) -> Evaluation:
     """Run the program under mocks; returns every declared resource and the resolved outputs."""
     from infra.gcp.program import build
 

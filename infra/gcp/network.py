@@ -9,7 +9,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.gcp.common import TYPE_PREFIX, network_tag
+from infra.gcp.common import TYPE_PREFIX, child_opts, network_tag
 from infra.spec import ClusterSpec
 
 
@@ -20,7 +20,7 @@ def region_of(zone: str) -> str:
 class Network(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:Network", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_opts(self, opts)
         assert spec.zone
         region = region_of(spec.zone)
         tag = network_tag(spec)

@@ -13,13 +13,14 @@ from typing import Any, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
+from infra import catalog
 from infra.gcp.common import labels as make_labels
-from infra.gcp.common import network_tag, ssh_metadata
+from infra.gcp.common import expiry_ignore, network_tag, ssh_metadata
 from infra.gcp.compute import GpuVmGroup, node_name
 from infra.gcp.gke import GkeCluster
 from infra.gcp.network import Network
 from infra.gcp.scheduled_reaper import ScheduledReaper
-from infra.gcp.storage import Storage
+from infra.gcp.storage import Storage, kept_on_down
 from infra.gcp.tpu import TpuVm, tpu_name
 from infra.spec import ClusterSpec
 
@@ -50,10 +51,7 @@ def _vm_nodes(spec: ClusterSpec, group: GpuVmGroup) -> pulumi.Output[list[dict[s
     return pulumi.Output.all(*[node(i, inst) for i, inst in enumerate(group.instances)])
 
 
-def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, Any]]] | list:
-    if tpu.vm is None:
-        return []  # queued: endpoints are read from the TPU API once the queue grants the slice
-
+def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, Any]]]:
     def shape(endpoints: Sequence[Any]) -> list[dict[str, Any]]:
         nodes = []
         for i, ep in enumerate(endpoints or []):
@@ -71,40 +69,78 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
     return tpu.vm.network_endpoints.apply(shape)
 
 
-def build(spec: ClusterSpec, public_key: str, expires_at: int | None = None) -> dict[str, Any]:
-    """Declare the stack's resources; returns the stack outputs."""
+def required_apis(spec: ClusterSpec) -> list[str]:
+    """The services a stack's resources need; a fresh project has few of them on."""
+    apis = ["compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com"]
+    if spec.kind == "tpu":
+        apis.append("tpu.googleapis.com")
+    if spec.kind == "gke":
+        apis.append("container.googleapis.com")
+    if spec.scheduled_reaper:
+        apis += ["cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com",
+                 "cloudscheduler.googleapis.com", "artifactregistry.googleapis.com"]
+    return apis
+
+
+def enable_apis(spec: ClusterSpec) -> list[gcp.projects.Service]:
+    # disable_on_destroy=False: other stacks and users of the project still need them.
+    return [gcp.projects.Service(f"{spec.name}-api-{api.split('.')[0]}", project=spec.project,
+                                 service=api, disable_on_destroy=False)
+            for api in required_apis(spec)]
+
+
+def workload_identity_member(spec: ClusterSpec) -> str:
+    return (f"serviceAccount:{spec.project}.svc.id.goog"
+            f"[{catalog.GKE_KSA_NAMESPACE}/{catalog.GKE_KSA_NAME}]")
+
+
+def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = None) -> dict[str, Any]:
+    """Declare the stack's resources; returns the stack outputs. GKE stacks need no SSH key."""
     if spec.provider != "gcp":
         raise ValueError(f"stack {spec.name!r} has provider {spec.provider!r}; the Pulumi program "
                          "only declares gcp stacks (local stacks are realized by trainctl)")
+    if spec.kind != "gke" and not public_key:
+        raise ValueError(f"stack {spec.name!r} (kind {spec.kind}) needs an SSH public key for its nodes")
     labels = make_labels(spec, expires_at)
     tag = network_tag(spec)
-    net = Network(spec.name, spec)
-    storage = Storage(spec.name, spec, labels)
+    after_apis = pulumi.ResourceOptions(depends_on=enable_apis(spec),
+                                        ignore_changes=expiry_ignore(expires_at))
+    net = Network(spec.name, spec, opts=after_apis)
+    storage = Storage(spec.name, spec, labels, opts=after_apis)
     account = gcp.serviceaccount.Account(
         f"{spec.name}-sa", account_id=service_account_id(spec), project=spec.project,
-        display_name=f"trainctl nodes of {spec.name}")
+        display_name=f"trainctl nodes of {spec.name}", opts=after_apis)
     # Least privilege: the nodes' identity may read and write objects in this bucket only.
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
         member=account.email.apply(lambda e: f"serviceAccount:{e}"))
     if spec.scheduled_reaper:
-        ScheduledReaper(spec.name, spec, storage.bucket.name, labels)
-    metadata = ssh_metadata(spec, public_key)
-    outputs: dict[str, Any] = {"bucket": storage.uri}
+        ScheduledReaper(spec.name, spec, storage.bucket.name, labels, opts=after_apis)
+    outputs: dict[str, Any] = {"bucket": storage.uri, "bucket_kept_on_down": kept_on_down(spec)}
     nodes: Any = []
+    gsa: Any = None
     if spec.kind == "vm":
-        group = GpuVmGroup(spec.name, spec, subnet=net.subnet.id, tag=tag, metadata=metadata,
-                           labels=labels, service_account=account.email)
+        group = GpuVmGroup(spec.name, spec, subnet=net.subnet.id, tag=tag,
+                           metadata=ssh_metadata(spec, public_key or ""), labels=labels,
+                           service_account=account.email, opts=after_apis)
         nodes = _vm_nodes(spec, group)
     elif spec.kind == "tpu":
         tpu = TpuVm(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
-                    metadata=metadata, labels=labels, service_account=account.email)
+                    metadata=ssh_metadata(spec, public_key or ""), labels=labels,
+                    service_account=account.email, opts=after_apis)
         nodes = _tpu_nodes(spec, tpu)
     else:
         gke = GkeCluster(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
-                         labels=labels, service_account=account.email)
+                         labels=labels, service_account=account.email, opts=after_apis)
+        # Pods run as the trainctl KSA; Workload Identity lets it act as the nodes' GSA,
+        # which alone holds the bucket grant.
+        gcp.serviceaccount.IAMMember(
+            f"{spec.name}-sa-workload-identity", service_account_id=account.name,
+            role="roles/iam.workloadIdentityUser", member=workload_identity_member(spec),
+            opts=pulumi.ResourceOptions(depends_on=[gke.cluster]))
         outputs["kubeconfig"] = gke.kubeconfig
-    outputs["inventory"] = pulumi.Output.all(storage.uri, nodes).apply(lambda a: {
+        gsa = account.email
+    outputs["inventory"] = pulumi.Output.all(storage.uri, nodes, gsa).apply(lambda a: {
         "stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
-        "kind": spec.kind})
+        "kind": spec.kind, **({"gke_service_account": a[2]} if a[2] else {})})
     return outputs

@@ -9,7 +9,7 @@ from pathlib import Path
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.gcp.common import TYPE_PREFIX
+from infra.gcp.common import TYPE_PREFIX, child_opts
 from infra.gcp.network import region_of
 from infra.spec import ClusterSpec
 
@@ -26,15 +26,26 @@ def reap(request):
     reaper.delete(project, expired, print)
     return f"reaped {len(expired)}"
 '''
+REQUIREMENTS = "google-cloud-compute>=1.20\ngoogle-cloud-tpu>=1.18\ngoogle-cloud-container>=2.40\n"
 # Roles the reaper needs to list and delete VMs and TPU nodes, and nothing else.
 REAPER_ROLES = ("roles/compute.instanceAdmin.v1", "roles/tpu.admin")
+
+
+def _service_field(name: str):
+    """Read a field GCP fills in on the function's Cloud Run service (its name or its URI)."""
+    def read(config) -> str:
+        value = getattr(config, name, None) if config is not None else None
+        if value is None:
+            raise ValueError(f"the reaper function reports no service_config.{name}")
+        return str(value)
+    return read
 
 
 class ScheduledReaper(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, bucket: pulumi.Input[str],
                  labels: dict[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:ScheduledReaper", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_opts(self, opts)
         assert spec.zone and spec.project
         region = region_of(spec.zone)
         account = gcp.serviceaccount.Account(
@@ -49,7 +60,7 @@ class ScheduledReaper(pulumi.ComponentResource):
             source=pulumi.AssetArchive({
                 "main.py": pulumi.StringAsset(ENTRY),
                 "reaper.py": pulumi.FileAsset(str(REAPER_SOURCE)),
-                "requirements.txt": pulumi.StringAsset("google-cloud-compute>=1.20\ngoogle-cloud-tpu>=1.18\n"),
+                "requirements.txt": pulumi.StringAsset(REQUIREMENTS),
             }), opts=child)
         self.function = gcp.cloudfunctionsv2.Function(
             f"{name}-reaper", name=f"{spec.name}-reaper", project=spec.project, location=region,
@@ -64,16 +75,18 @@ class ScheduledReaper(pulumi.ComponentResource):
                 service_account_email=account.email,
                 environment_variables={"REAP_PROJECT": spec.project}),
             opts=child)
-        gcp.cloudfunctionsv2.FunctionIamMember(
-            f"{name}-reaper-invoker", project=spec.project, location=region,
-            cloud_function=self.function.name, role="roles/cloudfunctions.invoker", member=member,
-            opts=child)
+        service = self.function.service_config.apply(_service_field("service"))
+        uri = self.function.service_config.apply(_service_field("uri"))
+        # A 2nd-gen function is a Cloud Run service: invoking it takes run.invoker on that service.
+        gcp.cloudrunv2.ServiceIamMember(
+            f"{name}-reaper-invoker", project=spec.project, location=region, name=service,
+            role="roles/run.invoker", member=member, opts=child)
         self.job = gcp.cloudscheduler.Job(
             f"{name}-reaper-schedule", name=f"{spec.name}-reaper", project=spec.project,
             region=region, schedule="*/15 * * * *", time_zone="Etc/UTC",
             http_target=gcp.cloudscheduler.JobHttpTargetArgs(
-                uri=self.function.url, http_method="POST",
+                uri=uri, http_method="POST",
                 oidc_token=gcp.cloudscheduler.JobHttpTargetOidcTokenArgs(
-                    service_account_email=account.email)),
+                    service_account_email=account.email, audience=uri)),
             opts=child)
         self.register_outputs({"function": self.function.name})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.gcp.common import TYPE_PREFIX
+from infra.gcp.common import TYPE_PREFIX, child_opts
 from infra.spec import ClusterSpec
 
 
@@ -14,11 +14,15 @@ def bucket_name(spec: ClusterSpec) -> str:
     return spec.bucket.name or f"{spec.project}-{spec.name}-trainctl"[:63]
 
 
+def kept_on_down(spec: ClusterSpec) -> bool:
+    return not spec.ephemeral
+
+
 class Storage(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, labels: dict[str, str],
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:Storage", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_opts(self, opts)
         self.bucket = gcp.storage.Bucket(
             f"{name}-bucket",
             name=bucket_name(spec),
@@ -26,14 +30,17 @@ class Storage(pulumi.ComponentResource):
             location=spec.bucket.location,
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
-            # Ephemeral stacks must be removable with their objects; others keep data safe.
+            # Ephemeral stacks go with their objects; a named stack's bucket outlives `down`
+            # on purpose (retain_on_delete below), so destroy never fails on checkpoints.
             force_destroy=spec.ephemeral,
-            labels=labels,
+            # The label says "kept on down" to the plan, the policy pack and whoever finds it later.
+            labels={**labels, "trainctl-retain": "true"} if kept_on_down(spec) else labels,
             lifecycle_rules=[gcp.storage.BucketLifecycleRuleArgs(
                 action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
                 condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=spec.bucket.retention_days),
             )],
-            opts=child,
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(retain_on_delete=kept_on_down(spec))),
         )
         self.uri = self.bucket.name.apply(lambda n: f"gs://{n}")
         self.register_outputs({"uri": self.uri})

@@ -6,7 +6,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra import catalog
-from infra.gcp.common import TYPE_PREFIX
+from infra.gcp.common import TYPE_PREFIX, child_opts
 from infra.spec import ClusterSpec
 
 
@@ -20,37 +20,18 @@ class TpuVm(pulumi.ComponentResource):
                  labels: dict[str, str], service_account: pulumi.Input[str],
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:TpuVm", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        child = child_opts(self, opts)
         assert spec.tpu is not None
         tpu = catalog.TPUS[spec.tpu.type]
         runtime = spec.tpu.runtime_version or tpu.runtime_versions[0]
         self.hosts = tpu.hosts
-        self.vm: gcp.tpu.V2Vm | None = None
-        self.queued: gcp.tpu.V2QueuedResource | None = None
-        if spec.tpu.queued:
-            # Capacity-queued creation: the TPU appears when the queue grants it; trainctl
-            # reads its workers' endpoints from the TPU API afterwards.
-            self.queued = gcp.tpu.V2QueuedResource(
-                f"{name}-queued", name=f"{spec.name}-qr", project=spec.project, zone=spec.zone,
-                tpu=gcp.tpu.V2QueuedResourceTpuArgs(node_specs=[
-                    gcp.tpu.V2QueuedResourceTpuNodeSpecArgs(
-                        parent=f"projects/{spec.project}/locations/{spec.zone}",
-                        node_id=tpu_name(spec),
-                        node=gcp.tpu.V2QueuedResourceTpuNodeSpecNodeArgs(
-                            accelerator_type=tpu.name, runtime_version=runtime,
-                            network_config=gcp.tpu.V2QueuedResourceTpuNodeSpecNodeNetworkConfigArgs(
-                                network=network, subnetwork=subnet,
-                                enable_external_ips=spec.network.external_ips),
-                        ))]),
-                opts=child)
-        else:
-            self.vm = gcp.tpu.V2Vm(
-                f"{name}-vm", name=tpu_name(spec), project=spec.project, zone=spec.zone,
-                accelerator_type=tpu.name, runtime_version=runtime,
-                network_config=gcp.tpu.V2VmNetworkConfigArgs(
-                    network=network, subnetwork=subnet, enable_external_ips=spec.network.external_ips),
-                scheduling_config=gcp.tpu.V2VmSchedulingConfigArgs(spot=spec.spot) if spec.spot else None,
-                service_account=gcp.tpu.V2VmServiceAccountArgs(email=service_account,
-                                                                scopes=["cloud-platform"]),
-                metadata=metadata, labels=labels, tags=[tag], opts=child)
+        self.vm = gcp.tpu.V2Vm(
+            f"{name}-vm", name=tpu_name(spec), project=spec.project, zone=spec.zone,
+            accelerator_type=tpu.name, runtime_version=runtime,
+            network_config=gcp.tpu.V2VmNetworkConfigArgs(
+                network=network, subnetwork=subnet, enable_external_ips=spec.network.external_ips),
+            scheduling_config=gcp.tpu.V2VmSchedulingConfigArgs(spot=spec.spot) if spec.spot else None,
+            service_account=gcp.tpu.V2VmServiceAccountArgs(email=service_account,
+                                                            scopes=["cloud-platform"]),
+            metadata=metadata, labels=labels, tags=[tag], opts=child)
         self.register_outputs({"hosts": self.hosts})
