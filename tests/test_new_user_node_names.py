@@ -32,7 +32,7 @@ def test_each_node_resolves_its_hostname_to_its_address_and_peers_by_address(loc
 def test_a_torchrun_launch_prints_no_hostname_warning(local_stack, tmp_path):
     local_stack("quiet", nodes=2)
     boot = trainctl("bootstrap", "--stack", "quiet", "--code", str(REPO),
-                    "--requirements", str(REPO / "trainers" / "requirements.txt"), cwd=tmp_path)
+                    "--requirements", "trainers/requirements.txt", cwd=tmp_path)
     assert boot.returncode == 0, boot.stderr
     launch = trainctl("launch", "--stack", "quiet", "--max-restarts", "0", "--job-retries", "0",
                       "--", "python", "-m", "trainers.digits_ddp", "--epochs", "1",
