@@ -224,7 +224,7 @@ def test_scheduled_reaper_is_declared_with_least_privilege_and_the_shared_reaper
     assert fn.inputs["serviceConfig"]["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
     assert fn.inputs["serviceConfig"]["environmentVariables"] == {"REAP_PROJECT": spec.project}
     roles = sorted(m.inputs["role"] for m in ev.of_type("projects/iAMMember:IAMMember"))
-    assert roles == ["roles/compute.instanceAdmin.v1", "roles/tpu.admin"]
+    assert roles == ["roles/compute.instanceAdmin.v1", "roles/container.clusterAdmin", "roles/tpu.admin"]
     assert not evaluated_stack("gpu-t4x2")[1].of_type("cloudscheduler/job:Job")
 
 

@@ -1,6 +1,6 @@
 """ScheduledReaper: the TTL's safety net that needs no laptop. A Cloud Function (the same
 infra/gcp/reaper.py that `trainctl reap` uses) runs on a Cloud Scheduler timer and deletes
-trainctl's VMs and TPUs whose expiry label has passed."""
+trainctl's VMs, TPUs and GKE clusters whose expiry label has passed."""
 
 from __future__ import annotations
 
@@ -27,8 +27,9 @@ def reap(request):
     return f"reaped {len(expired)}"
 '''
 REQUIREMENTS = "google-cloud-compute>=1.20\ngoogle-cloud-tpu>=1.18\ngoogle-cloud-container>=2.40\n"
-# Roles the reaper needs to list and delete VMs and TPU nodes, and nothing else.
-REAPER_ROLES = ("roles/compute.instanceAdmin.v1", "roles/tpu.admin")
+# Roles the reaper needs to list and delete VMs, TPU nodes (queued ones too) and GKE clusters,
+# and nothing else.
+REAPER_ROLES = ("roles/compute.instanceAdmin.v1", "roles/tpu.admin", "roles/container.clusterAdmin")
 
 
 def _service_field(name: str):
