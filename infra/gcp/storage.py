@@ -11,7 +11,8 @@ from infra.spec import ClusterSpec
 
 def bucket_name(spec: ClusterSpec) -> str:
     # Bucket names are global: the project id keeps ours from colliding with others'.
-    return spec.bucket.name or f"{spec.project}-{spec.name}-trainctl"[:63]
+    # Cut at GCS's 63 characters, the name must still end with a letter or digit.
+    return spec.bucket.name or f"{spec.project}-{spec.name}-trainctl"[:63].rstrip("-_")
 
 
 def kept_on_down(spec: ClusterSpec) -> bool:
