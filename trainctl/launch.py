@@ -396,6 +396,9 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         if result.permanent(spec.permanent_exit_codes):
             echo(f"[trainctl] exit code {sorted(result.worker_exit_codes())} is permanent: no retry")
             break
+        if not stack_still_up(inventory):
+            echo(f"[trainctl] stack {inventory.stack} was taken down: no retry")
+            break
         attempt += 1
         echo(f"[trainctl] job failed; rerun {attempt}/{spec.job_retries} from the latest checkpoint")
         stop_run(inventory, spec.run_id)
@@ -407,6 +410,17 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
                      for o in result.failures()]}, indent=2))
     return result
+
+
+def stack_still_up(inventory: Inventory) -> bool:
+    """A local stack's state goes with `trainctl down`: a job whose cluster is gone cannot be
+    rerun, and trying would only wait on addresses that no longer exist. Other providers are
+    assumed up; a lost node there is repaired, not a reason to give up."""
+    if inventory.provider != "local":
+        return True
+    from infra.local.state import state_dir
+
+    return state_dir(inventory.stack).exists()
 
 
 def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
