@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
-from bootstrap.plan import (BootstrapSpec, NodePlan, Step, node_paths, parse_fingerprints, plan,
+from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, node_paths, parse_fingerprints, plan,
                             prefetch_argv, record_fingerprint, tree_digest, tree_listing)
 from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache, unpack_command
@@ -156,8 +156,12 @@ class NodeRunner:
         else:
             assert isinstance(step.command, str)
             code, output = self.remote(step.command)
-            if step.name == "drivers" and code == REBOOT_EXIT:
+            reboots = 0
+            # The installer may ask for a reboot per stage. The node counts them and fails
+            # by itself after MAX_DRIVER_REBOOTS; this bound also holds if its count is lost.
+            while step.name == "drivers" and code == REBOOT_EXIT and reboots < MAX_DRIVER_REBOOTS:
                 code, output = self._reboot_and_rerun(step)
+                reboots += 1
             if step.name == "ready" and code == 0:
                 self.stored = parse_fingerprints(output)
         if code != 0:

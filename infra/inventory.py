@@ -47,6 +47,9 @@ class Inventory(BaseModel):
     # nodes' shared uv cache, and nodes install from it offline.
     offline_nodes: bool = False
     kubeconfig: str | None = None  # path, GKE only
+    # The Google service account the cluster's Kubernetes service account acts as (Workload
+    # Identity): pods write checkpoints to the bucket with its grant. GKE only.
+    gke_service_account: str | None = None
 
     @property
     def rank0(self) -> Node:

@@ -84,7 +84,25 @@ class TpuRequest(SpecModel):
             raise ValueError(
                 f"runtime_version {self.runtime_version!r} is not offered for {self.type}; "
                 f"valid: {_choices(tpu.runtime_versions)}")
+        # TensorFlow's TPU runtimes come in two builds: "-pod" ones serve a multi-host slice
+        # from worker 0, the others a single host; the wrong one fails only at training time.
+        runtime = self.runtime_version or ""
+        if _is_tf_runtime(runtime) and _is_pod_runtime(runtime) != tpu.multi_host:
+            fits = [r for r in tpu.runtime_versions
+                    if not _is_tf_runtime(r) or _is_pod_runtime(r) == tpu.multi_host]
+            shape = f"a multi-host slice ({tpu.hosts} hosts)" if tpu.multi_host else "a single host"
+            need = "a -pod" if tpu.multi_host else "a non-pod"
+            raise ValueError(f"runtime_version {runtime!r} does not fit {self.type}: it is {shape}, "
+                             f"which needs {need} TensorFlow runtime; valid: {_choices(fits)}")
         return self
+
+
+def _is_tf_runtime(runtime: str) -> bool:
+    return runtime.startswith("tpu-vm-tf-")
+
+
+def _is_pod_runtime(runtime: str) -> bool:
+    return "-pod" in runtime
 
 
 def _cidr(value: str, what: str) -> str:

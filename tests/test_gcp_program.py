@@ -118,6 +118,8 @@ def test_tpu_stacks_declare_type_runtime_and_one_node_per_host(stack):
     nodes = ev.outputs["inventory"]["nodes"]
     assert len(nodes) == catalog.TPUS[spec.tpu.type].hosts
     assert [n["role"] for n in nodes] == ["tpu-worker"] * len(nodes)
+    # TensorFlow's TPUClusterResolver on a multi-host slice is given the slice's name
+    assert {n["tpu_name"] for n in nodes} == {vm.inputs["name"]}
 
 
 @pytest.mark.parametrize("stack", GKE_STACKS)
@@ -151,7 +153,9 @@ def test_inventory_output_completes_into_the_shared_model(evaluated):
     assert inv["stack"] == spec.name and inv["bucket_uri"].startswith("gs://")
     nodes = [{**n, "host_keys": [PUBKEY]} for n in inv["nodes"]]
     model = Inventory(stack=inv["stack"], provider="gcp", bucket_uri=inv["bucket_uri"],
-                      nodes=nodes, ssh_private_key="/k", known_hosts="/kh")
+                      nodes=nodes, ssh_private_key="/k", known_hosts="/kh",
+                      gke_service_account=inv.get("gke_service_account"))
+    assert (model.gke_service_account is not None) == (spec.kind == "gke")
     assert len(model.nodes) == (0 if spec.kind == "gke" else spec.node_count)
     assert "PRIVATE KEY" not in json.dumps(ev.outputs)
 
@@ -204,6 +208,10 @@ def test_plan_of_a_gcp_stack_lists_resources_and_cost_without_credentials():
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("compute/instance") == 2
     assert "estimated $58.92/hour; $235.68 for the 4 h TTL" in result.stderr
+    # a named stack keeps its bucket on purpose (defect 4): the plan says so and how to remove it
+    spec = load_stack("gpu-a100x8x2")
+    assert "is kept by `trainctl down`" in result.stderr
+    assert "gcloud storage rm -r gs://" in result.stderr and spec.name in result.stderr
 
 
 def test_scheduled_reaper_is_declared_with_least_privilege_and_the_shared_reaper_code():

@@ -111,7 +111,9 @@ def vm_outputs(spec: Any) -> dict[str, Any]:
     nodes = [{"name": f"{spec.name}-w{i}", "rank": i, "role": "worker", "internal_ip": f"10.0.0.{i + 2}",
               "ssh_host": f"34.1.1.{i + 2}", "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
               "workdir": "/home/trainctl/trainctl"} for i in range(2)]
-    return {"inventory": {"value": {"nodes": nodes, "bucket_uri": f"gs://{spec.name}-bucket"}, "secret": False}}
+    return {"inventory": {"value": {"nodes": nodes, "bucket_uri": f"gs://{spec.name}-bucket"}, "secret": False},
+            "bucket": {"value": f"gs://{spec.name}-bucket", "secret": False},
+            "bucket_kept_on_down": {"value": not spec.ephemeral, "secret": False}}
 
 
 def test_up_then_down_of_a_named_vm_stack(google: FakeGoogleServer, cli: Path, project: Path,
@@ -135,11 +137,17 @@ def test_up_then_down_of_a_named_vm_stack(google: FakeGoogleServer, cli: Path, p
     known = Path(inventory.known_hosts).read_text().splitlines()
     assert known == [f"34.1.1.{i + 2} ssh-ed25519 {ED['value']}" for i in range(2)]
 
-    assert realizer.down(spec.name, lambda _line: None) is True
+    said: list[str] = []
+    assert realizer.down(spec.name, said.append) is True
+    # the named stack's bucket is kept on purpose (defect 4), and down says how to remove it
+    assert f"delete it with `gcloud storage rm -r gs://{spec.name}-bucket`" in said[-1]
     rm = command(cli, "stack", "rm")
     assert "--preserve-config" in rm["argv"]
     assert (project / "stacks" / f"Pulumi.{spec.name}.yaml").is_file()  # the user's file stays
     assert [c["argv"][0] for c in calls(cli)].count("destroy") == 1
+
+
+GSA = "gke-test-sa@p.iam.gserviceaccount.com"
 
 
 def test_gke_kubeconfig_is_a_secret_written_0600(google: FakeGoogleServer, cli: Path, project: Path,
@@ -149,9 +157,13 @@ def test_gke_kubeconfig_is_a_secret_written_0600(google: FakeGoogleServer, cli: 
     plugin.write_text("#!/bin/sh\nexit 0\n")
     plugin.chmod(0o755)
     set_outputs(tmp_path, monkeypatch, {
-        "inventory": {"value": {"nodes": [], "bucket_uri": "gs://b"}, "secret": False},
+        # the shape infra/gcp/program.py exports for a GKE stack
+        "inventory": {"value": {"stack": spec.name, "provider": "gcp", "kind": "gke", "nodes": [],
+                                "bucket_uri": "gs://b", "gke_service_account": GSA}, "secret": False},
         "kubeconfig": {"value": "apiVersion: v1\nkind: Config\n", "secret": True}})
     inventory = realizer.up(spec, lambda _line: None)
+    # the pods' identity reaches the manifests (defect 5): without it bucket writes get 403
+    assert inventory.gke_service_account == GSA
     assert inventory.kubeconfig is not None
     path = Path(inventory.kubeconfig)
     assert path.read_text().startswith("apiVersion: v1")

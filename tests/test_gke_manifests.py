@@ -9,7 +9,7 @@ import pytest
 
 from infra import catalog
 from infra.inventory import Inventory
-from infra.stack_config import load_stack
+from infra.stack_config import ConfigError, load_stack
 from trainctl.gke import manifests, validate
 from trainctl.launch import LaunchSpec
 
@@ -94,9 +94,15 @@ def test_pods_run_as_a_workload_identity_bound_service_account(stack, framework)
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == catalog.GKE_KSA_NAME
 
 
+def test_manifests_take_the_google_service_account_from_the_inventory():
+    spec = LaunchSpec(run_id="r1", framework="torch", command=("python", "t.py"))
+    sa, _, _ = manifests(load_stack("gke-l4"), INV.model_copy(update={"gke_service_account": GSA}), spec)
+    assert sa["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": GSA}
+
+
 def test_manifests_refuse_without_a_google_service_account():
     spec = LaunchSpec(run_id="r1", framework="torch", command=("python", "t.py"))
-    with pytest.raises(ValueError, match="gke_service_account"):
+    with pytest.raises(ConfigError, match="gke_service_account"):
         manifests(load_stack("gke-l4"), INV, spec)
 
 
@@ -116,7 +122,7 @@ def test_default_image_follows_the_pools_accelerator(stack, framework, expected)
 
 def test_tensorflow_on_tpu_asks_for_an_image():
     spec = LaunchSpec(run_id="r1", framework="tensorflow", command=("python", "t.py"))
-    with pytest.raises(ValueError, match="no default GKE image for framework 'tensorflow' on a tpu"):
+    with pytest.raises(ConfigError, match="no default GKE image for framework 'tensorflow' on a tpu"):
         manifests(load_stack("gke-tpu-v5e"), INV, spec, gsa=GSA)
 
 

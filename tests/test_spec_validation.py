@@ -68,6 +68,17 @@ def test_tpu_zone_and_runtime_are_checked():
     assert "runtime_version 'tpu-vm-v4-base' is not offered for v5litepod-16" in msg
 
 
+def test_tensorflow_runtime_must_match_the_slices_host_count():
+    """A -pod TF runtime on one host (or a single-host one on a slice) fails only at training."""
+    msg = error_of(**GCP, kind="tpu", tpu={"type": "v5litepod-16", "runtime_version": "tpu-vm-tf-2.18.0-pjrt"})
+    assert "a multi-host slice (4 hosts), which needs a -pod TensorFlow runtime" in msg
+    assert "tpu-vm-tf-2.18.0-pod-pjrt" in msg
+    msg = error_of(**GCP, kind="tpu", tpu={"type": "v5litepod-8", "runtime_version": "tpu-vm-tf-2.18.0-pod-pjrt"})
+    assert "a single host, which needs a non-pod TensorFlow runtime" in msg
+    for tpu_type, runtime in (("v5litepod-16", "tpu-vm-tf-2.18.0-pod-pjrt"), ("v5litepod-8", "tpu-vm-tf-2.18.0-pjrt")):
+        assert spec(**GCP, kind="tpu", tpu={"type": tpu_type, "runtime_version": runtime}).tpu.runtime_version == runtime
+
+
 def test_multi_host_tpu_sets_node_count_to_its_hosts():
     s = spec(**GCP, kind="tpu", tpu={"type": "v5litepod-16"})
     assert s.node_count == 4 and s.procs_per_node == 1

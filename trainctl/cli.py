@@ -93,10 +93,14 @@ def plan(stack: StackOpt = "local",
     table.add_column("resource")
     table.add_column("name")
     table.add_column("details", overflow="fold")
-    for r in stacks.plan(spec):
+    rows = stacks.plan(spec)
+    for r in rows:
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("kind", "name"))
         table.add_row(r["kind"], str(r.get("name", "")), details)
     console.print(table)
+    for r in (r for r in rows if r.get("on_down") == "kept"):
+        say(f"bucket gs://{r['name']} is kept by `trainctl down` (a named stack's checkpoints "
+            f"outlive it); delete it with `gcloud storage rm -r gs://{r['name']}`")
     from trainctl.cost import estimate
 
     cost = estimate(spec)
@@ -164,10 +168,10 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
                 if not dry_run:
                     stacks.down(r["stack"], say)
         return
-    from infra.gcp.realizer import check_prerequisites
+    from infra.gcp.realizer import check_google_credentials
     from infra.gcp.reaper import delete, find_expired
 
-    check_prerequisites()
+    check_google_credentials()  # the reaper talks to Google's APIs only, never to Pulumi
     expired = find_expired(project)
     for item in expired:
         say(f"{item.kind} {item.name} (stack {item.stack}) expired {item.expired_for_s}s ago")

@@ -16,6 +16,7 @@ from infra import catalog
 from infra.spec import ClusterSpec
 from trainctl.launch import TF_PORT, LaunchSpec, expand, torchrun_target
 from infra.inventory import Inventory
+from infra.stack_config import ConfigError
 
 RDZV_PORT = 29400
 
@@ -29,16 +30,16 @@ def default_image(cluster: ClusterSpec, framework: str) -> str:
     image = catalog.gke_image(framework, kind)
     if image is None:
         known = ", ".join(f"{f}/{k}" for f, k in sorted(catalog.GKE_IMAGES))
-        raise ValueError(f"no default GKE image for framework {framework!r} on a {kind} pool "
+        raise ConfigError(f"no default GKE image for framework {framework!r} on a {kind} pool "
                          f"(defaults exist for {known}); pass an image built for it")
     return image
 
 
 def gke_service_account(inventory: Inventory, given: str | None) -> str:
     """The Google service account the pods act as; without it bucket writes get 403."""
-    email = given or getattr(inventory, "gke_service_account", None)
+    email = given or inventory.gke_service_account
     if not email:
-        raise ValueError(f"stack {inventory.stack}: no GKE service account in the inventory "
+        raise ConfigError(f"stack {inventory.stack}: no GKE service account in the inventory "
                          "(output 'inventory.gke_service_account'); run `trainctl up` again")
     return email
 
@@ -158,7 +159,7 @@ def submit(inventory: Inventory, objects: list[dict[str, Any]], namespace: str =
     from kubernetes import client, config
 
     if not inventory.kubeconfig:
-        raise ValueError(f"stack {inventory.stack} has no kubeconfig (not a GKE stack?)")
+        raise ConfigError(f"stack {inventory.stack} has no kubeconfig (not a GKE stack?)")
     api = config.new_client_from_config(config_file=inventory.kubeconfig)
     for obj in objects:
         if obj["kind"] == "ServiceAccount":

@@ -30,11 +30,17 @@ def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
         return local.plan(spec)
     from infra.gcp.mocks import evaluate
 
+    from infra.gcp.storage import kept_on_down
+
     declared = evaluate(spec).resources
     _refuse_policy_violations(spec, declared)
-    return [{"kind": r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type,
+    rows = [{"kind": r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type,
              "name": r.inputs.get("name", r.name), **_summary(r.inputs)}
             for r in declared]
+    for row in rows:
+        if row["kind"] == "storage/bucket":
+            row["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
+    return rows
 
 
 def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:

@@ -64,7 +64,7 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
             nodes.append({"name": f"{tpu_name(spec)}-w{i}", "rank": i, "role": "tpu-worker",
                           "internal_ip": ep["ip_address"], "ssh_host": external or ep["ip_address"],
                           "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
-                          "workdir": workdir(spec), "interface": None})
+                          "workdir": workdir(spec), "interface": None, "tpu_name": tpu_name(spec)})
         return nodes
     return tpu.vm.network_endpoints.apply(shape)
 

@@ -132,7 +132,8 @@ def up(spec: ClusterSpec, progress: Callable[[str], None]) -> Inventory:
             stack=spec.name, provider="gcp", bucket_uri=partial["bucket_uri"],
             nodes=tuple(Node(**{**n, "host_keys": tuple(host_keys[n["name"]])}) for n in nodes),
             ssh_private_key=str(client_key), known_hosts=str(sdir / "keys" / "known_hosts"),
-            kubeconfig=str(kubeconfig) if kubeconfig else None)
+            kubeconfig=str(kubeconfig) if kubeconfig else None,
+            gke_service_account=partial.get("gke_service_account"))
         Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
         inventory.write(sdir / "inventory.json")
         return inventory
@@ -149,7 +150,12 @@ def down(stack_name: str, progress: Callable[[str], None]) -> bool:
             env = {SPEC_ENV: json.dumps(meta["spec"]), "TRAINCTL_SSH_PUBLIC_KEY": "unused",
                    "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
         stack = _stack(stack_name, env)
+        outputs = stack.outputs()
         stack.destroy(on_output=progress)
+        if outputs.get("bucket_kept_on_down") and outputs["bucket_kept_on_down"].value:
+            bucket = outputs["bucket"].value
+            progress(f"bucket {bucket} is kept (a named stack's checkpoints outlive it); "
+                     f"delete it with `gcloud storage rm -r {bucket}`")
         # preserve_config: `pulumi stack rm` otherwise deletes stacks/Pulumi.<stack>.yaml, a
         # tracked file the user wrote (ephemeral stacks have none, so nothing is left behind).
         stack.workspace.remove_stack(stack_name, preserve_config=True)
