@@ -258,7 +258,7 @@ def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report: R
 
 
 def tree_cache_dir() -> Path:
-    from infra.local.state import cache_dir
+    from infra.stack_home import cache_dir
 
     return cache_dir() / "trees"
 

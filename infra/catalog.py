@@ -1,6 +1,6 @@
 """The one catalog of accelerators: what exists, where, in which combinations, at what list price.
 
-Validation (infra/spec.py), Pulumi arguments (infra/gcp/) and cost estimates (trainctl/cost.py)
+Validation (infra/spec.py), Pulumi arguments (infra/gcp/) and cost estimates (infra/cost.py)
 all read these tables; nothing else in the project spells a machine type or a price.
 Prices are on-demand list prices in USD per hour for us-central1 and serve estimates only.
 """

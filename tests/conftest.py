@@ -52,7 +52,7 @@ def leftovers(stack: str) -> list[str]:
     """Everything on this machine that still belongs to the stack."""
     from infra.local import netns as nets
     from infra.local.realizer import Names
-    from infra.local.state import lock_path, state_dir
+    from infra.stack_home import lock_path, state_dir
 
     names = Names(stack)
     found = [f"netns {ns}" for ns in nets.list_netns() if ns.startswith(names.netns_prefix)]

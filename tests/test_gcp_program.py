@@ -13,7 +13,7 @@ from infra import catalog
 from infra.gcp.mocks import RecordingMocks, evaluate
 from infra.inventory import Inventory
 from infra.stack_config import available_stacks, load_stack, spec_from_pulumi_config
-from trainctl.cost import estimate
+from infra.cost import estimate
 
 GCP_STACKS = [s for s in available_stacks() if load_stack(s).provider == "gcp"]
 VM_STACKS = [s for s in GCP_STACKS if load_stack(s).kind == "vm"]
@@ -179,9 +179,12 @@ def test_local_spec_is_refused_by_the_program():
 def test_stack_file_cost_comments_match_the_catalog_estimate():
     from infra.stack_config import stack_path
 
+    from infra.realizers import for_spec
+
     for stack in available_stacks():
         head = stack_path(stack).read_text().split("config:")[0]
-        assert f"About ${estimate(load_stack(stack)).per_hour:.2f}/hour" in head, stack
+        spec = load_stack(stack)
+        assert f"About ${for_spec(spec).estimate(spec).per_hour:.2f}/hour" in head, stack
 
 
 def test_reaper_only_touches_expired_trainctl_resources():

@@ -5,6 +5,7 @@ Assertions are on what the real CLI would have received."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import stat
 import sys
@@ -138,7 +139,7 @@ def test_up_then_down_of_a_named_vm_stack(google: FakeGoogleServer, cli: Path, p
     assert known == [f"34.1.1.{i + 2} ssh-ed25519 {ED['value']}" for i in range(2)]
 
     said: list[str] = []
-    assert realizer.down(spec.name, said.append) is True
+    assert realizer.down(spec.name, progress=said.append) is True
     # the named stack's bucket is kept on purpose (defect 4), and down says how to remove it
     assert f"delete it with `gcloud storage rm -r gs://{spec.name}-bucket`" in said[-1]
     rm = command(cli, "stack", "rm")
@@ -223,3 +224,101 @@ def test_up_of_a_multi_host_tpu_pins_each_workers_host_key(google: FakeGoogleSer
     assert [n.host_keys for n in inventory.nodes] == [(f"ssh-ed25519 K{i}",) for i in range(4)]
     up = command(cli, "up")
     assert up["env"]["PULUMI_CONFIG_PASSPHRASE"] == "test-passphrase"  # no prompt to stop at
+
+
+# --- a stack made by `pulumi up` alone, then used by trainctl ------------------------------
+
+def pulumi_up_by_hand(cli: Path, project: Path, stack: str) -> None:
+    """What a user does in the repo: `pulumi stack init` + `pulumi up`, no trainctl involved."""
+    import subprocess
+
+    for argv in (["stack", "init", stack], ["up", "--yes", "--skip-preview", "--stack", stack]):
+        subprocess.run(["pulumi", *argv], cwd=project, check=True, capture_output=True)
+
+
+@pytest.fixture
+def user_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The user's own ~/.ssh/id_ed25519, which a plain `pulumi up` puts on the nodes."""
+    from infra import keys
+
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    return keys.write_ed25519_keypair(tmp_path / "user" / ".ssh" / "id_ed25519", "user@laptop")
+
+
+def test_a_stack_made_by_pulumi_up_is_adopted_then_brought_down(
+        google: FakeGoogleServer, cli: Path, project: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, user_key: str) -> None:
+    from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
+    from infra import realizers
+    from infra.stack_home import recorded_provider
+    from trainctl.launch import LaunchSpec, plan as launch_plan
+
+    spec = load_stack("gpu-t4x2")
+    for i in range(2):
+        google.state.instances[(spec.project, spec.zone, f"{spec.name}-w{i}")] = {"labels": {}}
+        google.state.instance_guest_attributes[(spec.project, spec.zone, f"{spec.name}-w{i}")] = [ED]
+    set_outputs(tmp_path, monkeypatch, {**vm_outputs(spec),
+                                        "ssh_public_key": {"value": user_key, "secret": False}})
+    pulumi_up_by_hand(cli, project, spec.name)
+
+    inventory = realizers.inventory(spec.name)  # bootstrap, launch, status all start here
+
+    assert recorded_provider(spec.name) == "gcp"
+    assert inventory.ssh_private_key == str(tmp_path / "user" / ".ssh" / "id_ed25519")
+    assert [n.host_keys for n in inventory.nodes] == [(f"ssh-ed25519 {ED['value']}",)] * 2
+    assert Path(inventory.known_hosts).read_text().splitlines()[0] == f"34.1.1.2 ssh-ed25519 {ED['value']}"
+    assert not any(c["argv"][0] == "up" for c in calls(cli)[2:])  # adopting creates nothing
+    # the layers above take the adopted inventory as they take one from `trainctl up`
+    # (their plans list the tree with rsync, which the stand-in-only PATH hides)
+    monkeypatch.setenv("PATH", f"{os.environ['PATH']}:/usr/local/bin:/usr/bin:/bin")
+    nodes = bootstrap_plan(inventory, BootstrapSpec(code_dir=str(project), setup=("true",)))
+    assert len(nodes) == 2 and all(n.steps for n in nodes)
+    commands = launch_plan(inventory, LaunchSpec(run_id="r1", command=("python", "t.py")))
+    assert len(commands) == 2 and all("torchrun" in c for c in commands.values())
+
+    assert realizers.for_stack(spec.name).down(spec.name, force=False, progress=lambda _l: None)
+    assert command(cli, "destroy")
+    assert (project / "stacks" / f"Pulumi.{spec.name}.yaml").is_file()
+    assert recorded_provider(spec.name) is None
+
+
+def test_adopting_needs_the_private_half_of_the_key_the_nodes_admit(
+        google: FakeGoogleServer, cli: Path, project: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, user_key: str) -> None:
+    spec = load_stack("gpu-t4x2")
+    other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherKeyOfSomeoneElse0000000000000000 ci@elsewhere"
+    set_outputs(tmp_path, monkeypatch, {**vm_outputs(spec), "ssh_public_key": {"value": other, "secret": False}})
+    pulumi_up_by_hand(cli, project, spec.name)
+    with pytest.raises(ConfigError, match=r"admits the SSH key ssh-ed25519 …000000000000, whose private half"):
+        realizer.inventory(spec.name)
+
+
+def test_a_stack_pulumi_never_made_is_not_up(google: FakeGoogleServer, cli: Path, project: Path) -> None:
+    with pytest.raises(ConfigError, match="stack 'gpu-t4x2' is not up: run `trainctl up --stack gpu-t4x2`"):
+        realizer.inventory("gpu-t4x2")
+    assert not any(c["argv"][:2] == ["stack", "init"] for c in calls(cli))  # nothing created
+
+
+def test_down_force_sweeps_what_a_failed_destroy_left(
+        google: FakeGoogleServer, cli: Path, project: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_stack("gpu-t4x2")
+    ours = {"managed-by": "trainctl", "trainctl-stack": spec.name, "trainctl-expires": "9999999999"}
+    for i in range(2):
+        google.state.instances[(spec.project, spec.zone, f"{spec.name}-w{i}")] = {"labels": ours}
+        google.state.instance_guest_attributes[(spec.project, spec.zone, f"{spec.name}-w{i}")] = [ED]
+    other = (spec.project, spec.zone, "someone-elses-vm")
+    google.state.instances[other] = {"labels": {**ours, "trainctl-stack": "another-stack"}}
+    set_outputs(tmp_path, monkeypatch, vm_outputs(spec))
+    realizer.up(spec, lambda _line: None)
+    monkeypatch.setenv("FAKE_PULUMI_FAIL", "destroy")
+
+    with pytest.raises(Exception, match="destroy failed"):
+        realizer.down(spec.name, force=False, progress=lambda _l: None)
+    said: list[str] = []
+    assert realizer.down(spec.name, force=True, progress=said.append)
+
+    assert list(google.state.instances) == [other]  # the stack's VMs went, nothing else
+    assert any("deleting what carries the stack's label" in line for line in said)
+    rm = [c for c in calls(cli) if c["argv"][:2] == ["stack", "rm"]][-1]
+    assert "--force" in rm["argv"] and "--preserve-config" in rm["argv"]

@@ -135,3 +135,46 @@ def test_gke_torchrun_marks_only_pod_zero_as_rendezvous_host(index, is_host):
     out = subprocess.run(["bash", "-c", echo], capture_output=True, text=True,
                          env={"JOB_COMPLETION_INDEX": str(index)}, check=True).stdout.split()
     assert f"--rdzv-conf=is_host={is_host}" in out
+
+
+@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+def test_the_job_maps_the_restart_policy_and_still_validates(framework):
+    """Worker restarts are pod restarts inside the Job; a preempted pod costs nothing; a
+    permanent exit code fails the Job at once. Job reruns are trainctl's, not the Job's."""
+    spec = LaunchSpec(run_id="r1", framework=framework, command=("python", "t.py"), max_restarts=4,
+                      job_retries=7, permanent_exit_codes=(3, 2, 0, 3))
+    _, _, job = manifests(load_stack("gke-l4"), INV, spec, gsa=GSA)
+    typed = validate(job)
+    assert job["spec"]["backoffLimit"] == typed.spec.backoff_limit == 4
+    assert job["spec"]["podFailurePolicy"] == {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        # sorted, unique, without 0: what the API accepts under operator In
+        {"action": "FailJob", "onExitCodes": {"containerName": "trainer", "operator": "In", "values": [2, 3]}},
+    ]}
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"  # podFailurePolicy requires it
+    assert typed.spec.pod_failure_policy.rules[1].on_exit_codes.values == [2, 3]
+
+
+def test_without_permanent_exit_codes_only_disruptions_are_ruled():
+    spec = LaunchSpec(run_id="r1", command=("python", "t.py"), permanent_exit_codes=())
+    _, _, job = manifests(load_stack("gke-l4"), INV, spec, gsa=GSA)
+    assert [r["action"] for r in job["spec"]["podFailurePolicy"]["rules"]] == ["Ignore"]
+    validate(job)
+
+
+def test_validate_refuses_a_field_the_models_do_not_know():
+    """The client's models drop unknown fields silently; the API server (Strict) refuses them."""
+    _, (_, job) = plan_for("gke-l4", "torch")
+    job["spec"]["podFailurePolicy"]["rules"][0]["onExitCode"] = {"values": [2]}
+    with pytest.raises(ValueError, match=r"unknown field\(s\) spec.podFailurePolicy.rules\[0\].onExitCode"):
+        validate(job)
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_torchrun_in_a_pod_prefixes_worker_lines_with_the_pod_index(index):
+    _, (_, job) = plan_for("gke-l4", "torch")
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
+    echo = script.split("torchrun ", 1)[0] + 'printf %s "$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"'
+    out = subprocess.run(["bash", "-c", echo], capture_output=True, text=True,
+                         env={"JOB_COMPLETION_INDEX": str(index)}, check=True).stdout
+    assert out == f"[pod{index} r${{rank}}]:"  # torchrun fills in ${rank}

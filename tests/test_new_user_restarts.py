@@ -38,7 +38,7 @@ def test_a_failed_job_on_a_stack_that_was_taken_down_is_not_rerun(monkeypatch, t
 
 
 def test_a_failed_job_on_a_stack_still_up_is_rerun_up_to_the_default(monkeypatch, trainctl_home, tmp_path: Path):
-    from infra.local.state import state_dir
+    from infra.stack_home import state_dir
 
     state_dir("alive").mkdir(parents=True)
     attempts = _failing_launches(monkeypatch)

@@ -329,7 +329,7 @@ def test_pack_project_file_runs_in_the_repo_virtualenv() -> None:
 def test_plan_refuses_a_violating_stack_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     import infra.gcp.mocks as mocks
     from infra.stack_config import ConfigError, load_stack
-    from trainctl import stacks
+    from infra.gcp import realizer as gcp_realizer
 
     real = mocks.evaluate
 
@@ -341,7 +341,7 @@ def test_plan_refuses_a_violating_stack_in_process(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(mocks, "evaluate", with_public_ssh)
     with pytest.raises(ConfigError) as err:
-        stacks.plan(load_stack("gpu-t4x2"))
+        gcp_realizer.plan(load_stack("gpu-t4x2"))
     assert "[firewall-no-public-ssh] open-ssh" in str(err.value)
     assert RULES_BY_NAME["firewall-no-public-ssh"].url in str(err.value)
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from infra.stack_config import ConfigError, format_validation_error, load_stack
-from trainctl import stacks
+from infra import realizers
 from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.progress import NodeBoard, console
 
@@ -76,6 +76,17 @@ def out(line: str) -> None:
     print(line, flush=True)
 
 
+def _nodes_over_ssh(stack: str, verb: str):
+    """The inventory of a stack whose nodes answer over SSH; a GKE stack's work runs in pods."""
+    inventory = realizers.inventory(stack)
+    if not inventory.nodes:
+        raise ConfigError(
+            f"`trainctl {verb}` reaches nodes over SSH, and stack {stack} has none: its work runs "
+            f"as GKE pods. `trainctl launch --stack {stack} -- CMD` runs a Job and streams its "
+            f"logs; for pods use kubectl with KUBECONFIG={inventory.kubeconfig}")
+    return inventory
+
+
 def _node_list(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
@@ -93,7 +104,7 @@ def plan(stack: StackOpt = "local",
     table.add_column("resource")
     table.add_column("name")
     table.add_column("details", overflow="fold")
-    rows = stacks.plan(spec)
+    rows = realizers.for_spec(spec).plan(spec)
     for r in rows:
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("kind", "name"))
         table.add_row(r["kind"], str(r.get("name", "")), details)
@@ -101,43 +112,17 @@ def plan(stack: StackOpt = "local",
     for r in (r for r in rows if r.get("on_down") == "kept"):
         say(f"bucket gs://{r['name']} is kept by `trainctl down` (a named stack's checkpoints "
             f"outlive it); delete it with `gcloud storage rm -r gs://{r['name']}`")
-    from trainctl.cost import estimate
-
-    cost = estimate(spec)
+    cost = realizers.for_spec(spec).estimate(spec)
     for what, per_hour in cost.lines:
         say(f"  {what}: ${per_hour:.2f}/hour")
     say(f"estimated ${cost.per_hour:.2f}/hour; ${cost.for_hours(spec.ttl_hours):.2f} for the "
         f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
 
 
-def _live_stacks() -> list[dict]:
-    """Stacks with state on this machine: name, provider, age, TTL left, cost so far."""
-    import json as _json
-
-    from infra.local.state import stacks_dir
-    from infra.spec import ClusterSpec
-    from trainctl.cost import estimate
-
-    rows = []
-    for path in sorted(stacks_dir().glob("*/state.json")) + sorted(stacks_dir().glob("*/gcp.json")):
-        try:
-            data = _json.loads(path.read_text())
-            spec = ClusterSpec.model_validate(data["spec"])
-        except Exception:
-            rows.append({"stack": path.parent.name, "broken": True})
-            continue
-        created = data.get("created_at") or (data.get("expires_at", 0) - spec.ttl_hours * 3600)
-        age_h = (time.time() - created) / 3600
-        rows.append({"stack": spec.name, "provider": spec.provider, "nodes": spec.node_count,
-                     "age_h": age_h, "ttl_left_h": spec.ttl_hours - age_h,
-                     "cost": estimate(spec).per_hour * age_h, "broken": False})
-    return rows
-
-
 @app.command(name="ls")
 def ls_() -> None:
     """Live stacks and experiments: age, TTL left, estimated cost so far."""
-    rows = _live_stacks()
+    rows = realizers.live()
     if not rows:
         say("No stack is up. Start one with `trainctl up --stack local`, "
             "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")
@@ -146,12 +131,11 @@ def ls_() -> None:
     for col in ("stack", "provider", "nodes", "age", "TTL left", "cost so far"):
         table.add_column(col)
     for r in rows:
-        if r["broken"]:
-            table.add_row(r["stack"], "?", "?", "?", "?", "state unreadable: down --force")
+        if r.broken:
+            table.add_row(r.stack, r.provider, "?", "?", "?", "state unreadable: down --force")
             continue
-        left = f"{r['ttl_left_h']:.2f} h" if r["ttl_left_h"] > 0 else "[red]expired[/]"
-        table.add_row(r["stack"], r["provider"], str(r["nodes"]), f"{r['age_h']:.2f} h", left,
-                      f"${r['cost']:.2f}")
+        left = f"{r.ttl_left_h:.2f} h" if r.ttl_left_h > 0 else "[red]expired[/]"
+        table.add_row(r.stack, r.provider, str(r.nodes), f"{r.age_h:.2f} h", left, f"${r.cost_so_far:.2f}")
     console.print(table)
 
 
@@ -160,25 +144,8 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
                                                               "this machine's local stacks)")] = None,
          dry_run: Annotated[bool, typer.Option(help="list, delete nothing")] = False) -> None:
     """Delete what outlived its TTL: local stacks here, or trainctl's GCP VMs and TPUs."""
-    if project is None:
-        for r in _live_stacks():
-            if not r["broken"] and r["provider"] == "local" and r["ttl_left_h"] <= 0:
-                say(f"stack {r['stack']} expired {-r['ttl_left_h']:.2f} h ago"
-                    + ("" if dry_run else ": removing"))
-                if not dry_run:
-                    stacks.down(r["stack"], say)
-        return
-    from infra.gcp.realizer import check_google_credentials
-    from infra.gcp.reaper import delete, find_expired
-
-    check_google_credentials()  # the reaper talks to Google's APIs only, never to Pulumi
-    expired = find_expired(project)
-    for item in expired:
-        say(f"{item.kind} {item.name} (stack {item.stack}) expired {item.expired_for_s}s ago")
-    if not expired:
+    if not realizers.reap(project, dry_run, say):
         say("nothing expired")
-    elif not dry_run:
-        delete(project, expired, say)
 
 
 @app.command()
@@ -187,7 +154,7 @@ def up(stack: StackOpt = "local",
     """Create the stack's cluster."""
     spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
     start = time.monotonic()
-    inventory = stacks.up(spec, say)
+    inventory = realizers.for_spec(spec).up(spec, say)
     say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
         + ", ".join(f"{n.name}={n.internal_ip}" for n in inventory.nodes))
 
@@ -197,7 +164,7 @@ def down(stack: StackOpt = "local",
          force: Annotated[bool, typer.Option(help="remove what exists by name even without "
                                                   "(or with a corrupt) state file")] = False) -> None:
     """Remove everything the stack created. Safe to repeat."""
-    existed = stacks.down(stack, say, force=force)
+    existed = realizers.for_stack(stack).down(stack, force=force, progress=say)
     say(f"[green]stack {stack} removed[/]" if existed else f"stack {stack} does not exist: nothing to do")
 
 
@@ -232,7 +199,7 @@ def bootstrap(
             requirements = "requirements.txt"
         spec = _validated(BootstrapSpec, code_dir=code, requirements=requirements,
                           setup=tuple(setup or ()), force=tuple(force or ()))
-    inventory = stacks.inventory(stack)
+    inventory = _nodes_over_ssh(stack, "bootstrap")
     log_dir = _stack_log_dir(stack) / "bootstrap"
     if retry_failed:
         from bootstrap.runner import failed_last_time
@@ -297,21 +264,16 @@ def launch(
     rid = run_id or f"{stack}-{secrets.token_hex(3)}"
     spec = _validated(LaunchSpec, run_id=rid, command=tuple(command), nproc_per_node=nproc_per_node,
                       max_restarts=max_restarts, framework=framework, job_retries=job_retries)
-    inventory = stacks.inventory(stack)
-    if inventory.kubeconfig:  # GKE: a Service + an Indexed Job instead of SSH
+    inventory = realizers.inventory(stack)
+    if show_plan and inventory.kubeconfig:  # GKE: a Service + an Indexed Job instead of SSH
         import yaml
 
-        from trainctl.gke import manifests, submit, validate
+        from trainctl.gke import manifests, validate
 
-        cluster = load_stack(stack)
-        objects = manifests(cluster, inventory, spec)
+        objects = manifests(load_stack(stack), inventory, spec)
         for obj in objects:
             validate(obj)
-        if show_plan:
-            out(yaml.safe_dump_all(objects, sort_keys=False))
-            return
-        submit(inventory, objects)
-        say(f"submitted job {objects[1]['metadata']['name']} to stack {stack}")
+        out(yaml.safe_dump_all(objects, sort_keys=False))
         return
     if show_plan:
         from trainctl.launch import plan as launch_plan
@@ -320,8 +282,14 @@ def launch(
             out(f"# {name}\n{command}")
         return
     log_dir = Path("runs") / rid / "logs" / "launch"
-    say(f"run {rid} on {len(inventory.nodes)} node(s); logs in {log_dir}")
-    result = run_launch(inventory, spec, log_dir, out)
+    if inventory.kubeconfig:  # GKE: the Job is followed to its end, as the SSH nodes are
+        from trainctl.gke_run import run_job
+
+        say(f"run {rid} as a Job on GKE stack {stack}; logs in {log_dir}")
+        result = run_job(load_stack(stack), inventory, spec, log_dir, out)
+    else:
+        say(f"run {rid} on {len(inventory.nodes)} node(s); logs in {log_dir}")
+        result = run_launch(inventory, spec, log_dir, out)
     if not result.ok:
         fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)
@@ -337,7 +305,7 @@ def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None)
     command = " ".join(ctx.args)
     if not command:
         raise ConfigError("nothing to run: give the command after --")
-    inventory = stacks.inventory(stack)
+    inventory = _nodes_over_ssh(stack, "exec")
     selected = inventory.select(_node_list(nodes))
     log_dir = _stack_log_dir(stack) / "exec"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -431,7 +399,7 @@ def status(stack: StackOpt = "local",
         else:
             raise ConfigError(f"no run {run!r} under {runs_dir}")
         return
-    inventory = stacks.inventory(stack)
+    inventory = _nodes_over_ssh(stack, "status")
 
     def probe(node) -> str:
         start = time.monotonic()
@@ -493,7 +461,7 @@ def ssh(ctx: typer.Context, node: Annotated[str, typer.Argument(help="node name 
     """Open a shell (or run a command) on one node, host key pinned."""
     from bootstrap.ssh import openssh_command
 
-    inventory = stacks.inventory(stack)
+    inventory = _nodes_over_ssh(stack, "ssh")
     target = inventory.node(node)
     argv = [*openssh_command(inventory, target), target.ssh_host, *ctx.args]
     os.execvp(argv[0], argv)

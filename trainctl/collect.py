@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra.inventory import Inventory
-from infra.local.state import state_dir
+from infra.stack_home import state_dir
 
 
 def bucket_fs(inventory: Inventory):

@@ -22,7 +22,7 @@ from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
 from infra.inventory import Inventory
 from infra.stack_config import load_stack
-from trainctl import stacks
+from infra import realizers
 from trainctl.collect import collect
 from trainctl.experiment_spec import Experiment
 from trainctl.interrupts import (
@@ -122,7 +122,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
         with signals_as_interrupt(), ttl_guard(exp.ttl_hours, echo):
             try:
                 with phase("up"):
-                    inventory = stacks.up(spec, lambda m: echo(f"[trainctl] {m}"))
+                    inventory = realizers.for_spec(spec).up(spec, lambda m: echo(f"[trainctl] {m}"))
                 with phase("bootstrap"):
                     reporter = board(inventory) if board else None
                     if reporter:
@@ -156,7 +156,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
             finally:
                 if not keep:
                     with uninterruptible(), phase("down", interruptible=False):
-                        stacks.down(run_id, lambda m: echo(f"[trainctl] {m}"))
+                        realizers.for_stack(run_id).down(run_id, force=False, progress=lambda m: echo(f"[trainctl] {m}"))
                 else:
                     echo(f"[trainctl] --keep: stack {run_id} stays up; "
                          f"`trainctl down --stack {run_id}` removes it")

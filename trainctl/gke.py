@@ -19,6 +19,7 @@ from infra.inventory import Inventory
 from infra.stack_config import ConfigError
 
 RDZV_PORT = 29400
+CONTAINER = "trainer"  # the program's container in every pod (podFailurePolicy and logs name it)
 
 
 def accelerator_kind(cluster: ClusterSpec) -> str:
@@ -57,8 +58,11 @@ def _torch_command(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, u
     quoted = [shlex.quote(a) for a in args]
     # Only pod 0 hosts the c10d store; the others must not try to bind it (as on VM stacks).
     quoted.insert(5, '--rdzv-conf="is_host=$IS_HOST"')
+    # Worker lines carry "[pod<index> r<rank>]:" as on VM stacks ("[node r<rank>]:"), so the log
+    # streamer tells the program's lines from torchrun's own and finds its worker exit codes.
+    prefix = 'export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[pod${JOB_COMPLETION_INDEX} r\\${rank}]:"; '
     return ('if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=true; else IS_HOST=false; fi; '
-            + " ".join(quoted))
+            + prefix + " ".join(quoted))
 
 
 def _tf_prelude(cluster: ClusterSpec, job: str, svc: str) -> str:
@@ -123,7 +127,7 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
         "subdomain": svc, "restartPolicy": "Never",
         "serviceAccountName": catalog.GKE_KSA_NAME,
         "containers": [{
-            "name": "trainer", "image": image,
+            "name": CONTAINER, "image": image,
             "command": ["bash", "-c", script], "env": env, "ports": ports,
             "resources": {"limits": resources} if resources else {},
         }],
@@ -136,12 +140,40 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
         "spec": {
             "completionMode": "Indexed", "completions": cluster.node_count,
             "parallelism": cluster.node_count,
-            # Pod failures count against the job-level retries; rerun pods resume from checkpoints.
-            "backoffLimit": spec.job_retries * cluster.node_count,
+            # Worker restarts map onto pod restarts inside the Job: one budget for the whole Job,
+            # not per index, because the pods are one training program, as torchrun's
+            # max_restarts is one budget for the worker group. Reruns of the whole Job
+            # (job_retries) are trainctl's: it deletes a failed Job and creates it again.
+            "backoffLimit": spec.max_restarts,
+            "podFailurePolicy": pod_failure_policy(spec),
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
     return [service_account(email, labels), service, job_manifest]
+
+
+def pod_failure_policy(spec: LaunchSpec) -> dict[str, Any]:
+    """Rules are matched in order. A disrupted pod (preempted, evicted, its node drained) is
+    replaced without spending the restart budget, whatever its exit code; a permanent exit code
+    (a usage error, bad config) fails the Job at once instead of burning every restart."""
+    rules: list[dict[str, Any]] = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+    # The API wants the values sorted, unique, and without 0 under operator In.
+    codes = sorted({c for c in spec.permanent_exit_codes if c != 0})
+    if codes:
+        rules.append({"action": "FailJob", "onExitCodes": {
+            "containerName": CONTAINER, "operator": "In", "values": codes}})
+    return {"rules": rules}
+
+
+def unknown_fields(raw: Any, known: Any, path: str = "") -> list[str]:
+    """Paths present in `raw` that the typed model dropped: fields the API does not know."""
+    if isinstance(raw, dict) and isinstance(known, dict):
+        return [p for k, v in raw.items() if v is not None
+                for p in ([path + k] if k not in known else unknown_fields(v, known[k], f"{path}{k}."))]
+    if isinstance(raw, list) and isinstance(known, list):
+        return [p for i, (r, k) in enumerate(zip(raw, known))
+                for p in unknown_fields(r, k, f"{path.rstrip('.')}[{i}].")]
+    return []
 
 
 def validate(manifest: dict[str, Any]) -> Any:
@@ -152,19 +184,11 @@ def validate(manifest: dict[str, Any]) -> Any:
     kinds = {"ServiceAccount": "V1ServiceAccount", "Service": "V1Service", "Job": "V1Job"}
     client = ApiClient()
     client.configuration.client_side_validation = True
-    return client.deserialize(json.dumps(manifest), kinds[manifest["kind"]], "application/json")
-
-
-def submit(inventory: Inventory, objects: list[dict[str, Any]], namespace: str = "default") -> None:
-    from kubernetes import client, config
-
-    if not inventory.kubeconfig:
-        raise ConfigError(f"stack {inventory.stack} has no kubeconfig (not a GKE stack?)")
-    api = config.new_client_from_config(config_file=inventory.kubeconfig)
-    for obj in objects:
-        if obj["kind"] == "ServiceAccount":
-            client.CoreV1Api(api).create_namespaced_service_account(namespace, obj)
-        elif obj["kind"] == "Service":
-            client.CoreV1Api(api).create_namespaced_service(namespace, obj)
-        else:
-            client.BatchV1Api(api).create_namespaced_job(namespace, obj)
+    model = client.deserialize(json.dumps(manifest), kinds[manifest["kind"]], "application/json")
+    # The models drop fields they do not know instead of refusing them; the API server (with
+    # fieldValidation=Strict, as trainctl sends) answers 400.
+    unknown = unknown_fields(manifest, client.sanitize_for_serialization(model))
+    if unknown:
+        raise ValueError(f"{manifest['kind']} {manifest['metadata'].get('name')}: unknown field(s) "
+                         + ", ".join(unknown))
+    return model

@@ -404,21 +404,22 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         stop_run(inventory, spec.run_id)
         result = launch_once(inventory, spec, log_dir, echo, attempt)
     result.attempts = attempt + 1
-    # Marks the run finished for `trainctl logs --follow` and `trainctl status --run`.
-    (log_dir / RESULT_FILE).write_text(json.dumps({
-        "run_id": spec.run_id, "ok": result.ok, "attempts": result.attempts,
-        "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
-                     for o in result.failures()]}, indent=2))
+    write_result(log_dir, result)
     return result
 
 
+def write_result(log_dir: Path, result: LaunchResult) -> None:
+    """Marks the run finished for `trainctl logs --follow` and `trainctl status --run`."""
+    (log_dir / RESULT_FILE).write_text(json.dumps({
+        "run_id": result.run_id, "ok": result.ok, "attempts": result.attempts,
+        "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
+                     for o in result.failures()]}, indent=2))
+
+
 def stack_still_up(inventory: Inventory) -> bool:
-    """A local stack's state goes with `trainctl down`: a job whose cluster is gone cannot be
-    rerun, and trying would only wait on addresses that no longer exist. Other providers are
-    assumed up; a lost node there is repaired, not a reason to give up."""
-    if inventory.provider != "local":
-        return True
-    from infra.local.state import state_dir
+    """`trainctl down` removes the stack's state: a job whose cluster is gone cannot be rerun,
+    and trying would only wait on addresses that no longer exist."""
+    from infra.stack_home import state_dir
 
     return state_dir(inventory.stack).exists()
 

@@ -117,6 +117,10 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     if spec.scheduled_reaper:
         ScheduledReaper(spec.name, spec, storage.bucket.name, labels, opts=after_apis)
     outputs: dict[str, Any] = {"bucket": storage.uri, "bucket_kept_on_down": kept_on_down(spec)}
+    if public_key:
+        # Which key the nodes admit: trainctl adopting a stack made by `pulumi up` alone finds
+        # the private half by it (a public key is no secret).
+        outputs["ssh_public_key"] = public_key
     nodes: Any = []
     gsa: Any = None
     if spec.kind == "vm":

@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from infra import keys
+from infra import cost, keys
+from infra.cost import Estimate
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node
-from infra.local.state import stack_lock, state_dir
+from infra.realizers import Progress, StackInfo, unsupported
 from infra.spec import ClusterSpec
-from infra.stack_config import REPO_ROOT, ConfigError
+from infra.stack_config import REPO_ROOT, ConfigError, load_stack
+from infra.stack_home import record_provider, stack_lock, state_dir
 
 HOST_KEY_TIMEOUT = 600.0
 SPEC_ENV = "TRAINCTL_SPEC_JSON"
@@ -94,74 +96,231 @@ def policy_packs() -> list[str]:
     return [str(pack)] if (pack / "PulumiPolicy.yaml").is_file() else []
 
 
-def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str]):
+def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str], *, create: bool = True):
     from pulumi import automation as auto
 
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
-    return auto.create_or_select_stack(
-        stack_name=name, work_dir=str(REPO_ROOT),
-        opts=auto.LocalWorkspaceOptions(env_vars=env))
+    select = auto.create_or_select_stack if create else auto.select_stack
+    return select(stack_name=name, work_dir=str(REPO_ROOT), opts=auto.LocalWorkspaceOptions(env_vars=env))
 
 
-def up(spec: ClusterSpec, progress: Callable[[str], None]) -> Inventory:
+def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Resources `up` would create: the Pulumi program itself, evaluated under mocks, refused
+    (exit 2) when it breaks a rule of the policy pack `up` enforces."""
+    from infra.gcp.mocks import evaluate
+    from infra.gcp.storage import kept_on_down
+
+    declared = evaluate(spec).resources
+    _refuse_policy_violations(spec, declared)
+    rows = [{"kind": r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type,
+             "name": r.inputs.get("name", r.name), **_summary(r.inputs)}
+            for r in declared]
+    for row in rows:
+        if row["kind"] == "storage/bucket":
+            row["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
+    return rows
+
+
+def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
+    from policy.rules import Resource, check_resources
+
+    violations = check_resources([Resource(r.type, r.name, r.inputs, getattr(r, "options", None) or {})
+                                  for r in declared])
+    if violations:
+        lines = "\n".join(f"  - {v}" for v in violations)
+        raise ConfigError(f"stack {spec.name!r} violates {len(violations)} GCP policy rule(s):\n{lines}")
+
+
+def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
+    keys_ = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
+             "nodeCount", "ipCidrRange")
+    return {k: inputs[k] for k in keys_ if k in inputs}
+
+
+def estimate(spec: ClusterSpec) -> Estimate:
+    return cost.estimate(spec)
+
+
+def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     check_prerequisites(spec)
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
-        sdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        record_provider(spec.name, "gcp")
         client_key = sdir / "keys" / "id_ed25519"
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
-        meta_path = sdir / "gcp.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {
-            "expires_at": int(time.time() + spec.ttl_hours * 3600), "spec": spec.model_dump(mode="json")}
-        meta_path.write_text(json.dumps(meta, indent=2))
+        meta = _read_meta(spec.name) or _write_meta(spec, int(time.time() + spec.ttl_hours * 3600))
         env = {SPEC_ENV: spec.model_dump_json(), "TRAINCTL_SSH_PUBLIC_KEY": public,
                "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
-        stack = _stack(spec, env)
-        result = stack.up(on_output=progress, policy_packs=policy_packs())
-        partial = result.outputs["inventory"].value
-        kubeconfig = None
-        if "kubeconfig" in result.outputs:
-            kubeconfig = sdir / "kubeconfig"
-            fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(result.outputs["kubeconfig"].value)
-        nodes = partial["nodes"]
-        host_keys = fetch_host_keys(spec, nodes, progress)
-        inventory = Inventory(
-            stack=spec.name, provider="gcp", bucket_uri=partial["bucket_uri"],
-            nodes=tuple(Node(**{**n, "host_keys": tuple(host_keys[n["name"]])}) for n in nodes),
-            ssh_private_key=str(client_key), known_hosts=str(sdir / "keys" / "known_hosts"),
-            kubeconfig=str(kubeconfig) if kubeconfig else None,
-            gke_service_account=partial.get("gke_service_account"))
-        Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
-        inventory.write(sdir / "inventory.json")
-        return inventory
+        result = _stack(spec, env).up(on_output=progress, policy_packs=policy_packs())
+        return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
 
 
-def down(stack_name: str, progress: Callable[[str], None]) -> bool:
+def _meta_path(stack: str) -> Path:
+    return state_dir(stack) / "gcp.json"
+
+
+def _read_meta(stack: str) -> dict[str, Any] | None:
+    path = _meta_path(stack)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _write_meta(spec: ClusterSpec, expires_at: int | None, adopted: bool = False) -> dict[str, Any]:
+    meta = {"created_at": time.time(), "expires_at": expires_at, "adopted": adopted,
+            "spec": spec.model_dump(mode="json")}
+    _meta_path(spec.name).write_text(json.dumps(meta, indent=2))
+    return meta
+
+
+def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Path | None,
+                     progress: Progress) -> Inventory:
+    """The program's `inventory` output completed with pinned host keys, written to the state."""
+    sdir = state_dir(spec.name)
+    partial = outputs["inventory"]
+    kubeconfig = None
+    if "kubeconfig" in outputs:
+        kubeconfig = sdir / "kubeconfig"
+        fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(outputs["kubeconfig"])
+    nodes = partial["nodes"]
+    host_keys = fetch_host_keys(spec, nodes, progress)
+    (sdir / "keys").mkdir(parents=True, exist_ok=True, mode=0o700)
+    inventory = Inventory(
+        stack=spec.name, provider="gcp", bucket_uri=partial["bucket_uri"],
+        nodes=tuple(Node(**{**n, "host_keys": tuple(host_keys[n["name"]])}) for n in nodes),
+        ssh_private_key=str(client_key or ""),  # GKE: pods are reached through Kubernetes
+        known_hosts=str(sdir / "keys" / "known_hosts"),
+        kubeconfig=str(kubeconfig) if kubeconfig else None,
+        gke_service_account=partial.get("gke_service_account"))
+    Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
+    inventory.write(sdir / "inventory.json")
+    return inventory
+
+
+def inventory(stack: str) -> Inventory:
+    """The stack's inventory; a stack that `pulumi up` made alone is adopted on first use."""
+    path = state_dir(stack) / "inventory.json"
+    if path.exists():
+        return Inventory.read(path)
+    return adopt(stack, lambda _line: None)
+
+
+def adopt(stack: str, progress: Progress) -> Inventory:
+    """Take over a stack created by `pulumi up` in the repo: read the program's outputs, pin
+    the nodes' host keys from guest attributes, and find the private half of the SSH key the
+    program gave the nodes (trainctl:ssh.public_key or ~/.ssh/id_ed25519.pub)."""
+    from pulumi.automation import StackNotFoundError
+
+    spec = load_stack(stack)
+    check_prerequisites(spec)
+    not_up = ConfigError(f"stack {stack!r} is not up: run `trainctl up --stack {stack}` or "
+                         f"`pulumi up --stack {stack}`")
+    try:
+        outputs = {k: v.value for k, v in _stack(stack, {}, create=False).outputs().items()}
+    except StackNotFoundError:
+        raise not_up from None
+    if "inventory" not in outputs:
+        raise not_up
+    with stack_lock(stack, "adopt"):
+        record_provider(stack, "gcp")
+        _write_meta(spec, None, adopted=True)
+        key = None if spec.kind == "gke" else _private_key_for(stack, outputs.get("ssh_public_key"))
+        progress(f"adopting stack {stack}, created by `pulumi up`")
+        return _write_inventory(spec, outputs, key, progress)
+
+
+def _private_key_for(stack: str, public: str | None) -> Path:
+    if not public:
+        raise ConfigError(f"stack {stack!r} exports no ssh_public_key (made by an older program): "
+                          f"run `pulumi up --stack {stack}` once more, then retry")
+    wanted = public.split()[:2]
+    candidates = [Path.home() / ".ssh" / name for name in ("id_ed25519", "id_ecdsa", "id_rsa")]
+    for private in candidates:
+        pub = private.with_name(private.name + ".pub")
+        if private.is_file() and pub.is_file() and pub.read_text().split()[:2] == wanted:
+            return private
+    raise ConfigError(
+        f"stack {stack!r} admits the SSH key {wanted[0]} …{wanted[1][-12:]}, whose private half is "
+        f"not in {', '.join(str(c) for c in candidates)}: put it there (with its .pub) to use the stack")
+
+
+def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
+    """`pulumi destroy`, keeping stacks/Pulumi.<stack>.yaml. With force, a failed destroy does
+    not stop the teardown: whatever still carries the stack's label is deleted through the APIs."""
     check_prerequisites()
-    sdir = state_dir(stack_name)
-    with stack_lock(stack_name, "down") as remove_lock:
-        meta_path = sdir / "gcp.json"
+    sdir = state_dir(stack)
+    with stack_lock(stack, "down") as remove_lock:
+        meta = _read_meta(stack)
         env = {}
-        if meta_path.exists():
-            meta = json.loads(meta_path.read_text())
+        if meta and not meta.get("adopted"):
             env = {SPEC_ENV: json.dumps(meta["spec"]), "TRAINCTL_SSH_PUBLIC_KEY": "unused",
                    "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
-        stack = _stack(stack_name, env)
-        outputs = stack.outputs()
-        stack.destroy(on_output=progress)
+        workspace_stack = _stack(stack, env)
+        outputs = workspace_stack.outputs()
+        try:
+            workspace_stack.destroy(on_output=progress)
+        except Exception as exc:
+            if not force:
+                raise
+            progress(f"pulumi destroy failed ({str(exc).strip().splitlines()[-1:]}); "
+                     "deleting what carries the stack's label")
+        if force:
+            _sweep_labelled(stack, meta, progress)
         if outputs.get("bucket_kept_on_down") and outputs["bucket_kept_on_down"].value:
             bucket = outputs["bucket"].value
             progress(f"bucket {bucket} is kept (a named stack's checkpoints outlive it); "
                      f"delete it with `gcloud storage rm -r {bucket}`")
         # preserve_config: `pulumi stack rm` otherwise deletes stacks/Pulumi.<stack>.yaml, a
         # tracked file the user wrote (ephemeral stacks have none, so nothing is left behind).
-        stack.workspace.remove_stack(stack_name, preserve_config=True)
+        workspace_stack.workspace.remove_stack(stack, force=force, preserve_config=True)
         shutil.rmtree(sdir, ignore_errors=True)
         remove_lock()
         return True
+
+
+def _sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Progress) -> None:
+    from infra.gcp.reaper import delete, find_stack
+
+    project = (meta or {}).get("spec", {}).get("project")
+    if project is None:
+        project = load_stack(stack).project
+    if project is None:
+        raise ConfigError(f"stack {stack!r}: no project known to sweep (no state, no stack file)")
+    delete(project, find_stack(project, stack), progress)
+
+
+def info(stack: str) -> StackInfo:
+    try:
+        meta = _read_meta(stack)
+        if meta is None:
+            raise ValueError("no gcp.json")
+        spec = ClusterSpec.model_validate(meta["spec"])
+        created = meta.get("created_at") or meta["expires_at"] - spec.ttl_hours * 3600
+    except (KeyError, TypeError, ValueError, ConfigError):
+        return StackInfo(stack, "gcp", 0, 0.0, 0.0, 0.0, broken=True)
+    age_h = (time.time() - created) / 3600
+    return StackInfo(stack, "gcp", spec.node_count, age_h, spec.ttl_hours - age_h,
+                     estimate(spec).per_hour * age_h)
+
+
+def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]:
+    """trainctl's resources in `project` whose expiry label has passed (no project: nothing)."""
+    if project is None:
+        return []
+    from infra.gcp.reaper import delete, find_expired
+
+    check_google_credentials()  # the reaper talks to Google's APIs only, never to Pulumi
+    expired = find_expired(project)
+    for item in expired:
+        progress(f"{item.kind} {item.name} (stack {item.stack}) expired {item.expired_for_s}s ago")
+    if not dry_run:
+        delete(project, expired, progress)
+    return [item.name for item in expired]
+
+
+def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
+    raise unsupported("gcp", "repair", "recreating lost nodes comes with spot recovery (issue 15)")
 
 
 def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],

@@ -54,12 +54,16 @@ def is_expired(labels: Mapping[str, str], now: float) -> int | None:
     return int(now - expires) if now >= expires else None
 
 
-def _expired(kind: str, name: str, zone: str, labels: Mapping[str, str], now: float) -> list[Expired]:
-    late = is_expired(labels, now)
+# Decides for one resource's labels whether it goes: seconds past expiry (0 for "now"), or None.
+Pick = Callable[[Mapping[str, str]], "int | None"]
+
+
+def _picked(kind: str, name: str, zone: str, labels: Mapping[str, str], pick: Pick) -> list[Expired]:
+    late = pick(labels)
     return [] if late is None else [Expired(kind, name, zone, labels.get("trainctl-stack", "?"), late)]
 
 
-def _instances(project: str, now: float) -> list[Expired]:
+def _instances(project: str, pick: Pick) -> list[Expired]:
     from google.cloud import compute_v1
 
     request = compute_v1.AggregatedListInstancesRequest(project=project,
@@ -67,43 +71,54 @@ def _instances(project: str, now: float) -> list[Expired]:
     found: list[Expired] = []
     for scope, scoped in google_client(compute_v1.InstancesClient).aggregated_list(request=request):
         for inst in scoped.instances:  # scopes without instances carry only a warning
-            found += _expired("instance", inst.name, scope.split("/")[-1], inst.labels, now)
+            found += _picked("instance", inst.name, scope.split("/")[-1], inst.labels, pick)
     return found
 
 
-def _tpus(project: str, now: float) -> list[Expired]:
+def _tpus(project: str, pick: Pick) -> list[Expired]:
     from google.cloud import tpu_v2
 
     client = google_client(tpu_v2.TpuClient)
     parent = f"projects/{project}/locations/-"
     found: list[Expired] = []
     for node in client.list_nodes(parent=parent):
-        found += _expired("tpu", node.name, node.name.split("/")[3], node.labels, now)
+        found += _picked("tpu", node.name, node.name.split("/")[3], node.labels, pick)
     for qr in client.list_queued_resources(parent=parent):
         # A queued resource has no labels of its own: its node specs carry them (when the
         # creator could set them), so it is reaped by its nodes' labels.
         labels: dict[str, str] = {}
         for spec in qr.tpu.node_spec:
             labels.update(spec.node.labels)
-        found += _expired("queued-tpu", qr.name, qr.name.split("/")[3], labels, now)
+        found += _picked("queued-tpu", qr.name, qr.name.split("/")[3], labels, pick)
     return found
 
 
-def _clusters(project: str, now: float) -> list[Expired]:
+def _clusters(project: str, pick: Pick) -> list[Expired]:
     from google.cloud import container_v1
 
     response = google_client(container_v1.ClusterManagerClient).list_clusters(
         parent=f"projects/{project}/locations/-")
     found: list[Expired] = []
     for cluster in response.clusters:
-        found += _expired("gke", f"projects/{project}/locations/{cluster.location}/clusters/{cluster.name}",
-                          cluster.location, cluster.resource_labels, now)
+        found += _picked("gke", f"projects/{project}/locations/{cluster.location}/clusters/{cluster.name}",
+                         cluster.location, cluster.resource_labels, pick)
     return found
 
 
+def _find(project: str, pick: Pick) -> list[Expired]:
+    return _instances(project, pick) + _tpus(project, pick) + _clusters(project, pick)
+
+
 def find_expired(project: str, now: float | None = None) -> list[Expired]:
-    now = time.time() if now is None else now
-    return _instances(project, now) + _tpus(project, now) + _clusters(project, now)
+    at = time.time() if now is None else now
+    return _find(project, lambda labels: is_expired(labels, at))
+
+
+def find_stack(project: str, stack: str) -> list[Expired]:
+    """Everything trainctl labelled as the stack's, expired or not: `down --force` after a
+    failed destroy."""
+    return _find(project, lambda labels: 0 if labels.get("managed-by") == "trainctl"
+                 and labels.get("trainctl-stack") == stack else None)
 
 
 def _delete_one(project: str, item: Expired, clients: dict[Any, Any]) -> None:

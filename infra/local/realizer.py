@@ -15,18 +15,21 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from infra import keys
+from infra.cost import Estimate
 from infra.inventory import Inventory, Node
 from infra.local import netns, sshd
-from infra.local.state import (StackState, cache_dir, global_lock, load_state, new_state,
-                               stack_lock, state_dir)
+from infra.local.state import StackState, load_state, new_state
+from infra.realizers import Progress, StackInfo, unsupported
 from infra.spec import ClusterSpec
 from infra.stack_config import ConfigError
+from infra.stack_home import cache_dir, global_lock, recorded_provider, stack_lock, stacks_with_state, state_dir
 
 POOL = ipaddress.IPv4Network("10.210.0.0/16")
 EMULATOR_PORT = 9023
@@ -440,8 +443,50 @@ def _capture(fn: Callable[[Any], None]) -> Callable[[Any], Exception | None]:
     return wrapped
 
 
-def load_inventory(stack: str) -> Inventory:
+def inventory(stack: str) -> Inventory:
     path = state_dir(stack) / "inventory.json"
     if not path.exists():
         raise ConfigError(f"stack {stack!r} is not up (no {path}); run `trainctl up --stack {stack}`")
     return Inventory.read(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# the rest of the realizer interface
+
+
+def estimate(spec: ClusterSpec) -> Estimate:
+    return Estimate([("local stack (this machine)", 0.0)])
+
+
+def info(stack: str) -> StackInfo:
+    try:
+        state = load_state(stack)
+        if state is None:
+            raise ConfigError("no state file")
+        spec = ClusterSpec.model_validate(state.data["spec"])
+        age_h = (time.time() - float(state.data["created_at"])) / 3600
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return StackInfo(stack, "local", 0, 0.0, 0.0, 0.0, broken=True)
+    return StackInfo(stack, "local", spec.node_count, age_h, spec.ttl_hours - age_h, 0.0)
+
+
+def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]:
+    """Local stacks past their TTL; a GCP project sweep is not this realizer's reach."""
+    if project is not None:
+        return []
+    found = []
+    for stack in stacks_with_state():
+        if recorded_provider(stack) != "local":
+            continue
+        item = info(stack)
+        if item.broken or item.ttl_left_h > 0:
+            continue
+        found.append(stack)
+        progress(f"stack {stack} expired {-item.ttl_left_h:.2f} h ago" + ("" if dry_run else ": removing"))
+        if not dry_run:
+            down(stack, force=False, progress=progress)
+    return found
+
+
+def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
+    raise unsupported("local", "repair", "lost local nodes are booted again by the stack itself")

@@ -161,7 +161,7 @@ def _ssh(inv, node) -> list[str]:
 def test_a_lock_held_by_a_live_process_is_named_and_one_left_by_a_killed_process_is_not_stale(
         trainctl_home):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from infra.local.state import stack_lock\n"
+        [sys.executable, "-c", "import time; from infra.stack_home import stack_lock\n"
          "with stack_lock('stale', 'up'):\n    print('locked', flush=True); time.sleep(120)"],
         cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:

@@ -24,8 +24,7 @@ class Estimate:
 
 
 def estimate(spec: ClusterSpec) -> Estimate:
-    if spec.provider == "local":
-        return Estimate([("local stack (this machine)", 0.0)])
+    """List prices of what a GCP stack declares, from the catalog."""
     lines: list[tuple[str, float]] = []
     n = spec.node_count
     if spec.tpu:

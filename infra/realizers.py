@@ -1,0 +1,101 @@
+"""The realizer interface and its registry: one module per provider, chosen by the stack.
+
+A realizer turns a ClusterSpec into running nodes and back (the shape of SkyPilot's provision
+interface: typed in, typed out). Callers ask this registry for the stack's realizer and never
+branch on the provider themselves. A provider is a module exposing the functions of `Realizer`;
+adding one is a new module and a line in PROVIDERS.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, cast
+
+from infra.cost import Estimate
+from infra.inventory import Inventory
+from infra.spec import ClusterSpec
+from infra.stack_config import ConfigError, load_stack, stack_path
+from infra.stack_home import recorded_provider, stacks_with_state
+
+Progress = Callable[[str], None]
+
+# provider name (ClusterSpec.provider) -> module implementing Realizer; imported on first use so
+# a local command never loads Pulumi or Google's clients.
+PROVIDERS = {"local": "infra.local.realizer", "gcp": "infra.gcp.realizer"}
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """A live stack as `trainctl ls` and the reaper see it."""
+
+    stack: str
+    provider: str
+    nodes: int
+    age_h: float
+    ttl_left_h: float
+    cost_so_far: float
+    broken: bool = False  # its state could not be read: `down --force` is the way out
+
+
+class Realizer(Protocol):
+    def plan(self, spec: ClusterSpec) -> list[dict[str, Any]]: ...
+
+    def estimate(self, spec: ClusterSpec) -> Estimate: ...
+
+    def up(self, spec: ClusterSpec, progress: Progress) -> Inventory: ...
+
+    def down(self, stack: str, *, force: bool, progress: Progress) -> bool: ...
+
+    def inventory(self, stack: str) -> Inventory: ...
+
+    def info(self, stack: str) -> StackInfo: ...
+
+    def reap(self, *, project: str | None, dry_run: bool, progress: Progress) -> list[str]: ...
+
+    def repair(self, stack: str, nodes: list[str], progress: Progress) -> Inventory: ...
+
+
+def realizer(provider: str) -> Realizer:
+    if provider not in PROVIDERS:
+        raise ConfigError(f"unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
+    return cast(Realizer, importlib.import_module(PROVIDERS[provider]))
+
+
+def provider_of(stack: str) -> str:
+    """The provider recorded in the stack's state; a stack with no state here is its file's
+    (a GCP stack made by `pulumi up` alone); an unknown name is local (an ephemeral stack, whose
+    `down` is a no-op)."""
+    recorded = recorded_provider(stack)
+    if recorded:
+        return recorded
+    if stack_path(stack).is_file():
+        return load_stack(stack).provider
+    return "local"
+
+
+def for_stack(stack: str) -> Realizer:
+    return realizer(provider_of(stack))
+
+
+def for_spec(spec: ClusterSpec) -> Realizer:
+    return realizer(spec.provider)
+
+
+def inventory(stack: str) -> Inventory:
+    return for_stack(stack).inventory(stack)
+
+
+def live() -> list[StackInfo]:
+    """Every stack with state on this machine, whoever realized it."""
+    return [for_stack(stack).info(stack) for stack in stacks_with_state()]
+
+
+def reap(project: str | None, dry_run: bool, progress: Progress) -> list[str]:
+    """Each provider removes what outlived its TTL in its own reach (this machine, a project)."""
+    return [found for name in PROVIDERS for found in realizer(name).reap(
+        project=project, dry_run=dry_run, progress=progress)]
+
+
+def unsupported(provider: str, verb: str, why: str) -> ConfigError:
+    return ConfigError(f"`{verb}` is not available on {provider} stacks: {why}")
