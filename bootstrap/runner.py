@@ -23,6 +23,7 @@ from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, n
                             prefetch_argv, record_fingerprint, tree_digest, tree_listing)
 from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache, unpack_command
+from infra.errors import RemoteError
 from infra.inventory import Inventory
 
 DEFAULT_CONCURRENCY = 32
@@ -52,7 +53,9 @@ class NodeResult:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-class BootstrapFailed(RuntimeError):
+class BootstrapFailed(RemoteError):
+    title = "bootstrap failed"
+
     def __init__(self, failures: list[NodeResult]) -> None:
         self.failures = failures
         parts = []
@@ -64,7 +67,7 @@ class BootstrapFailed(RuntimeError):
                          + "\n  rerun only these with --retry-failed")
 
 
-class PrefetchFailed(RuntimeError):
+class PrefetchFailed(RemoteError):
     pass
 
 
@@ -250,8 +253,9 @@ class TreeSource:
 def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report: Reporter = _noop,
              ready_timeout: float = 300.0, prefetched: Future | None = None,
              trees: TreeSource | None = None) -> NodeResult:
-    result = NodeResult(node_plan.node.name, log_path=log_dir / f"{node_plan.node.name}.log")
-    with open(result.log_path, "a") as log:
+    log_path = log_dir / f"{node_plan.node.name}.log"
+    result = NodeResult(node_plan.node.name, log_path=log_path)
+    with open(log_path, "a") as log:
         log.write(f"=== bootstrap {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         NodeRunner(inventory, node_plan, log, report, ready_timeout, prefetched, trees).run(result)
     return result

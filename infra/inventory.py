@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infra.errors import ConfigError
+
 
 class Node(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -59,7 +61,7 @@ class Inventory(BaseModel):
         for n in self.nodes:
             if name_or_rank in (n.name, str(n.rank)):
                 return n
-        raise KeyError(f"no node {name_or_rank!r}; nodes: {', '.join(n.name for n in self.nodes)}")
+        raise ConfigError(f"no node {name_or_rank!r}; nodes: {', '.join(n.name for n in self.nodes)}")
 
     def select(self, names_or_ranks: list[str] | None) -> list[Node]:
         if not names_or_ranks:

@@ -14,16 +14,13 @@ from typing import Any, Mapping, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from infra.errors import ConfigError as ConfigError  # the name callers import from here
 from infra.spec import ClusterSpec
 
 NAMESPACE = "trainctl"
 MAX_CONFIG_BYTES = 1 << 20
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = REPO_ROOT / "stacks"
-
-
-class ConfigError(Exception):
-    """Bad user input: printed as is, exit code 2, raised before anything is created."""
 
 
 def suggest(key: str, valid: list[str]) -> str:

@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
+from infra.errors import TrainctlError
 from infra.stack_config import ConfigError, format_validation_error, load_stack
 from infra import realizers
 from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
@@ -278,8 +279,8 @@ def launch(
     if show_plan:
         from trainctl.launch import plan as launch_plan
 
-        for name, command in launch_plan(inventory, spec).items():
-            out(f"# {name}\n{command}")
+        for name, line in launch_plan(inventory, spec).items():
+            out(f"# {name}\n{line}")
         return
     log_dir = Path("runs") / rid / "logs" / "launch"
     if inventory.kubeconfig:  # GKE: the Job is followed to its end, as the SSH nodes are
@@ -340,7 +341,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
         resume: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
                                                       help="continue an interrupted sweep by its id")] = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
-    from trainctl.experiment import RunFailed, run_experiment
+    from trainctl.experiment import run_experiment
     from trainctl.experiment_spec import load_experiment
 
     exp = load_experiment(experiment)
@@ -351,13 +352,9 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
         steps = [s for s in STEPS if s != "setup" or exp.setup]
         return NodeBoard(f"bootstrap {inventory.stack}", [n.name for n in inventory.nodes], steps)
 
-    try:
-        if resume and not (runs_dir / resume / "optuna.db").exists():
-            raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
-        report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board, resume=resume)
-    except RunFailed as exc:
-        fail("run failed", str(exc))
-        raise typer.Exit(1)
+    if resume and not (runs_dir / resume / "optuna.db").exists():
+        raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
+    report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board, resume=resume)
     table = Table(title=f"run {report.run_id}", title_justify="left")
     table.add_column("phase")
     table.add_column("seconds", justify="right")
@@ -476,10 +473,10 @@ def main() -> None:
         sys.exit(code if isinstance(code, int) else 0)
     except ConfigError as exc:
         console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
-        sys.exit(2)
-    except KeyError as exc:
-        console.print(f"error: {exc.args[0]}", style="red", markup=False)
-        sys.exit(2)
+        sys.exit(exc.exit_code)
+    except TrainctlError as exc:  # what failed is in the message; no traceback
+        fail(exc.title, str(exc))
+        sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         console.print("interrupted", style="yellow")
         sys.exit(130)
@@ -490,13 +487,6 @@ def main() -> None:
         else:
             console.print(f"error: {exc}", style="red", markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
-    except Exception as exc:
-        from bootstrap.runner import BootstrapFailed
-
-        if isinstance(exc, BootstrapFailed):
-            fail("bootstrap failed", str(exc))
-            sys.exit(1)
-        raise
 
 
 if __name__ == "__main__":

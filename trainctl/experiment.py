@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
+from infra.errors import RemoteError
 from infra.inventory import Inventory
 from infra.stack_config import load_stack
 from infra import realizers
@@ -35,8 +36,8 @@ from trainctl.launch import LaunchResult, LaunchSpec, job_dir, launch
 from trainctl.sweep import TrialResult, best, run_sweep
 
 
-class RunFailed(RuntimeError):
-    pass
+class RunFailed(RemoteError):
+    title = "run failed"
 
 
 @dataclass

@@ -32,6 +32,7 @@ from typing import Any, Callable
 from infra import catalog
 from infra.inventory import Inventory
 from infra.spec import ClusterSpec
+from infra.errors import RemoteError
 from infra.stack_config import ConfigError
 from trainctl.gke import CONTAINER, manifests, names, validate
 from trainctl.interrupts import raise_if_pending, uninterruptible
@@ -157,7 +158,7 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
     left = teardown(kube, job_name, service_name, echo, poll)
     write_result(log_dir, result)  # the run's outcome is known even if its cleanup failed
     if left:
-        raise RuntimeError(left)
+        raise RemoteError(left)
     return result
 
 

@@ -58,8 +58,9 @@ def interrupt_main(reason: str) -> None:
     global _pending
     _pending = _pending or reason
     handled = [s for s in INTERRUPT_SIGNALS if signal.getsignal(s) is _latch_and_raise]
-    if handled:
-        signal.pthread_kill(threading.main_thread().ident, handled[0])
+    main_thread = threading.main_thread().ident
+    if handled and main_thread is not None:
+        signal.pthread_kill(main_thread, handled[0])
 
 
 @contextlib.contextmanager

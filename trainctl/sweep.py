@@ -56,7 +56,7 @@ def study_for(sweep: SweepSection, sweep_id: str, run_dir: Path) -> optuna.Study
     pruner: optuna.pruners.BasePruner = (optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
                                          if sweep.pruner == "median" else optuna.pruners.NopPruner())
     return optuna.create_study(study_name=sweep_id, storage=f"sqlite:///{run_dir / 'optuna.db'}",
-                               direction=sweep.goal.lower(), sampler=sampler, pruner=pruner,
+                               direction="maximize" if sweep.goal == "MAXIMIZE" else "minimize", sampler=sampler, pruner=pruner,
                                load_if_exists=True)
 
 

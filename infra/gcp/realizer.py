@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from infra import cost, keys
 from infra.cost import Estimate
+from infra.errors import ProvisionError
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node
 from infra.realizers import Progress, StackInfo, unsupported
@@ -342,7 +343,7 @@ def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],
         if not missing:
             return found
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no host keys published by {', '.join(missing)} after "
+            raise ProvisionError(f"no host keys published by {', '.join(missing)} after "
                                f"{HOST_KEY_TIMEOUT:.0f} s (is the guest environment installed?)")
         progress(f"waiting for host keys of {len(missing)} node(s)")
         time.sleep(5)

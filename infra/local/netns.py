@@ -12,8 +12,10 @@ import signal
 import subprocess
 import time
 
+from infra.errors import ProvisionError
 
-class LocalCommandError(RuntimeError):
+
+class LocalCommandError(ProvisionError):
     pass
 
 

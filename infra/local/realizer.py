@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from infra import keys
 from infra.cost import Estimate
+from infra.errors import ProvisionError
 from infra.inventory import Inventory, Node
 from infra.local import netns, sshd
 from infra.local.state import StackState, load_state, new_state
@@ -39,7 +40,7 @@ NODE_IFNAME = "eth0"
 LOCAL_WHEELHOUSE = "/opt/wheels"
 
 
-class LocalStackError(RuntimeError):
+class LocalStackError(ProvisionError):
     pass
 
 

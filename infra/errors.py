@@ -1,0 +1,31 @@
+"""One error hierarchy; its classes decide trainctl's exit codes (trainctl/cli.py main).
+
+  ConfigError     2  bad input, refused before anything is created; the message names the input
+  ProvisionError  3  creating or removing resources failed (a realizer); `down` cleans up
+  RemoteError     1  work on the nodes failed (bootstrap, a job, a teardown of a job)
+  interrupted   130  Ctrl-C, SIGTERM, SIGHUP (not an exception class: KeyboardInterrupt)
+Anything else is a bug in trainctl and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class TrainctlError(Exception):
+    exit_code = 1
+    title = "failed"  # the headline above the message
+
+
+class ConfigError(TrainctlError):
+    """Bad user input: printed as is, exit code 2, raised before anything is created."""
+
+    exit_code = 2
+
+
+class ProvisionError(TrainctlError):
+    exit_code = 3
+    title = "provisioning failed"
+
+
+class RemoteError(TrainctlError):
+    exit_code = 1
+    title = "failed on the nodes"
