@@ -54,6 +54,11 @@ class Inventory(BaseModel):
     gke_service_account: str | None = None
 
     @property
+    def target(self) -> Literal["ssh", "gke"]:
+        """How work reaches the cluster: over SSH to its nodes, or as Jobs through Kubernetes."""
+        return "gke" if self.kubeconfig else "ssh"
+
+    @property
     def rank0(self) -> Node:
         return min(self.nodes, key=lambda n: n.rank)
 

@@ -49,6 +49,8 @@ class Realizer(Protocol):
 
     def inventory(self, stack: str) -> Inventory: ...
 
+    def spec(self, stack: str) -> ClusterSpec: ...
+
     def info(self, stack: str) -> StackInfo: ...
 
     def reap(self, *, project: str | None, dry_run: bool, progress: Progress) -> list[str]: ...
@@ -84,6 +86,11 @@ def for_spec(spec: ClusterSpec) -> Realizer:
 
 def inventory(stack: str) -> Inventory:
     return for_stack(stack).inventory(stack)
+
+
+def spec(stack: str) -> ClusterSpec:
+    """The spec a live stack was realized from (ephemeral stacks have no stack file)."""
+    return for_stack(stack).spec(stack)
 
 
 def live() -> list[StackInfo]:

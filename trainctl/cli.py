@@ -256,7 +256,7 @@ def launch(
 ) -> None:
     """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
     from trainctl.launch import LaunchSpec
-    from trainctl.launch import launch as run_launch
+    from trainctl.launchers import launcher_for
 
     command = list(ctx.args)
     if not command:
@@ -266,31 +266,14 @@ def launch(
     spec = _validated(LaunchSpec, run_id=rid, command=tuple(command), nproc_per_node=nproc_per_node,
                       max_restarts=max_restarts, framework=framework, job_retries=job_retries)
     inventory = realizers.inventory(stack)
-    if show_plan and inventory.kubeconfig:  # GKE: a Service + an Indexed Job instead of SSH
-        import yaml
-
-        from trainctl.gke import manifests, validate
-
-        objects = manifests(load_stack(stack), inventory, spec)
-        for obj in objects:
-            validate(obj)
-        out(yaml.safe_dump_all(objects, sort_keys=False))
-        return
-    if show_plan:
-        from trainctl.launch import plan as launch_plan
-
-        for name, line in launch_plan(inventory, spec).items():
-            out(f"# {name}\n{line}")
+    launcher = launcher_for(inventory)
+    cluster = realizers.spec(stack)
+    if show_plan:  # exactly what `run` executes: each node's command line, or the Job's objects
+        out(launcher.dryrun(cluster, inventory, spec).render())
         return
     log_dir = Path("runs") / rid / "logs" / "launch"
-    if inventory.kubeconfig:  # GKE: the Job is followed to its end, as the SSH nodes are
-        from trainctl.gke_run import run_job
-
-        say(f"run {rid} as a Job on GKE stack {stack}; logs in {log_dir}")
-        result = run_job(load_stack(stack), inventory, spec, log_dir, out)
-    else:
-        say(f"run {rid} on {len(inventory.nodes)} node(s); logs in {log_dir}")
-        result = run_launch(inventory, spec, log_dir, out)
+    say(f"run {rid} on stack {stack} ({inventory.target}, {cluster.node_count} node(s)); logs in {log_dir}")
+    result = launcher.run(cluster, inventory, spec, log_dir, out)
     if not result.ok:
         fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)

@@ -22,7 +22,7 @@ from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
 from infra.errors import RemoteError
 from infra.inventory import Inventory
-from infra.stack_config import load_stack
+from infra.stack_config import ConfigError, load_stack
 from infra import realizers
 from trainctl.collect import collect
 from trainctl.experiment_spec import Experiment
@@ -32,7 +32,8 @@ from trainctl.interrupts import (
     signals_as_interrupt,
     uninterruptible,
 )
-from trainctl.launch import LaunchResult, LaunchSpec, job_dir, launch
+from trainctl.launch import LaunchResult, LaunchSpec, job_dir
+from trainctl.launchers import launcher_for_cluster
 from trainctl.sweep import TrialResult, best, run_sweep
 
 
@@ -102,6 +103,10 @@ class PhaseClock:
             raise_if_pending()
 
 
+def _no_progress(*_args: object) -> None:
+    pass
+
+
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board=None,
                    resume: str | None = None) -> RunReport:
@@ -113,6 +118,10 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                       overrides={**exp.overrides, "ephemeral": True, "ttl_hours": exp.ttl_hours})
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
+    launcher = launcher_for_cluster(spec)
+    if exp.sweep and not launcher.supports_sweeps:
+        raise ConfigError(f"stack {exp.stack}: sweeps run their trials on split nodes over SSH, "
+                          f"which a {spec.kind} stack has none of; run the sweep on a VM stack")
     report = RunReport(run_id, runs_dir / run_id)
     report.run_dir.mkdir(parents=True, exist_ok=True)
     phase = PhaseClock(report, echo)
@@ -124,14 +133,14 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
             try:
                 with phase("up"):
                     inventory = realizers.for_spec(spec).up(spec, lambda m: echo(f"[trainctl] {m}"))
-                with phase("bootstrap"):
-                    reporter = board(inventory) if board else None
-                    if reporter:
-                        with reporter:
+                if launcher.needs_bootstrap:
+                    with phase("bootstrap"):
+                        reporter = board(inventory) if board else None
+                        with reporter or contextlib.nullcontext():
                             bootstrap(inventory, bspec, report.run_dir / "logs" / "bootstrap",
-                                      report=reporter)
-                    else:
-                        bootstrap(inventory, bspec, report.run_dir / "logs" / "bootstrap")
+                                      report=reporter or _no_progress)
+                else:
+                    echo("[trainctl] nothing to bootstrap: the job's image holds code and environment")
                 if exp.sweep:
                     with phase("sweep"):
                         report.trials = run_sweep(inventory, exp.sweep, lspec, run_id, report.run_dir,
@@ -143,7 +152,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                                     ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
                     return report
                 with phase("train"):
-                    report.result = launch(inventory, lspec, report.run_dir / "logs" / "launch", echo)
+                    report.result = launcher.run(spec, inventory, lspec, report.run_dir / "logs" / "launch", echo)
                 with phase("collect"):
                     missing = collect(inventory, job_dir(inventory, run_id), exp.artifacts,
                                       report.run_dir)

@@ -291,6 +291,11 @@ def _sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Progress)
     delete(project, find_stack(project, stack), progress)
 
 
+def spec(stack: str) -> ClusterSpec:
+    meta = _read_meta(stack)
+    return ClusterSpec.model_validate(meta["spec"]) if meta else load_stack(stack)
+
+
 def info(stack: str) -> StackInfo:
     try:
         meta = _read_meta(stack)

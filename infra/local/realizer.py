@@ -459,6 +459,13 @@ def estimate(spec: ClusterSpec) -> Estimate:
     return Estimate([("local stack (this machine)", 0.0)])
 
 
+def spec(stack: str) -> ClusterSpec:
+    state = load_state(stack)
+    if state is None:
+        raise ConfigError(f"stack {stack!r} is not up; run `trainctl up --stack {stack}`")
+    return ClusterSpec.model_validate(state.data["spec"])
+
+
 def info(stack: str) -> StackInfo:
     try:
         state = load_state(stack)
