@@ -19,8 +19,25 @@ from infra.spec import ClusterSpec
 
 NAMESPACE = "trainctl"
 MAX_CONFIG_BYTES = 1 << 20
+# Where trainctl's own code lives (its checkout, or an editable install): the Pulumi program,
+# the policy pack, the example stacks.
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STACKS_DIR = REPO_ROOT / "stacks"
+PROJECT_FILE = "Pulumi.yaml"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The Pulumi project trainctl works in: the nearest directory from the working directory
+    up that holds a Pulumi.yaml and a stacks/ folder (as git and pulumi find theirs), else
+    trainctl's own checkout. `trainctl init` makes a user's repository such a project."""
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        if (directory / PROJECT_FILE).is_file() and (directory / "stacks").is_dir():
+            return directory
+    return REPO_ROOT
+
+
+def stack_files_dir() -> Path:
+    return project_root() / "stacks"
 
 
 def suggest(key: str, valid: list[str]) -> str:
@@ -78,7 +95,7 @@ def stack_path(stack: str) -> Path:
     candidate = Path(stack)
     if candidate.suffix in (".yaml", ".yml") and candidate.is_file():
         return candidate
-    return STACKS_DIR / f"Pulumi.{stack}.yaml"
+    return stack_files_dir() / f"Pulumi.{stack}.yaml"
 
 
 def stack_name_of(path: Path) -> str:
@@ -89,7 +106,7 @@ def stack_name_of(path: Path) -> str:
 
 
 def available_stacks() -> list[str]:
-    return sorted(stack_name_of(p) for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+    return sorted(stack_name_of(p) for p in stack_files_dir().glob("Pulumi.*.yaml"))
 
 
 def spec_fields(config: Mapping[str, Any], source: str) -> dict[str, Any]:

@@ -37,15 +37,13 @@ def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGoogleServer]:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the Pulumi project (Pulumi.yaml, stacks/, policy/) so a CLI that deletes a
-    stack's config file deletes the copy, never the repo's tracked file."""
+    """A copy of the Pulumi project (Pulumi.yaml, stacks/), the working directory, so a CLI that
+    deletes a stack's config file deletes the copy, never the repo's tracked file."""
     root = tmp_path / "project"
     root.mkdir()
     shutil.copy(REPO_ROOT / "Pulumi.yaml", root / "Pulumi.yaml")
     shutil.copytree(REPO_ROOT / "stacks", root / "stacks")
-    (root / "policy").mkdir()
-    (root / "policy" / "PulumiPolicy.yaml").write_text("runtime: python\n")
-    monkeypatch.setattr(realizer, "REPO_ROOT", root)
+    monkeypatch.chdir(root)  # trainctl finds the project from the working directory
     return root
 
 
@@ -129,7 +127,7 @@ def test_up_then_down_of_a_named_vm_stack(google: FakeGoogleServer, cli: Path, p
 
     up = command(cli, "up")
     assert not up["interactive"]
-    assert up["argv"][up["argv"].index("--policy-pack") + 1] == str(project / "policy")
+    assert up["argv"][up["argv"].index("--policy-pack") + 1] == str(REPO_ROOT / "policy")  # trainctl's pack
     assert json.loads(up["env"][realizer.SPEC_ENV])["name"] == spec.name
     assert up["env"]["TRAINCTL_SSH_PUBLIC_KEY"].startswith("ssh-ed25519 ")
     assert up["cwd"] == str(project)

@@ -150,6 +150,17 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
 
 
 @app.command()
+def init(directory: Annotated[Path, typer.Argument(help="your repository (default: here)")] = Path(".")) -> None:
+    """Make a repository a trainctl project: Pulumi.yaml, stacks/ (local and GCP), an experiment."""
+    from trainctl.init_project import init_project
+
+    for path in init_project(directory):
+        say(f"wrote {path}")
+    say("next: `trainctl plan --stack local`, then `trainctl run experiment.yaml` "
+        "(or `pulumi up --stack gpu-t4x2` after setting its project and ssh.source_ranges)")
+
+
+@app.command()
 def up(stack: StackOpt = "local",
        nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
     """Create the stack's cluster."""

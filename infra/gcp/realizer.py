@@ -21,7 +21,7 @@ from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node
 from infra.realizers import Progress, StackInfo, unsupported
 from infra.spec import ClusterSpec
-from infra.stack_config import REPO_ROOT, ConfigError, load_stack
+from infra.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
 from infra.stack_home import record_provider, stack_lock, state_dir
 
 HOST_KEY_TIMEOUT = 600.0
@@ -102,7 +102,7 @@ def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str], *, create: bool
 
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
     select = auto.create_or_select_stack if create else auto.select_stack
-    return select(stack_name=name, work_dir=str(REPO_ROOT), opts=auto.LocalWorkspaceOptions(env_vars=env))
+    return select(stack_name=name, work_dir=str(project_root()), opts=auto.LocalWorkspaceOptions(env_vars=env))
 
 
 def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
