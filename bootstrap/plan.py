@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from bootstrap.ssh import join, openssh_command, shell_env
-from bootstrap.treesync import list_tree
+from bootstrap.treesync import list_tree, unpack_command
 from infra.inventory import Inventory, Node
 
 STEPS = ("ready", "drivers", "sync", "env", "setup")
@@ -68,6 +68,9 @@ class Step:
     command: str | list[str]  # a shell line on the node, or argv on the controller
     fingerprint: str | None = None  # None: always runs (cheap or self-idempotent)
     note: str = ""
+    # What runs instead, and when, where the choice is made at run time (sync: a delta archive
+    # for a node whose tree this controller has listed); the plan shows both.
+    instead: str = ""
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ def _digest(*parts: str) -> str:
 def record_fingerprint(step: str, node: Node, fingerprint: str) -> str:
     fp_dir = shlex.quote(f"{node_paths(node)['state']}/fp")
     return f"mkdir -p {fp_dir} && echo {fingerprint} > {fp_dir}/{step}"
+
+
+def delta_sync_command(node: Node, deletions: list[str], fingerprint: str) -> str:
+    """The node's side of a delta sync: unpack the archive on stdin, remove what went, record."""
+    return f"{unpack_command(node_paths(node)['code'], deletions)} && {record_fingerprint('sync', node, fingerprint)}"
 
 
 def recorded(step: str, node: Node, fingerprint: str, body: str) -> str:
@@ -267,7 +275,10 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
                  note="SSH + startup finished + accelerator probe + stored fingerprints"),
             Step("drivers", "node", drivers, note=drivers_note),
             Step("sync", "controller", rsync_argv(inventory, node, spec), fingerprint=sync_fp,
-                 note="rsync, only changed files"),
+                 note="rsync, only changed files",
+                 instead=("if the node holds a tree this controller has a listing of: the changed "
+                          "files as one gzip tar, piped over SSH into: "
+                          + delta_sync_command(node, ["<removed files>"], sync_fp))),
             Step("env", "node", prefix + recorded("env", node, env_fp, env_command(node, spec)),
                  fingerprint=env_fp, note="uv venv + requirements"),
         ]

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
-from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, node_paths, parse_fingerprints, plan,
-                            prefetch_argv, record_fingerprint, tree_digest, tree_listing)
+from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, delta_sync_command,
+                            parse_fingerprints, plan, prefetch_argv, record_fingerprint, tree_digest,
+                            tree_listing)
 from bootstrap.ssh import open_connection
-from bootstrap.treesync import TreeCache, unpack_command
+from bootstrap.treesync import TreeCache
 from infra.errors import RemoteError
 from infra.inventory import Inventory
 
@@ -192,7 +193,7 @@ class NodeRunner:
             return self.remote(record)[0] if code == 0 else code
         data, gone = payload
         self.log.write(f"delta archive of {len(data)} bytes, {len(gone)} deletion(s)\n")
-        return self._upload(f"{unpack_command(node_paths(self.node)['code'], gone)} && {record}", data)
+        return self._upload(delta_sync_command(self.node, gone, step.fingerprint), data)
 
     def _upload(self, command: str, data: bytes) -> int:
         assert self.conn is not None and self.conn.transport is not None

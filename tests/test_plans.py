@@ -86,6 +86,12 @@ def test_bootstrap_plan_for_a_cpu_node_skips_drivers(code):
     assert "StrictHostKeyChecking=yes" in ssh and "UserKnownHostsFile=/k/known_hosts" in ssh
     assert "uv pip install" in steps["env"].command.replace('"$UV"', "uv")
     assert steps["sync"].fingerprint and steps["env"].fingerprint and steps["ready"].fingerprint is None
+    # the run-time alternative is in the plan too, as the exact command the node runs
+    from bootstrap.plan import delta_sync_command
+
+    assert steps["sync"].instead.endswith(delta_sync_command(inventory(1).nodes[0], ["<removed files>"],
+                                                             steps["sync"].fingerprint))
+    assert "tar -xzf - --no-same-owner" in steps["sync"].instead
 
 
 def test_bootstrap_plan_for_a_gpu_node_installs_the_driver_only_when_missing(code):

@@ -228,6 +228,8 @@ def bootstrap(
                 command = step.command if isinstance(step.command, str) else " ".join(step.command)
                 skip = f" (skipped if fingerprint {step.fingerprint} is stored)" if step.fingerprint else ""
                 out(f"[{step.name}] ({step.where}){skip} {command}")
+                if step.instead:
+                    out(f"[{step.name}] instead, {step.instead}")
         return
     with NodeBoard(f"bootstrap {stack}", [n.name for n in selected], _steps(spec)) as board:
         run_bootstrap(inventory, spec, log_dir, nodes=[n.name for n in selected],
