@@ -120,10 +120,10 @@ def parse_fingerprints(output: str) -> dict[str, str]:
 
 def ready_command(node: Node) -> str:
     probe = "nproc >/dev/null"
-    if node.accelerator.startswith("gpu"):
+    if node.accelerator.kind == "gpu":
         # The driver step decides what a missing nvidia-smi means; here only report it.
         probe = "(nvidia-smi -L || echo 'nvidia-smi not working yet')"
-    elif node.accelerator.startswith("tpu"):
+    elif node.accelerator.kind == "tpu":
         probe = ("ls /dev/accel* /dev/vfio/* >/dev/null 2>&1 || "
                  "{ echo 'no TPU device (/dev/accel*, /dev/vfio) on this TPU VM' >&2; exit 3; }")
     wait_startup = (
@@ -144,7 +144,7 @@ MAX_DRIVER_REBOOTS = 2
 
 
 def drivers_command(node: Node) -> tuple[str, str]:
-    if not node.accelerator.startswith("gpu"):
+    if node.accelerator.kind != "gpu":
         return "echo 'no GPU on this node: driver not needed'", "not needed"
     # The reboot count lives on the node's disk, so it survives the reboots it counts.
     reboots = shlex.quote(f"{node_paths(node)['state']}/driver-reboots")

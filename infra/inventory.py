@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from infra.accelerator import Accelerator, Cpu
 from infra.errors import ConfigError
 
 
@@ -26,7 +27,7 @@ class Node(BaseModel):
     ssh_port: int = 22
     ssh_user: str = "root"
     host_keys: tuple[str, ...]  # "ssh-ed25519 AAAA…" lines, pinned
-    accelerator: str = "cpu"  # "cpu", "gpu:8xnvidia-tesla-a100", "tpu:v5litepod-16"
+    accelerator: Accelerator = Cpu()
     workdir: str  # absolute path on the node that trainctl owns
     interface: str | None = None  # NIC that collective traffic should bind to
     # The TPU node (slice) this VM is a worker of: TensorFlow's TPUClusterResolver takes it.

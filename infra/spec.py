@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from infra import catalog
+from infra.accelerator import Cpu, Gpu, Tpu
 
 # GCE resource names: RFC 1035 labels. Suffixes such as "-node-12" and "-fw-internal" are
 # appended, so the cluster name keeps 22 characters of headroom below GCE's 63.
@@ -354,9 +355,10 @@ class ClusterSpec(SpecModel):
         return self.processes_per_node
 
     @property
-    def accelerator(self) -> str:
+    def accelerator(self) -> Cpu | Gpu | Tpu:
+        """What each node of the stack computes with."""
         if self.tpu:
-            return f"tpu:{self.tpu.type}"
+            return Tpu(type=self.tpu.type)
         if self.gpu:
-            return f"gpu:{self.gpu.count}x{self.gpu.type}"
-        return "cpu"
+            return Gpu(type=self.gpu.type, count=self.gpu.count)
+        return Cpu()

@@ -108,7 +108,7 @@ def set_outputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, outputs: dict[s
 
 def vm_outputs(spec: Any) -> dict[str, Any]:
     nodes = [{"name": f"{spec.name}-w{i}", "rank": i, "role": "worker", "internal_ip": f"10.0.0.{i + 2}",
-              "ssh_host": f"34.1.1.{i + 2}", "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
+              "ssh_host": f"34.1.1.{i + 2}", "ssh_user": spec.ssh.user, "accelerator": str(spec.accelerator),
               "workdir": "/home/trainctl/trainctl"} for i in range(2)]
     return {"inventory": {"value": {"nodes": nodes, "bucket_uri": f"gs://{spec.name}-bucket"}, "secret": False},
             "bucket": {"value": f"gs://{spec.name}-bucket", "secret": False},
@@ -214,7 +214,7 @@ def test_up_of_a_multi_host_tpu_pins_each_workers_host_key(google: FakeGoogleSer
     google.state.tpu_nodes[node] = {"state": "READY"}
     google.state.tpu_guest_attributes[node] = [[{**ED, "value": f"K{i}"}] for i in range(4)]
     nodes = [{"name": f"tpu-test-tpu-w{i}", "rank": i, "role": "tpu-worker", "internal_ip": f"10.0.0.{i + 2}",
-              "ssh_host": f"34.2.2.{i + 2}", "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
+              "ssh_host": f"34.2.2.{i + 2}", "ssh_user": spec.ssh.user, "accelerator": str(spec.accelerator),
               "workdir": "/home/trainctl/trainctl", "tpu_name": "tpu-test-tpu"} for i in range(4)]
     set_outputs(tmp_path, monkeypatch, {"inventory": {"value": {"nodes": nodes, "bucket_uri": "gs://b"},
                                                       "secret": False}})

@@ -27,7 +27,7 @@ def error_of(**fields) -> str:
 
 def test_local_stack_defaults_to_two_cpu_nodes():
     s = load_stack("local")
-    assert (s.provider, s.node_count, s.procs_per_node, s.accelerator) == ("local", 2, 1, "cpu")
+    assert (s.provider, s.node_count, s.procs_per_node, str(s.accelerator)) == ("local", 2, 1, "cpu")
 
 
 def test_bundled_gpu_machine_implies_its_gpus():

@@ -223,7 +223,7 @@ def bootstrap(
     selected = inventory.select(_node_list(nodes))
     if show_plan:
         for node_plan in bootstrap_plan(inventory, spec, selected):
-            out(f"# {node_plan.node.name} ({node_plan.node.ssh_host}, {node_plan.node.accelerator})")
+            out(f"# {node_plan.node.name} ({node_plan.node.ssh_host}, {node_plan.node.accelerator!s})")
             for step in node_plan.steps:
                 command = step.command if isinstance(step.command, str) else " ".join(step.command)
                 skip = f" (skipped if fingerprint {step.fingerprint} is stored)" if step.fingerprint else ""
@@ -410,7 +410,7 @@ def status(stack: StackOpt = "local",
     for col in ("node", "rank", "address", "accelerator", "ssh"):
         table.add_column(col)
     for node, state in zip(inventory.nodes, states):
-        table.add_row(node.name, str(node.rank), node.internal_ip, node.accelerator, state)
+        table.add_row(node.name, str(node.rank), node.internal_ip, str(node.accelerator), state)
     console.print(table)
 
 

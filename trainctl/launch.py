@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bootstrap.plan import node_paths
 from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
+from infra.accelerator import Tpu
 from infra.inventory import Inventory, Node
 from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.interrupts import raise_if_pending
@@ -138,12 +139,11 @@ def tf_config(inventory: Inventory, node: Node) -> dict:
 
 
 def uses_torchrun(node: Node, spec: LaunchSpec) -> bool:
-    return spec.framework == "torch" and not node.accelerator.startswith("tpu")
+    return spec.framework == "torch" and node.accelerator.kind != "tpu"
 
 
 def tpu_type(node: Node) -> catalog.TpuType | None:
-    kind, _, name = node.accelerator.partition(":")
-    return catalog.TPUS[name] if kind == "tpu" else None
+    return node.accelerator.spec if isinstance(node.accelerator, Tpu) else None
 
 
 def program_nodes(inventory: Inventory, spec: LaunchSpec) -> list[Node]:

@@ -46,7 +46,7 @@ def _vm_nodes(spec: ClusterSpec, group: GpuVmGroup) -> pulumi.Output[list[dict[s
                 external = first.get("nat_ip") if isinstance(first, dict) else first.nat_ip
             return {"name": node_name(spec, i), "rank": i, "role": "worker", "internal_ip": internal,
                     "ssh_host": external or internal, "ssh_user": spec.ssh.user,
-                    "accelerator": spec.accelerator, "workdir": workdir(spec), "interface": None}
+                    "accelerator": str(spec.accelerator), "workdir": workdir(spec), "interface": None}
         return inst.network_interfaces.apply(shape)
     return pulumi.Output.all(*[node(i, inst) for i, inst in enumerate(group.instances)])
 
@@ -63,7 +63,7 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
                 external = first.get("external_ip") if isinstance(first, dict) else first.external_ip
             nodes.append({"name": f"{tpu_name(spec)}-w{i}", "rank": i, "role": "tpu-worker",
                           "internal_ip": ep["ip_address"], "ssh_host": external or ep["ip_address"],
-                          "ssh_user": spec.ssh.user, "accelerator": spec.accelerator,
+                          "ssh_user": spec.ssh.user, "accelerator": str(spec.accelerator),
                           "workdir": workdir(spec), "interface": None, "tpu_name": tpu_name(spec)})
         return nodes
     return tpu.vm.network_endpoints.apply(shape)
