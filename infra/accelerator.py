@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from infra import catalog
 
@@ -25,15 +25,8 @@ class Cpu(_Accelerator):
 
 class Gpu(_Accelerator):
     kind: Literal["gpu"] = "gpu"
-    type: str
+    type: Annotated[str, AfterValidator(catalog.known_gpu)]
     count: int = Field(ge=1)
-
-    @field_validator("type")
-    @classmethod
-    def known(cls, v: str) -> str:
-        if v not in catalog.GPUS:
-            raise ValueError(f"unknown GPU type {v!r}; valid: {', '.join(sorted(catalog.GPUS))}")
-        return v
 
     def __str__(self) -> str:
         return f"gpu:{self.count}x{self.type}"
@@ -41,14 +34,7 @@ class Gpu(_Accelerator):
 
 class Tpu(_Accelerator):
     kind: Literal["tpu"] = "tpu"
-    type: str
-
-    @field_validator("type")
-    @classmethod
-    def known(cls, v: str) -> str:
-        if v not in catalog.TPUS:
-            raise ValueError(f"unknown TPU type {v!r}; valid: {', '.join(sorted(catalog.TPUS))}")
-        return v
+    type: Annotated[str, AfterValidator(catalog.known_tpu)]
 
     @property
     def spec(self) -> catalog.TpuType:

@@ -8,6 +8,7 @@ Prices are on-demand list prices in USD per hour for us-central1 and serve estim
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,25 @@ def gke_image(framework: str, accelerator_kind: str) -> str | None:
 
 # Local stack: nodes are namespaces on this machine.
 LOCAL_MAX_NODES = 16
+
+
+def choices(values: Iterable[str], limit: int = 12) -> str:
+    """Valid values for an error message: sorted, the first `limit` of them."""
+    ordered = sorted(values)
+    shown = ", ".join(ordered[:limit])
+    return shown + (f", … ({len(ordered)} in all)" if len(ordered) > limit else "")
+
+
+def known_gpu(name: str) -> str:
+    if name not in GPUS:
+        raise ValueError(f"unknown GPU type {name!r}; valid: {choices(GPUS)}")
+    return name
+
+
+def known_tpu(name: str) -> str:
+    if name not in TPUS:
+        raise ValueError(f"unknown TPU type {name!r}; valid: {choices(TPUS)}")
+    return name
 
 
 def gpu_label_to_name(value: str) -> str:

@@ -27,10 +27,7 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _choices(values, limit: int = 12) -> str:
-    values = sorted(values)
-    shown = ", ".join(values[:limit])
-    return shown + (f", … ({len(values)} in all)" if len(values) > limit else "")
+_choices = catalog.choices
 
 
 def validate_name(value: str, what: str = "name") -> str:
@@ -48,10 +45,7 @@ class GpuRequest(SpecModel):
     @field_validator("type")
     @classmethod
     def known_gpu(cls, v: str) -> str:
-        name = catalog.gpu_label_to_name(v)
-        if name not in catalog.GPUS:
-            raise ValueError(f"unknown GPU type {v!r}; valid: {_choices(catalog.GPUS)}")
-        return name
+        return catalog.known_gpu(catalog.gpu_label_to_name(v))
 
 
 class TpuRequest(SpecModel):
@@ -62,9 +56,7 @@ class TpuRequest(SpecModel):
     @field_validator("type")
     @classmethod
     def known_tpu(cls, v: str) -> str:
-        if v not in catalog.TPUS:
-            raise ValueError(f"unknown TPU type {v!r}; valid: {_choices(catalog.TPUS)}")
-        return v
+        return catalog.known_tpu(v)
 
     @field_validator("queued")
     @classmethod

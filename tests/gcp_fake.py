@@ -20,8 +20,10 @@ import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import parse_qs, urlsplit
+
+import pytest
 
 # Parameters every generated REST client adds to each request (system parameters).
 SYSTEM_PARAMS = {"$alt"}
@@ -303,3 +305,18 @@ class FakeGoogleServer(ThreadingHTTPServer):
 
     def refused(self) -> list[str]:
         return [e for e in self.errors if ": 404 " not in e]
+
+
+@pytest.fixture
+def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGoogleServer]:
+    """The fake, with every Google client trainctl makes pointed at it; it must refuse nothing."""
+    from infra.gcp.reaper import API_ENDPOINT_ENV
+
+    server = FakeGoogleServer().start()
+    monkeypatch.setenv(API_ENDPOINT_ENV, server.endpoint)
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert server.refused() == []
+

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from k8s_fake import FakeKubernetes, PodRun, k8s  # noqa: F401 (fixture)
-from test_gcp_realizer_automation import cli, google, home, project, set_outputs  # noqa: F401 (fixtures)
+from gcp_fake import google  # noqa: F401 (fixture)
+from test_gcp_realizer_automation import cli, home, project, set_outputs  # noqa: F401 (fixtures)
 
 from infra import catalog
 from infra.stack_config import ConfigError, load_stack

@@ -3,28 +3,16 @@ classes over REST against the loopback fake in gcp_fake.py."""
 
 from __future__ import annotations
 
-from typing import Iterator
 
 import pytest
 
-from gcp_fake import FakeGoogleServer
+from gcp_fake import FakeGoogleServer, google  # noqa: F401 (fixture)
 from infra.gcp import realizer
-from infra.gcp.reaper import API_ENDPOINT_ENV
 from infra.stack_config import load_stack
 
 ED = {"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAAC3NzaC1lZDI1NTE5AAAAIFakeKey"}
 RSA = {"namespace": "hostkeys", "key": "ssh-rsa", "value": "AAAAB3NzaC1yc2EAAAADAQABFake"}
 
-
-@pytest.fixture
-def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGoogleServer]:
-    server = FakeGoogleServer().start()
-    monkeypatch.setenv(API_ENDPOINT_ENV, server.endpoint)
-    try:
-        yield server
-    finally:
-        server.stop()
-    assert server.refused() == []
 
 
 def _worker(i: int) -> list[dict[str, str]]:

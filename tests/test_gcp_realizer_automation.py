@@ -15,24 +15,13 @@ from typing import Any, Iterator
 
 import pytest
 
-from gcp_fake import FakeGoogleServer
+from gcp_fake import FakeGoogleServer, google  # noqa: F401 (fixture)
 from infra.gcp import realizer
-from infra.gcp.reaper import API_ENDPOINT_ENV
 from infra.stack_config import REPO_ROOT, ConfigError, load_stack
 
 FAKE_CLI_DIR = Path(__file__).parent / "fake_pulumi"
 ED = {"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAAC3NzaC1lZDI1NTE5AAAAIHostKey"}
 
-
-@pytest.fixture
-def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGoogleServer]:
-    server = FakeGoogleServer().start()
-    monkeypatch.setenv(API_ENDPOINT_ENV, server.endpoint)
-    try:
-        yield server
-    finally:
-        server.stop()
-    assert server.refused() == []
 
 
 @pytest.fixture

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Iterator
-
 import pytest
 
-from gcp_fake import FakeGoogleServer
+from gcp_fake import FakeGoogleServer, google  # noqa: F401 (fixture)
 from infra.gcp import reaper
 
 P = "proj"
@@ -16,16 +14,6 @@ NOW = 2_000_000_000
 def _labels(expires: int, stack: str = "s1") -> dict[str, str]:
     return {"managed-by": "trainctl", "trainctl-expires": str(expires), "trainctl-stack": stack}
 
-
-@pytest.fixture
-def google(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGoogleServer]:
-    server = FakeGoogleServer().start()
-    monkeypatch.setenv(reaper.API_ENDPOINT_ENV, server.endpoint)
-    try:
-        yield server
-    finally:
-        server.stop()
-    assert server.refused() == []
 
 
 def _fill(s: FakeGoogleServer) -> None:

@@ -243,6 +243,7 @@ class LaunchResult:
     outcomes: list[NodeOutcome]
     attempts: int = 1
     permanent_failure: int | None = None  # a worker exit code from the permanent set
+    cancelled: bool = False  # stopped on the caller's request (a pruned trial): never rerun
 
     def worker_exit_codes(self) -> set[int]:
         """Exit codes of the failed programs, as torchrun's error summary reports them."""
@@ -283,8 +284,11 @@ class LinePrinter:
 
     def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome,
                  on_worker_exit: Callable[[int], None] = lambda code: None,
-                 direct_rank: int | None = None):
+                 direct_rank: int | None = None, quiet: threading.Event | None = None):
         self.on_worker_exit = on_worker_exit
+        # Once set, torchrun's own lines go to the log only: after a cancel they are its
+        # shutdown traceback for a stop trainctl asked for, not news.
+        self.quiet = quiet
         # A program run without torchrun: all its lines are the worker's, prefixed here.
         self.direct_prefix = f"[{node} r{direct_rank}]:" if direct_rank is not None else None
         self.node = node
@@ -309,7 +313,8 @@ class LinePrinter:
         shown = line if from_worker else f"[{self.node}] {line}"
         self.log.write(shown + "\n")
         (self.outcome.worker_tail if from_worker else self.outcome.agent_tail).append(shown)
-        self.echo(shown)
+        if from_worker or self.quiet is None or not self.quiet.is_set():
+            self.echo(shown)
         if not from_worker:
             match = WORKER_EXIT_RE.search(line)
             if match:
@@ -387,12 +392,13 @@ def _stop_until_ended(inventory: Inventory, run_id: str, nodes: list[Node],
 
 
 def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-           echo: Callable[[str], None] = print) -> LaunchResult:
+           echo: Callable[[str], None] = print, cancel: threading.Event | None = None) -> LaunchResult:
     """Run the job; rerun it (resuming from its checkpoints) up to job_retries times unless
-    it failed for good. torchrun itself restarts failed workers up to max_restarts times."""
-    result = launch_once(inventory, spec, log_dir, echo, 0)
+    it failed for good. torchrun itself restarts failed workers up to max_restarts times.
+    Setting `cancel` stops the job on every node, without a rerun (a sweep's pruned trial)."""
+    result = launch_once(inventory, spec, log_dir, echo, 0, cancel)
     attempt = 0
-    while not result.ok and attempt < spec.job_retries:
+    while not result.ok and not result.cancelled and attempt < spec.job_retries:
         if result.permanent(spec.permanent_exit_codes):
             echo(f"[trainctl] exit code {sorted(result.worker_exit_codes())} is permanent: no retry")
             break
@@ -402,7 +408,7 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         attempt += 1
         echo(f"[trainctl] job failed; rerun {attempt}/{spec.job_retries} from the latest checkpoint")
         stop_run(inventory, spec.run_id)
-        result = launch_once(inventory, spec, log_dir, echo, attempt)
+        result = launch_once(inventory, spec, log_dir, echo, attempt, cancel)
     result.attempts = attempt + 1
     write_result(log_dir, result)
     return result
@@ -425,7 +431,8 @@ def stack_still_up(inventory: Inventory) -> bool:
 
 
 def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-                echo: Callable[[str], None], attempt: int) -> LaunchResult:
+                echo: Callable[[str], None], attempt: int,
+                cancel: threading.Event | None = None) -> LaunchResult:
     """Run the plan on every node; on the first failure stop the rest. Blocks until done."""
     log_dir.mkdir(parents=True, exist_ok=True)
     commands = plan(inventory, spec, attempt)
@@ -446,7 +453,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
 
         direct = not uses_torchrun(node, spec)
         printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
-                              direct_rank=node.rank if direct else None)
+                              direct_rank=node.rank if direct else None, quiet=cancel)
         done = threading.Event()
         try:
             conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
@@ -478,6 +485,11 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     try:
         while not all(f.done() for f in futures):
             raise_if_pending()
+            if cancel is not None and cancel.is_set():
+                stopping.set()
+                echo(f"[trainctl] run {spec.run_id} cancelled: stopping it on every node")
+                _stop_until_ended(inventory, spec.run_id, nodes, futures)
+                break
             if first_failure.wait(0.2):
                 stopping.set()
                 why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
@@ -493,7 +505,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     finally:
         pool.shutdown(wait=True)
     result = LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank),
-                          permanent_failure=permanent[0][1] if permanent else None)
+                          permanent_failure=permanent[0][1] if permanent else None,
+                          cancelled=cancel is not None and cancel.is_set())
     for name, code in permanent:
         outcomes[name].error = f"permanent error: its program exited with code {code}"
     return result

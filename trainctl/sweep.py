@@ -26,7 +26,7 @@ from trainctl.collect import (bucket_fs, collect, draw_safely, new_figure, save_
                               takes_turns)
 from trainctl.experiment_spec import Parameter, SweepSection
 from trainctl.interrupts import raise_if_pending
-from trainctl.launch import LaunchSpec, job_dir, launch, stop_run
+from trainctl.launch import LaunchSpec, job_dir, launch
 
 POLL_SECONDS = 2.0
 RETRY_OF = "retry_of"  # user attribute of a queued trial: the number of the one it replaces
@@ -175,15 +175,14 @@ def _run_trial(group: Inventory, sweep: SweepSection, base: LaunchSpec, sweep_id
                 trial.report(r["value"], r["step"])
                 if trial.should_prune():
                     echo(f"[sweep] pruning trial {trial.number} at step {r['step']}")
-                    pruned.set()
-                    stop_run(group, run_id)
+                    pruned.set()  # launch stops the trial's run and does not rerun it
                     return
             seen = len(reports)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        result = launch(group, spec, run_dir / f"trial-{trial.number}" / "logs", echo)
+        result = launch(group, spec, run_dir / f"trial-{trial.number}" / "logs", echo, cancel=pruned)
     finally:
         finished.set()
         watcher.join()
