@@ -25,6 +25,7 @@ from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, d
 from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache
 from infra.errors import RemoteError
+from infra.retry import on_results
 from infra.inventory import Inventory
 
 DEFAULT_CONCURRENCY = 32
@@ -211,14 +212,10 @@ class NodeRunner:
 
     def _local(self, step: Step) -> int:
         assert isinstance(step.command, list)
-        code = 0
-        for attempt in range(RSYNC_RETRIES):
-            code = subprocess.run(step.command, stdout=self.log, stderr=subprocess.STDOUT).returncode
-            # rsync 12 (protocol stream) and 255 (ssh connection) are worth another try.
-            if code not in (12, 255):
-                return code
-            time.sleep(0.5 * 2 ** attempt)
-        return code
+        command = step.command
+        # rsync 12 (protocol stream) and 255 (ssh connection) are worth another try.
+        return on_results(lambda code: code in (12, 255), attempts=RSYNC_RETRIES)(
+            lambda: subprocess.run(command, stdout=self.log, stderr=subprocess.STDOUT).returncode)
 
     def run(self, result: NodeResult) -> None:
         try:

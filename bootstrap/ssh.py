@@ -14,10 +14,12 @@ from typing import Iterable
 
 import fabric
 import paramiko
+from tenacity import RetryError
 from paramiko.ssh_exception import (AuthenticationException, BadHostKeyException,
                                     NoValidConnectionsError, SSHException)
 
 from infra.inventory import Inventory, Node
+from infra.retry import on_transient_errors
 
 CONNECT_TIMEOUT = 10.0
 KEEPALIVE_SECONDS = 5
@@ -63,25 +65,22 @@ def is_transient(exc: BaseException) -> bool:
 
 def open_connection(inventory: Inventory, node: Node, *, deadline: float) -> fabric.Connection:
     """Connect with exponential backoff until `deadline` (monotonic); permanent errors raise."""
-    delay = 0.1
-    last: BaseException | None = None
-    while True:
+    def attempt() -> fabric.Connection:
         conn = connection(inventory, node, timeout=min(CONNECT_TIMEOUT, max(1.0, deadline - time.monotonic())))
         try:
             conn.open()
             assert conn.transport is not None
             conn.transport.set_keepalive(KEEPALIVE_SECONDS)
             return conn
-        except Exception as exc:
+        except BaseException:
             conn.close()
-            if not is_transient(exc):
-                raise
-            last = exc
-        if time.monotonic() + delay > deadline:
-            raise TimeoutError(f"{node.name} ({node.ssh_host}:{node.ssh_port}): SSH not ready "
-                               f"before the deadline; last error: {last}")
-        time.sleep(delay)
-        delay = min(delay * 2, 2.0)
+            raise
+
+    try:
+        return on_transient_errors(is_transient, deadline=deadline)(attempt)
+    except RetryError as exc:
+        raise TimeoutError(f"{node.name} ({node.ssh_host}:{node.ssh_port}): SSH not ready before the "
+                           f"deadline; last error: {exc.last_attempt.exception()}") from None
 
 
 def openssh_command(inventory: Inventory, node: Node) -> list[str]:

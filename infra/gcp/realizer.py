@@ -20,11 +20,13 @@ from infra.errors import ProvisionError
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node
 from infra.realizers import Progress, StackInfo, unsupported
+from infra.retry import on_results
 from infra.spec import ClusterSpec
 from infra.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
 from infra.stack_home import record_provider, stack_lock, state_dir
 
 HOST_KEY_TIMEOUT = 600.0
+HOST_KEY_POLL_SECONDS = 5.0
 SPEC_ENV = "TRAINCTL_SPEC_JSON"
 POLICY_PACK_DIR = "policy"
 
@@ -333,9 +335,9 @@ def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],
                     progress: Callable[[str], None]) -> dict[str, list[str]]:
     """Host keys as the guest agent published them (guest attributes, namespace hostkeys/).
     Read through the authenticated API, so no key is learned over the network it protects."""
-    deadline = time.monotonic() + HOST_KEY_TIMEOUT
     found: dict[str, list[str]] = {}
-    while True:
+
+    def missing_after_a_look() -> list[str]:
         if spec.kind == "tpu":
             found.update(_tpu_host_keys(spec))
         else:
@@ -344,14 +346,17 @@ def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],
                     keys_ = _instance_host_keys(spec, n["name"])
                     if keys_:
                         found[n["name"]] = keys_
-        missing = [n["name"] for n in nodes if not found.get(n["name"])]
-        if not missing:
-            return found
-        if time.monotonic() > deadline:
-            raise ProvisionError(f"no host keys published by {', '.join(missing)} after "
-                               f"{HOST_KEY_TIMEOUT:.0f} s (is the guest environment installed?)")
-        progress(f"waiting for host keys of {len(missing)} node(s)")
-        time.sleep(5)
+        return [n["name"] for n in nodes if not found.get(n["name"])]
+
+    def waiting(state: Any) -> None:
+        progress(f"waiting for host keys of {len(state.outcome.result())} node(s)")
+
+    missing = on_results(bool, within=HOST_KEY_TIMEOUT, fixed=HOST_KEY_POLL_SECONDS,
+                         before_sleep=waiting)(missing_after_a_look)
+    if missing:
+        raise ProvisionError(f"no host keys published by {', '.join(missing)} after "
+                             f"{HOST_KEY_TIMEOUT:.0f} s (is the guest environment installed?)")
+    return found
 
 
 def _instance_host_keys(spec: ClusterSpec, instance: str) -> list[str]:
