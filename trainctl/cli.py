@@ -285,7 +285,7 @@ def launch(
         out(launcher.dryrun(cluster, inventory, spec).render())
         return
     log_dir = Path("runs") / rid / "logs" / "launch"
-    say(f"run {rid} on stack {stack} ({inventory.target}, {cluster.node_count} node(s)); logs in {log_dir}")
+    say(f"run {rid} on {cluster.node_count} node(s) of stack {stack} ({inventory.target}); logs in {log_dir}")
     result = launcher.run(cluster, inventory, spec, log_dir, out)
     if not result.ok:
         fail(f"run {rid} failed", result.describe_failures())
