@@ -272,12 +272,15 @@ def test_a_stack_made_by_pulumi_up_is_adopted_then_brought_down(
 def test_adopting_needs_the_private_half_of_the_key_the_nodes_admit(
         google: FakeGoogleServer, cli: Path, project: Path, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, user_key: str) -> None:
+    from infra.stack_home import recorded_provider
+
     spec = load_stack("gpu-t4x2")
     other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherKeyOfSomeoneElse0000000000000000 ci@elsewhere"
     set_outputs(tmp_path, monkeypatch, {**vm_outputs(spec), "ssh_public_key": {"value": other, "secret": False}})
     pulumi_up_by_hand(cli, project, spec.name)
     with pytest.raises(ConfigError, match=r"admits the SSH key ssh-ed25519 …000000000000, whose private half"):
         realizer.inventory(spec.name)
+    assert recorded_provider(spec.name) is None  # nothing adopted: no state written
 
 
 def test_a_stack_pulumi_never_made_is_not_up(google: FakeGoogleServer, cli: Path, project: Path) -> None:

@@ -225,10 +225,11 @@ def adopt(stack: str, progress: Progress) -> Inventory:
         raise not_up from None
     if "inventory" not in outputs:
         raise not_up
+    # before any state is written: a stack trainctl cannot reach is not adopted
+    key = None if spec.kind == "gke" else _private_key_for(stack, outputs.get("ssh_public_key"))
     with stack_lock(stack, "adopt"):
         record_provider(stack, "gcp")
         _write_meta(spec, None, adopted=True)
-        key = None if spec.kind == "gke" else _private_key_for(stack, outputs.get("ssh_public_key"))
         progress(f"adopting stack {stack}, created by `pulumi up`")
         return _write_inventory(spec, outputs, key, progress)
 
