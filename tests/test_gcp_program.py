@@ -13,7 +13,6 @@ from infra import catalog
 from infra.gcp.mocks import RecordingMocks, evaluate
 from infra.inventory import Inventory
 from infra.stack_config import available_stacks, load_stack, spec_from_pulumi_config
-from infra.cost import estimate
 
 GCP_STACKS = [s for s in available_stacks() if load_stack(s).provider == "gcp"]
 VM_STACKS = [s for s in GCP_STACKS if load_stack(s).kind == "vm"]

@@ -3,9 +3,6 @@ classes over REST against the loopback fake in gcp_fake.py."""
 
 from __future__ import annotations
 
-
-import pytest
-
 from gcp_fake import FakeGoogleServer, google  # noqa: F401 (fixture)
 from infra.gcp import realizer
 from infra.stack_config import load_stack

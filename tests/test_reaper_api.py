@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from gcp_fake import FakeGoogleServer, google  # noqa: F401 (fixture)
 from infra.gcp import reaper
 
