@@ -73,7 +73,7 @@ class PrefetchFailed(RemoteError):
     pass
 
 
-def _noop(node: str, step: str, status: str, detail: str = "") -> None:
+def no_report(node: str, step: str, status: str, detail: str = "") -> None:
     pass
 
 
@@ -248,7 +248,7 @@ class TreeSource:
     cache: TreeCache
 
 
-def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report: Reporter = _noop,
+def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report: Reporter = no_report,
              ready_timeout: float = 300.0, prefetched: Future | None = None,
              trees: TreeSource | None = None) -> NodeResult:
     log_path = log_dir / f"{node_plan.node.name}.log"
@@ -272,7 +272,7 @@ def failed_last_time(log_dir: Path) -> list[str]:
 
 def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
               nodes: list[str] | None = None, concurrency: int = DEFAULT_CONCURRENCY,
-              report: Reporter = _noop) -> list[NodeResult]:
+              report: Reporter = no_report) -> list[NodeResult]:
     log_dir.mkdir(parents=True, exist_ok=True)
     listing = tree_listing(spec)
     plans = plan(inventory, spec, inventory.select(nodes), listing=listing)

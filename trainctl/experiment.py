@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from bootstrap.plan import BootstrapSpec
-from bootstrap.runner import bootstrap
+from bootstrap.runner import bootstrap, no_report
 from infra.errors import RemoteError
 from infra.inventory import Inventory
 from infra.stack_config import ConfigError, load_stack
@@ -103,10 +103,6 @@ class PhaseClock:
             raise_if_pending()
 
 
-def _no_progress(*_args: object) -> None:
-    pass
-
-
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board=None,
                    resume: str | None = None) -> RunReport:
@@ -138,7 +134,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                         reporter = board(inventory) if board else None
                         with reporter or contextlib.nullcontext():
                             bootstrap(inventory, bspec, report.run_dir / "logs" / "bootstrap",
-                                      report=reporter or _no_progress)
+                                      report=reporter or no_report)
                 else:
                     echo("[trainctl] nothing to bootstrap: the job's image holds code and environment")
                 if exp.sweep:
