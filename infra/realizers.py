@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
-from infra.cost import Estimate
-from infra.inventory import Inventory
-from infra.spec import ClusterSpec
-from infra.stack_config import ConfigError, load_stack, stack_path
+from infra.errors import ConfigError
 from infra.stack_home import recorded_provider, stacks_with_state
+
+if TYPE_CHECKING:  # the models load pydantic: `trainctl ls` with nothing up never needs them
+    from infra.cost import Estimate
+    from infra.inventory import Inventory
+    from infra.spec import ClusterSpec
 
 Progress = Callable[[str], None]
 
@@ -68,6 +70,8 @@ def provider_of(stack: str) -> str:
     """The provider recorded in the stack's state; a stack with no state here is its file's
     (a GCP stack made by `pulumi up` alone); an unknown name is local (an ephemeral stack, whose
     `down` is a no-op)."""
+    from infra.stack_config import load_stack, stack_path
+
     recorded = recorded_provider(stack)
     if recorded:
         return recorded

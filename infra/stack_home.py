@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from infra.stack_config import ConfigError
+from infra.errors import ConfigError
 
 DEFAULT_HOME = "/var/lib/trainctl"
 DEFAULT_CACHE = "/var/cache/trainctl"
@@ -69,6 +69,22 @@ def recorded_provider(stack: str) -> str | None:
         return (state_dir(stack) / PROVIDER_FILE).read_text().strip() or None
     except FileNotFoundError:
         return None
+
+
+DELETING_FILE = "deleting"
+
+
+def mark_deleting(stack: str) -> None:
+    """Written by `down` before it removes anything, so that a job still running on the stack
+    knows at once that a lost node is the teardown, not a fault to rerun after."""
+    directory = state_dir(stack)
+    if directory.is_dir():
+        (directory / DELETING_FILE).touch()
+
+
+def stack_still_up(stack: str) -> bool:
+    directory = state_dir(stack)
+    return directory.is_dir() and not (directory / DELETING_FILE).exists()
 
 
 def stacks_with_state() -> list[str]:

@@ -37,6 +37,9 @@ def trainctl_home(monkeypatch):
     home.mkdir(parents=True, mode=0o700)
     monkeypatch.setenv("TRAINCTL_HOME", str(home))
     yield home
+    # A failed test can leave its trainctl process running; it must end before the sweep below,
+    # or it would recreate state in the home after the sweep removed it.
+    Streamed.stop_all()
     stacks = [p.name for p in (home / "stacks").glob("*") if p.is_dir()] if (home / "stacks").exists() else []
     from infra.local import realizer
 
@@ -165,6 +168,8 @@ def _default_sigint() -> None:
 class Streamed:
     """A trainctl process whose output is read as it comes."""
 
+    running: list[Streamed] = []
+
     def __init__(self, *args: str, cwd: Path = REPO) -> None:
         # Its own process group, as a shell job has: Ctrl-C can be sent the way a terminal does.
         self.proc = subprocess.Popen([sys.executable, "-m", "trainctl.cli", *args], cwd=cwd,
@@ -175,6 +180,22 @@ class Streamed:
         self.seen: list[str] = []
         self.pump = threading.Thread(target=self._pump, daemon=True)
         self.pump.start()
+        Streamed.running.append(self)
+
+    @classmethod
+    def stop_all(cls, grace: float = 90) -> None:
+        """Ctrl-C to each process still running (it tears its stack down), then SIGKILL."""
+        for streamed in cls.running:
+            if streamed.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(streamed.proc.pid, signal.SIGINT)
+                try:
+                    streamed.proc.wait(timeout=grace)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(streamed.proc.pid, signal.SIGKILL)
+                    streamed.proc.wait()
+        cls.running.clear()
 
     def _pump(self) -> None:
         assert self.proc.stdout

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from conftest import trainctl
-from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS, RestartSection
+from trainctl.experiment_spec import RestartSection
+from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.launch import LaunchSpec
 
 

@@ -37,6 +37,20 @@ def test_a_failed_job_on_a_stack_that_was_taken_down_is_not_rerun(monkeypatch, t
     assert attempts == [0]
 
 
+def test_a_failed_job_on_a_stack_being_taken_down_is_not_rerun(monkeypatch, trainctl_home, tmp_path: Path):
+    """`down` deletes the nodes before the state: a job that lost its nodes in between must not
+    spend a rerun waiting on addresses that are going away."""
+    from infra.stack_home import mark_deleting, state_dir
+
+    state_dir("going").mkdir(parents=True)
+    mark_deleting("going")
+    attempts = _failing_launches(monkeypatch)
+    result = launch_mod.launch(_inventory("going"), LaunchSpec(run_id="r", command=("python", "t.py")),
+                               tmp_path, echo=lambda _: None)
+    assert not result.ok
+    assert attempts == [0]
+
+
 def test_a_failed_job_on_a_stack_still_up_is_rerun_up_to_the_default(monkeypatch, trainctl_home, tmp_path: Path):
     from infra.stack_home import state_dir
 

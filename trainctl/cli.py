@@ -1,25 +1,22 @@
-"""trainctl: plan, up, bootstrap, launch, run, exec, status, logs, ssh, down."""
+"""trainctl: plan, up, bootstrap, launch, run, exec, status, logs, ssh, down.
+
+Each verb imports what it uses when it runs: `--help` and `ls` start in a fraction of the time
+the models, Pulumi, fabric and rich's tables take to load (bench/cli_start.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from pydantic import ValidationError
-from rich.table import Table
 
-from infra.errors import TrainctlError
-from infra.stack_config import ConfigError, format_validation_error, load_stack
 from infra import realizers
-from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
-from trainctl.progress import NodeBoard, console
+from infra.errors import ConfigError, TrainctlError
+from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+
 
 def _help_style() -> dict:
     """Boxed rich help on a terminal; plain help on one line per option in a pipe or CI log,
@@ -63,14 +60,29 @@ StackOpt = Annotated[str, typer.Option("--stack", "-s", callback=_stack_argument
 NodesOpt = Annotated[Optional[str], typer.Option("--nodes", help="comma-separated node names or ranks")]
 
 
+def console():
+    from trainctl.progress import console
+
+    return console
+
+
 def say(message: str) -> None:
-    console.print(message, soft_wrap=True)
+    console().print(message, soft_wrap=True)
 
 
 def fail(title: str, details: str) -> None:
     """Failure details quote program output: never read them as rich markup."""
-    console.print(title, style="bold red", markup=False)
-    console.print(details, markup=False, highlight=False, soft_wrap=True)
+    console().print(title, style="bold red", markup=False)
+    console().print(details, markup=False, highlight=False, soft_wrap=True)
+
+
+def table(title: str, columns: tuple[str, ...]):
+    from rich.table import Table
+
+    shown = Table(title=title, title_justify="left")
+    for column in columns:
+        shown.add_column(column)
+    return shown
 
 
 def out(line: str) -> None:
@@ -99,17 +111,17 @@ def _node_list(value: str | None) -> list[str] | None:
 def plan(stack: StackOpt = "local",
          nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
     """Show what `up` would create, without creating anything."""
+    from infra.stack_config import load_stack
+
     spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
-    table = Table(title=f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), "
-                        f"{spec.accelerator}", title_justify="left")
-    table.add_column("resource")
-    table.add_column("name")
-    table.add_column("details", overflow="fold")
+    resources = table(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), "
+                      f"{spec.accelerator}", ("resource", "name"))
+    resources.add_column("details", overflow="fold")
     rows = realizers.for_spec(spec).plan(spec)
     for r in rows:
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("kind", "name"))
-        table.add_row(r["kind"], str(r.get("name", "")), details)
-    console.print(table)
+        resources.add_row(r["kind"], str(r.get("name", "")), details)
+    console().print(resources)
     for r in (r for r in rows if r.get("on_down") == "kept"):
         say(f"bucket gs://{r['name']} is kept by `trainctl down` (a named stack's checkpoints "
             f"outlive it); delete it with `gcloud storage rm -r gs://{r['name']}`")
@@ -128,16 +140,14 @@ def ls_() -> None:
         say("No stack is up. Start one with `trainctl up --stack local`, "
             "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")
         return
-    table = Table(title="stacks", title_justify="left")
-    for col in ("stack", "provider", "nodes", "age", "TTL left", "cost so far"):
-        table.add_column(col)
+    stacks = table("stacks", ("stack", "provider", "nodes", "age", "TTL left", "cost so far"))
     for r in rows:
         if r.broken:
-            table.add_row(r.stack, r.provider, "?", "?", "?", "state unreadable: down --force")
+            stacks.add_row(r.stack, r.provider, "?", "?", "?", "state unreadable: down --force")
             continue
         left = f"{r.ttl_left_h:.2f} h" if r.ttl_left_h > 0 else "[red]expired[/]"
-        table.add_row(r.stack, r.provider, str(r.nodes), f"{r.age_h:.2f} h", left, f"${r.cost_so_far:.2f}")
-    console.print(table)
+        stacks.add_row(r.stack, r.provider, str(r.nodes), f"{r.age_h:.2f} h", left, f"${r.cost_so_far:.2f}")
+    console().print(stacks)
 
 
 @app.command()
@@ -164,6 +174,8 @@ def init(directory: Annotated[Path, typer.Argument(help="your repository (defaul
 def up(stack: StackOpt = "local",
        nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
     """Create the stack's cluster."""
+    from infra.stack_config import load_stack
+
     spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
     start = time.monotonic()
     inventory = realizers.for_spec(spec).up(spec, say)
@@ -199,6 +211,7 @@ def bootstrap(
     from bootstrap.plan import BootstrapSpec
     from bootstrap.plan import plan as bootstrap_plan
     from bootstrap.runner import bootstrap as run_bootstrap
+    from trainctl.progress import NodeBoard
 
     if experiment:
         from trainctl.experiment import bootstrap_spec
@@ -244,6 +257,10 @@ def _steps(spec) -> list[str]:
 
 
 def _validated(model, **kwargs):
+    from pydantic import ValidationError
+
+    from infra.stack_config import format_validation_error
+
     try:
         return model(**kwargs)
     except ValidationError as exc:
@@ -268,6 +285,8 @@ def launch(
                                                   help="default: <stack>-<random>")] = None,
 ) -> None:
     """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
+    import secrets
+
     from trainctl.launch import LaunchSpec
     from trainctl.launchers import launcher_for
 
@@ -296,32 +315,14 @@ def launch(
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None) -> None:
     """Run a shell command on every (or some) node in parallel: trainctl exec -- nvidia-smi."""
-    from bootstrap.ssh import open_connection
-    from trainctl.launch import LinePrinter, NodeOutcome
+    from trainctl.remote_exec import run_everywhere
 
     command = " ".join(ctx.args)
     if not command:
         raise ConfigError("nothing to run: give the command after --")
     inventory = _nodes_over_ssh(stack, "exec")
-    selected = inventory.select(_node_list(nodes))
-    log_dir = _stack_log_dir(stack) / "exec"
-    log_dir.mkdir(parents=True, exist_ok=True)
-
-    def run_on(node) -> int:
-        outcome = NodeOutcome(node.name, node.rank)
-        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", out, outcome)
-        try:
-            with open_connection(inventory, node, deadline=time.monotonic() + 30) as conn:
-                return conn.run(command, warn=True, hide=False, out_stream=printer,
-                                err_stream=printer, in_stream=False).exited
-        except Exception as exc:
-            printer.write(f"error: {exc}\n")
-            return -1
-        finally:
-            printer.close()
-
-    with ThreadPoolExecutor(max_workers=min(32, len(selected))) as pool:
-        codes = dict(zip((n.name for n in selected), pool.map(run_on, selected)))
+    codes = run_everywhere(inventory, inventory.select(_node_list(nodes)), command,
+                           _stack_log_dir(stack) / "exec", out)
     failed = {n: c for n, c in codes.items() if c != 0}
     for name, code in codes.items():
         say(f"{name}: exit {code}")
@@ -339,6 +340,7 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.experiment import run_experiment
     from trainctl.experiment_spec import load_experiment
+    from trainctl.progress import NodeBoard
 
     exp = load_experiment(experiment)
 
@@ -351,22 +353,20 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
     if resume and not (runs_dir / resume / "optuna.db").exists():
         raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
     report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board, resume=resume)
-    table = Table(title=f"run {report.run_id}", title_justify="left")
-    table.add_column("phase")
-    table.add_column("seconds", justify="right")
+    phases = table(f"run {report.run_id}", ("phase",))
+    phases.add_column("seconds", justify="right")
     for name, seconds in report.phases.items():
-        table.add_row(name, f"{seconds:.1f}")
-    table.add_row("total", f"{sum(report.phases.values()):.1f}")
-    console.print(table)
+        phases.add_row(name, f"{seconds:.1f}")
+    phases.add_row("total", f"{sum(report.phases.values()):.1f}")
+    console().print(phases)
     if report.trials:
-        trials = Table(title=f"sweep {report.run_id}", title_justify="left")
         names = [p.name for p in exp.sweep.parameters] if exp.sweep else []
-        for col in ("trial", "state", exp.sweep.metric if exp.sweep else "value", *names):
-            trials.add_column(col)
+        trials = table(f"sweep {report.run_id}",
+                       ("trial", "state", exp.sweep.metric if exp.sweep else "value", *names))
         for t in report.trials:
             trials.add_row(str(t.number), t.state, "" if t.value is None else f"{t.value:.4f}",
                            *(str(t.params.get(n)) for n in names))
-        console.print(trials)
+        console().print(trials)
         say(f"best: {(report.run_dir / 'best.json').read_text()}; plot: {report.run_dir / 'sweep.png'}")
     if report.metrics:
         say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
@@ -379,39 +379,20 @@ def status(stack: StackOpt = "local",
                                                       help="a run id: its outcome instead")] = None,
            runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
     """Show the stack's nodes and whether each answers over SSH (host key verified), or a run's state."""
-    from bootstrap.ssh import open_connection
-
     if run:
-        from trainctl.launch import RESULT_FILE
+        from trainctl.run_logs import outcome
 
-        result = runs_dir / run / "logs" / "launch" / RESULT_FILE
-        if result.exists():
-            out(result.read_text())
-        elif (runs_dir / run).is_dir():
-            out(json.dumps({"run_id": run, "state": "running (or stopped without a result)"}))
-        else:
-            raise ConfigError(f"no run {run!r} under {runs_dir}")
+        out(outcome(runs_dir, run))
         return
+    from trainctl.remote_exec import probe
+
     inventory = _nodes_over_ssh(stack, "status")
-
-    def probe(node) -> str:
-        start = time.monotonic()
-        try:
-            with open_connection(inventory, node, deadline=time.monotonic() + 5) as conn:
-                conn.run("true", hide=True, in_stream=False)
-            return f"[green]ok[/] ({(time.monotonic() - start) * 1000:.0f} ms)"
-        except Exception as exc:
-            return f"[red]{type(exc).__name__}: {exc}[/]"
-
-    with ThreadPoolExecutor(max_workers=min(32, len(inventory.nodes))) as pool:
-        states = list(pool.map(probe, inventory.nodes))
-    table = Table(title=f"stack {stack} ({inventory.provider}), bucket {inventory.bucket_uri}",
-                  title_justify="left")
-    for col in ("node", "rank", "address", "accelerator", "ssh"):
-        table.add_column(col)
-    for node, state in zip(inventory.nodes, states):
-        table.add_row(node.name, str(node.rank), node.internal_ip, str(node.accelerator), state)
-    console.print(table)
+    nodes = table(f"stack {stack} ({inventory.provider}), bucket {inventory.bucket_uri}",
+                  ("node", "rank", "address", "accelerator", "ssh"))
+    for node, seconds, error in probe(inventory):
+        state = f"[red]{error}[/]" if seconds is None else f"[green]ok[/] ({seconds * 1000:.0f} ms)"
+        nodes.add_row(node.name, str(node.rank), node.internal_ip, str(node.accelerator), state)
+    console().print(nodes)
 
 
 @app.command()
@@ -420,32 +401,9 @@ def logs(run_id: Annotated[str, typer.Argument(callback=_run_id_argument, help="
          follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
          runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
     """Print a run's per-node logs (of a running or finished run)."""
-    from trainctl.launch import RESULT_FILE
+    from trainctl.run_logs import print_logs
 
-    base = runs_dir / run_id / "logs"
-    if not base.is_dir():
-        raise ConfigError(f"no logs for run {run_id!r} under {runs_dir}")
-    offsets: dict[Path, int] = {}
-
-    def drain() -> None:
-        for path in sorted(base.rglob("*.log")):
-            if node and path.stem != node:
-                continue
-            with open(path, errors="replace") as fh:
-                fh.seek(offsets.get(path, 0))
-                chunk = fh.read()
-                offsets[path] = fh.tell()
-            if chunk:
-                if not follow:
-                    out(f"==> {path} <==")
-                out(chunk.rstrip("\n"))
-
-    drain()
-    while follow and not (base / "launch" / RESULT_FILE).exists():
-        time.sleep(0.5)
-        drain()
-    if follow:
-        drain()
+    print_logs(runs_dir, run_id, out, node=node, follow=follow)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -465,23 +423,23 @@ def main() -> None:
         # Without standalone mode click returns typer.Exit's code instead of exiting.
         code = app(standalone_mode=False)
         if code == 130:  # typer's answer to a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP)
-            console.print("interrupted", style="yellow")
+            console().print("interrupted", style="yellow")
         sys.exit(code if isinstance(code, int) else 0)
     except ConfigError as exc:
-        console.print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
+        console().print(f"error: {exc}", style="red", markup=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except TrainctlError as exc:  # what failed is in the message; no traceback
         fail(exc.title, str(exc))
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        console.print("interrupted", style="yellow")
+        console().print("interrupted", style="yellow")
         sys.exit(130)
     except typer.TyperException as exc:  # click's usage errors: a bad option or argument
         show = getattr(exc, "show", None)
         if show:
             show()
         else:
-            console.print(f"error: {exc}", style="red", markup=False)
+            console().print(f"error: {exc}", style="red", markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from infra.spec import validate_name
 from infra.stack_config import ConfigError, format_validation_error, read_yaml_mapping
+from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -40,12 +41,6 @@ class RunSection(Model):
                 raise ValueError(f"environment variable name {key!r} is not valid")
         return v
 
-
-# The restart policy's defaults, AI Platform's: torchrun restarts the worker group up to 5 times,
-# then trainctl reruns the whole job up to 3 times. The experiment file's `restart:`, LaunchSpec
-# and `trainctl launch` all read these, so the three cannot drift apart again.
-DEFAULT_MAX_RESTARTS = 5
-DEFAULT_JOB_RETRIES = 3
 
 
 class RestartSection(Model):

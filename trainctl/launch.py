@@ -34,7 +34,9 @@ from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.accelerator import Tpu
 from infra.inventory import Inventory, Node
-from trainctl.experiment_spec import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+from infra.stack_home import stack_still_up
+from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+from trainctl.run_logs import RESULT_FILE
 from trainctl.interrupts import raise_if_pending
 
 STOP_GRACE_SECONDS = 5
@@ -42,7 +44,6 @@ HEARTBEAT_SECONDS = 3.0
 HEARTBEAT_MISSES = 2
 # A node whose command was still starting when the stop went out starts anyway: stop it again.
 RESTOP_SECONDS = 2.0
-RESULT_FILE = "result.json"
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
 # torchrun's agent logs every worker exit like this, before it decides to restart the group.
 WORKER_EXIT_RE = re.compile(r"failed \(exitcode: (-?\d+)\)")
@@ -402,7 +403,7 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         if result.permanent(spec.permanent_exit_codes):
             echo(f"[trainctl] exit code {sorted(result.worker_exit_codes())} is permanent: no retry")
             break
-        if not stack_still_up(inventory):
+        if not stack_still_up(inventory.stack):
             echo(f"[trainctl] stack {inventory.stack} was taken down: no retry")
             break
         attempt += 1
@@ -420,14 +421,6 @@ def write_result(log_dir: Path, result: LaunchResult) -> None:
         "run_id": result.run_id, "ok": result.ok, "attempts": result.attempts,
         "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
                      for o in result.failures()]}, indent=2))
-
-
-def stack_still_up(inventory: Inventory) -> bool:
-    """`trainctl down` removes the stack's state: a job whose cluster is gone cannot be rerun,
-    and trying would only wait on addresses that no longer exist."""
-    from infra.stack_home import state_dir
-
-    return state_dir(inventory.stack).exists()
 
 
 def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,

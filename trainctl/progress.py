@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
+
 from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+
+if TYPE_CHECKING:  # loaded with the first board: a CLI that only prints a line never needs them
+    from rich.live import Live
+    from rich.table import Table
 
 console = Console(stderr=True, highlight=False)
 
@@ -29,6 +33,8 @@ class NodeBoard:
 
     def __enter__(self) -> NodeBoard:
         if console.is_terminal:
+            from rich.live import Live
+
             self.live = Live(self.render(), console=console, refresh_per_second=8, transient=False)
             self.live.__enter__()
         return self
@@ -55,6 +61,8 @@ class NodeBoard:
                               style=STYLE.get(status, ""))
 
     def render(self) -> Table:
+        from rich.table import Table
+
         table = Table(title=self.title, title_justify="left", expand=False)
         table.add_column("node")
         for s in self.steps:

@@ -154,6 +154,10 @@ def main(argv: list[str] | None = None) -> int:
         storage.write_bytes(storage.join(args.job_dir, "model", "model.pt"), buf.getvalue())
         print(f"final test_accuracy {test_acc:.4f} after {step} steps", flush=True)
     if world > 1:
+        # Ranks leave together: a rank that tears its process group down while rank 0 still
+        # writes the results can abort at exit (SIGABRT), and torchrun then restarts it into a
+        # rendezvous nobody else joins.
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 

@@ -23,7 +23,7 @@ from infra.realizers import Progress, StackInfo, unsupported
 from infra.retry import on_results
 from infra.spec import ClusterSpec
 from infra.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
-from infra.stack_home import record_provider, stack_lock, state_dir
+from infra.stack_home import mark_deleting, record_provider, stack_lock, state_dir
 
 HOST_KEY_TIMEOUT = 600.0
 HOST_KEY_POLL_SECONDS = 5.0
@@ -262,6 +262,7 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
                    "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
         workspace_stack = _stack(stack, env)
         outputs = workspace_stack.outputs()
+        mark_deleting(stack)
         try:
             workspace_stack.destroy(on_output=progress)
         except Exception as exc:

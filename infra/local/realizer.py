@@ -30,7 +30,8 @@ from infra.local.state import StackState, load_state, new_state
 from infra.realizers import Progress, StackInfo, unsupported
 from infra.spec import ClusterSpec
 from infra.stack_config import ConfigError
-from infra.stack_home import cache_dir, global_lock, recorded_provider, stack_lock, stacks_with_state, state_dir
+from infra.stack_home import (cache_dir, global_lock, mark_deleting, recorded_provider, stack_lock,
+                               stacks_with_state, state_dir)
 
 POOL = ipaddress.IPv4Network("10.210.0.0/16")
 EMULATOR_PORT = 9023
@@ -372,6 +373,7 @@ def down(stack: str, *, force: bool = False,
             _destroy_discovered(names, progress)
             shutil.rmtree(state_dir(stack), ignore_errors=True)
         else:
+            mark_deleting(stack)
             state.data["status"] = "deleting"
             state.save()
             _destroy(state, names, progress)

@@ -8,7 +8,6 @@ import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -84,23 +83,14 @@ def test_down_while_launch_runs_stops_the_launch_and_leaves_nothing(local_stack,
     boot = trainctl("bootstrap", "--stack", "racing", "--code", str(REPO),
                     "--requirements", "trainers/requirements.txt")
     assert boot.returncode == 0, boot.stderr
-    launch = subprocess.Popen([sys.executable, "-m", "trainctl.cli", "launch", "--stack", "racing", "--",
-                               "python", "-m", "trainers.digits_ddp", "--epochs", "50", "--epoch-sleep", "1",
-                               "--job-dir", "{job_dir}"], cwd=tmp_path, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    seen = []
-
-    def pump():
-        for line in launch.stdout:
-            seen.append(line)
-
-    threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + 120
-    while not any("epoch 1/" in line for line in seen):
-        assert time.monotonic() < deadline and launch.poll() is None, "".join(seen[-30:])
-        time.sleep(0.5)
+    launch = Streamed("launch", "--stack", "racing", "--", "python", "-m", "trainers.digits_ddp",
+                      "--epochs", "50", "--epoch-sleep", "1", "--job-dir", "{job_dir}", cwd=tmp_path)
+    launch.wait_for("epoch 1/", timeout=120)
     assert trainctl("down", "--stack", "racing").returncode == 0
-    assert launch.wait(timeout=60) != 0
+    # The nodes vanish under the job: it fails, and is not rerun on a stack being taken down.
+    output = launch.finish(timeout=60)
+    assert launch.proc.returncode != 0
+    assert "was taken down: no retry" in output
     assert leftovers("racing") == []
 
 
