@@ -1,77 +1,94 @@
-"""Bootstrap speed on real local nodes, as ratios measured in this one run (median of 3).
+"""`trainctl bootstrap` as a user types it, against the floor: the same work by the plainest
+means, in the same run, on the same real local nodes (network namespaces with their own sshd).
 
-  1. bootstrap of 8 nodes / of 1 node                                   (goal <= 1.25)
-  2. trainctl bootstrap / a plain parallel ssh+rsync script, same work   (goal <= 1.1)
-  3. second bootstrap, nothing changed / first                           (goal <= 0.05)
-  4. one changed file of 2,000 synced to 8 nodes / rsync of it to 1 node (goal <= 1.5)
-The work: a 2,000-file tree, a uv environment, one setup command (as in shared/NOTES.md).
+The work (issue 18): a 2,000-file tree (0.5-3 KB files in 40 packages) and one setup command.
+  floor     per node, all nodes at once: one `rsync -a` of the tree and one `ssh node <setup>`,
+            host keys pinned, nothing else
+  trainctl  `trainctl bootstrap --stack S --nodes ... --code TREE --setup CMD` (a fresh process)
+Scenarios: first (empty nodes), nothing changed, one file changed; N = 1, 4, 8; median of 5,
+floor and trainctl alternating so that machine noise hits both alike.
 Run as root: TRAINCTL_HOME=/var/lib/trainctl-bench .venv/bin/python bench/bootstrap_speed.py
 """
 
 from __future__ import annotations
 
 import os
+import random
 import shlex
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bootstrap.plan import BootstrapSpec, node_paths
-from bootstrap.runner import bootstrap
+from bootstrap.plan import node_paths
+from bootstrap.runner import SyncedNodes
 from bootstrap.ssh import join, openssh_command
-from infra.inventory import Inventory
+from infra.inventory import Inventory, Node
 from infra.local import realizer
 from infra.stack_config import load_stack
 
-SETUP = "test -d pkg0"
+SETUP = "python3 -c 'import sys; print(sys.version)'"
+SIZES = (1, 4, 8)
+SAMPLES = 5
+STACK = "bench-boot"
+GOALS = {"first": 1.1, "nothing changed": 1.0, "one file changed": 1.1}
 
 
 def make_tree(root: Path, files: int = 2000) -> None:
+    rnd = random.Random(7)
     for i in range(files):
         d = root / f"pkg{i % 40}"
         d.mkdir(parents=True, exist_ok=True)
-        (d / f"mod{i}.py").write_text(f"VALUE = {i}\n" + "# padding\n" * 20)
+        (d / f"mod{i}.py").write_text(f"VALUE = {i}\n" + "#" * rnd.randint(500, 3000) + "\n")
 
 
-def wipe(inv: Inventory) -> None:
-    for node in inv.nodes:
+def wipe(nodes: list[Node]) -> None:
+    """Nodes as `up` leaves them: empty, and never synced by this controller."""
+    for node in nodes:
         shutil.rmtree(node.workdir, ignore_errors=True)
         os.makedirs(node.workdir)
+    SyncedNodes(STACK).forget([n.name for n in nodes])
+    settle()
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+def settle() -> None:
+    """Write back what the last sample left dirty: otherwise the kernel's flush of one sample's
+    2,000 files lands in the middle of the next one, whichever it is."""
+    os.sync()
 
 
-def median(fn, prepare=lambda: None, n: int = 3) -> float:
-    samples = []
-    for _ in range(n):
-        prepare()
-        samples.append(timed(fn))
-    return statistics.median(samples)
-
-
-def plain_script(inv: Inventory, src: Path) -> None:
-    """The floor: parallel ssh + rsync with host keys checked, doing the same work."""
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in inv.node_env.items())
-
-    def one(node):
-        p = node_paths(node)
+def floor(inv: Inventory, nodes: list[Node], src: Path) -> None:
+    def one(node: Node) -> None:
         ssh = openssh_command(inv, node)
-        subprocess.run([*ssh, node.ssh_host, f"mkdir -p {p['code']}"], check=True)
-        subprocess.run(["rsync", "-a", "--delete", "-e", join(ssh), f"{src}/",
-                        f"{node.ssh_host}:{p['code']}/"], check=True)
-        subprocess.run([*ssh, node.ssh_host,
-                        f"{env} uv venv -q {p['venv']} && cd {p['code']} && {SETUP}"], check=True)
+        code = node_paths(node)["code"]
+        subprocess.run(["rsync", "-a", "-e", join(ssh), f"{src}/", f"{node.ssh_host}:{code}/"], check=True)
+        subprocess.run([*ssh, node.ssh_host, f"cd {shlex.quote(code)} && {SETUP}"], check=True,
+                       stdout=subprocess.DEVNULL)
 
-    with ThreadPoolExecutor(len(inv.nodes)) as pool:
-        list(pool.map(one, inv.nodes))
+    with ThreadPoolExecutor(len(nodes)) as pool:
+        list(pool.map(one, nodes))
+
+
+def trainctl(nodes: list[Node], src: Path, cwd: Path) -> None:
+    subprocess.run([str(Path(sys.executable).parent / "trainctl"), "bootstrap", "--stack", STACK,
+                    "--nodes", ",".join(n.name for n in nodes), "--code", str(src), "--setup", SETUP],
+                   cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def paired(a, b, prepare) -> tuple[float, float]:
+    """Median seconds of a and of b, run alternately, each after prepare()."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(SAMPLES):
+        for i, fn in enumerate((a, b)):
+            prepare()
+            start = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def main() -> None:
@@ -79,58 +96,34 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="trainctl-bench-"))
     src = work / "code"
     make_tree(src)
-    spec = BootstrapSpec(code_dir=src, setup=(SETUP,))
-    stacks = {"bench-one": 1, "bench-eight": 8}
+    edited = src / "pkg7" / "mod7.py"
+
+    def edit_one() -> None:
+        edited.write_text(edited.read_text() + "# edit\n")
+
+    results: dict[tuple[str, int], tuple[float, float]] = {}
     try:
-        invs = {name: realizer.up(load_stack("local", name=name, overrides={"nodes": n}))
-                for name, n in stacks.items()}
-        one, eight = invs["bench-one"], invs["bench-eight"]
-        logs = work / "logs"
-        run = lambda inv: bootstrap(inv, spec, logs)  # noqa: E731
-        run(eight)  # warm: first ssh handshakes, page cache
-        t1 = median(lambda: run(one), lambda: wipe(one))
-        t8 = median(lambda: run(eight), lambda: wipe(eight))
-        plain = median(lambda: plain_script(eight, src), lambda: wipe(eight))
-        ours = t8
-        run(eight)
-        again = median(lambda: run(eight))
-        target = src / "pkg7" / "mod7.py"
-
-        def touch_one():
-            target.write_text(target.read_text() + "# edit\n")
-
-        changed8 = median(lambda: run(eight), touch_one)
-        node = one.nodes[0]
-        rsync_one = median(lambda: subprocess.run(
-            ["rsync", "-a", "--delete", "-e", join(openssh_command(one, node)), f"{src}/",
-             f"{node.ssh_host}:{node_paths(node)['code']}/"], check=True), touch_one)
-        copies = work / "copies"
-
-        def copy_tree(n: int) -> None:
-            shutil.rmtree(copies, ignore_errors=True)
-            copies.mkdir()
-            with ThreadPoolExecutor(n) as pool:
-                list(pool.map(lambda i: subprocess.run(["cp", "-a", str(src), str(copies / str(i))],
-                                                       check=True), range(n)))
-
-        floor = median(lambda: copy_tree(8)) / median(lambda: copy_tree(1))
-        rows = [
-            ("8 nodes / 1 node", t8, t1, 1.25),
-            ("trainctl / plain ssh+rsync (8 nodes)", ours, plain, 1.1),
-            ("nothing changed / first (8 nodes)", again, t8, 0.05),
-            ("1 file changed on 8 nodes / rsync to 1", changed8, rsync_one, 1.5),
-        ]
-        print(f"{'measure':<42}{'a (s)':>8}{'b (s)':>8}{'a/b':>8}{'goal':>8}")
-        for name, a, b, goal in rows:
-            print(f"{name:<42}{a:>8.2f}{b:>8.2f}{a / b:>8.2f}{'<=' + str(goal):>8}"
-                  f"  {'met' if a / b <= goal else 'MISSED'}")
-        print(f"context: writing the tree 8 times / once on this machine's disk (cp -a, parallel) "
-              f"= {floor:.2f}; with 2 cores every node's copy costs the same kernel time, so the "
-              f"8/1 ratio of a first sync cannot fall below this here.")
+        inv = realizer.up(load_stack("local", name=STACK, overrides={"nodes": max(SIZES)}))
+        trainctl(inv.nodes, src, work)  # warm: handshakes, page cache, the uv cache
+        for n in SIZES:
+            nodes = inv.nodes[:n]
+            bench_floor = lambda: floor(inv, nodes, src)  # noqa: E731
+            bench_ours = lambda: trainctl(nodes, src, work)  # noqa: E731
+            results["first", n] = paired(bench_floor, bench_ours, lambda: wipe(nodes))
+            results["nothing changed", n] = paired(bench_floor, bench_ours, settle)
+            results["one file changed", n] = paired(bench_floor, bench_ours, lambda: (edit_one(), settle()))
     finally:
-        for name in stacks:
-            realizer.down(name, force=True)
+        realizer.down(STACK, force=True)
         shutil.rmtree(work, ignore_errors=True)
+
+    print(f"{'scenario':<18}{'N':>3}{'floor s':>9}{'trainctl s':>11}{'ratio':>7}  goal")
+    for (scenario, n), (base, ours) in results.items():
+        goal = GOALS[scenario]
+        print(f"{scenario:<18}{n:>3}{base:>9.2f}{ours:>11.2f}{ours / base:>7.2f}  "
+              f"<= {goal}: {'met' if ours / base <= goal else 'MISSED'}")
+    for who, index in (("floor", 0), ("trainctl", 1)):
+        ratio = results["first", 8][index] / results["first", 1][index]
+        print(f"first bootstrap, 8 nodes / 1 node, {who}: {ratio:.2f}")
 
 
 if __name__ == "__main__":

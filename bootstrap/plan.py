@@ -5,8 +5,10 @@ succeeds, and a step whose fingerprint is unchanged is skipped in the same round
   ready    SSH answers, the VM's own startup has finished, the accelerator is visible
   drivers  GPU nodes without a working nvidia-smi get the NVIDIA driver; others skip
   sync     rsync of the code (from the controller), honouring .gitignore, deleting stale files
-  env      a uv virtual environment with the project's requirements
+  env      a uv virtual environment with the project's requirements (before sync when there
+           are none: it then needs nothing from the code)
   setup    the user's setup commands, with the node's rank and the node list in the environment
+On a node this controller never synced, the rsync starts at once, alongside `ready`.
 """
 
 from __future__ import annotations
@@ -255,12 +257,17 @@ def prefetch_argv(inventory: Inventory, spec: BootstrapSpec, uv: str) -> tuple[l
     return ["sh", "-c", script], env, seed
 
 
-def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = None,
-         listing: str | None = None) -> list[NodePlan]:
+def check_inputs(spec: BootstrapSpec) -> None:
+    """What must exist on the controller before anything is sent to a node."""
     if spec.requirements and not (spec.code_dir / spec.requirements).is_file():
         raise FileNotFoundError(f"requirements file {spec.code_dir / spec.requirements} does not exist")
     if not spec.code_dir.is_dir():
         raise FileNotFoundError(f"code directory {spec.code_dir} does not exist")
+
+
+def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = None,
+         listing: str | None = None) -> list[NodePlan]:
+    check_inputs(spec)
     env_fp = requirements_digest(spec, inventory)
     sync_fp = tree_digest(spec, tree_listing(spec) if listing is None else listing)
     # Setup reruns when its commands or the environment change; after a code change only with
@@ -274,14 +281,17 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
             Step("ready", "node", prefix + ready_command(node),
                  note="SSH + startup finished + accelerator probe + stored fingerprints"),
             Step("drivers", "node", drivers, note=drivers_note),
-            Step("sync", "controller", rsync_argv(inventory, node, spec), fingerprint=sync_fp,
-                 note="rsync, only changed files",
-                 instead=("if the node holds a tree this controller has a listing of: the changed "
-                          "files as one gzip tar, piped over SSH into: "
-                          + delta_sync_command(node, ["<removed files>"], sync_fp))),
-            Step("env", "node", prefix + recorded("env", node, env_fp, env_command(node, spec)),
-                 fingerprint=env_fp, note="uv venv + requirements"),
         ]
+        sync = Step("sync", "controller", rsync_argv(inventory, node, spec), fingerprint=sync_fp,
+                    note="rsync, only changed files",
+                    instead=("if the node holds a tree this controller has a listing of: the changed "
+                             "files as one gzip tar, piped over SSH into: "
+                             + delta_sync_command(node, ["<removed files>"], sync_fp)))
+        env = Step("env", "node", prefix + recorded("env", node, env_fp, env_command(node, spec)),
+                   fingerprint=env_fp, note="uv venv + requirements")
+        # The environment reads the requirements from the synced code; without any, it is made
+        # first, while a fresh node's rsync (started alongside `ready`) is still running.
+        steps += [sync, env] if spec.requirements else [env, sync]
         if spec.setup:
             steps.append(Step("setup", "node",
                               prefix + recorded("setup", node, setup_fp,

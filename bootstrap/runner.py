@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable
 
-from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, delta_sync_command,
-                            parse_fingerprints, plan, prefetch_argv, record_fingerprint, tree_digest,
-                            tree_listing)
+from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, check_inputs,
+                            delta_sync_command, parse_fingerprints, plan, prefetch_argv, record_fingerprint, rsync_argv,
+                            tree_digest, tree_listing)
 from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache
 from infra.errors import RemoteError
 from infra.retry import on_results
-from infra.inventory import Inventory
+from infra.inventory import Inventory, Node
 
 DEFAULT_CONCURRENCY = 32
 RSYNC_RETRIES = 3
@@ -116,10 +116,39 @@ class _Tee:
         return "".join(self.chunks)
 
 
+class SyncedNodes:
+    """Which nodes of the stack this controller has put code on. A node it never synced gets its
+    rsync started at once, alongside `ready` (a fresh node's tree is whole anyway); the others
+    wait for `ready`, whose fingerprint chooses between nothing, a delta archive and rsync.
+    A hint only: a wrong one costs the overlap, never correctness."""
+
+    def __init__(self, stack: str) -> None:
+        from infra.stack_home import state_dir
+
+        self.stack_dir = state_dir(stack)
+        self.directory = self.stack_dir / "synced"
+
+    def fresh(self, node: str) -> bool:
+        return not (self.directory / node).exists()
+
+    def mark(self, node: str) -> None:
+        if self.stack_dir.is_dir():  # never create a stack's state as a side effect
+            self.directory.mkdir(exist_ok=True)
+            (self.directory / node).touch()
+
+    def forget(self, nodes: list[str]) -> None:
+        """Nodes that were replaced: their disks are new."""
+        for node in nodes:
+            (self.directory / node).unlink(missing_ok=True)
+
+
 class NodeRunner:
     def __init__(self, inventory: Inventory, node_plan: NodePlan, log: IO[str], report: Reporter,
-                 ready_timeout: float, prefetched: Future | None, trees: TreeSource | None) -> None:
+                 ready_timeout: float, prefetched: Future | None, trees: TreeSource | None,
+                 synced: SyncedNodes | None = None, early_sync: Future[tuple[int, str]] | None = None) -> None:
         self.trees = trees
+        self.synced = synced
+        self.early_sync = early_sync
         self.inventory = inventory
         self.plan = node_plan
         self.node = node_plan.node
@@ -150,6 +179,8 @@ class NodeRunner:
             self.connect()
         if self.unchanged(step):
             self.log.write("unchanged: skipped\n")
+            if step.name == "sync" and self.synced:
+                self.synced.mark(self.node.name)
             return "skipped"
         if step.note == "not needed":  # decided by the plan (no GPU): no round trip
             self.log.write(f"{step.command}\n")
@@ -184,8 +215,21 @@ class NodeRunner:
         return self.remote(step.command)
 
     def _sync(self, step: Step) -> int:
+        code = self._sync_tree(step)
+        if code == 0 and self.synced:
+            self.synced.mark(self.node.name)
+        return code
+
+    def _sync_tree(self, step: Step) -> int:
         assert step.fingerprint is not None
         record = record_fingerprint(step.name, self.node, step.fingerprint)
+        if self.early_sync is not None:
+            early, self.early_sync = self.early_sync, None
+            code, output = early.result()
+            self.log.write(f"rsync, started alongside `ready` (a node this controller never synced)\n{output}")
+            if code == 0:
+                return self.remote(record)[0]
+            self.log.write(f"early rsync exited {code}: syncing again now that the node is ready\n")
         have = self.stored.get("sync")
         payload = self.trees.cache.payload(have, step.fingerprint, self.trees.listing) if self.trees else None
         if payload is None:
@@ -238,6 +282,8 @@ class NodeRunner:
                 result.statuses[step.name] = status
                 self.report(self.node.name, step.name, status)
         finally:
+            if self.early_sync is not None:  # not taken (ready failed, or sync was skipped):
+                self.early_sync.exception()  # never leave an rsync writing behind us
             if self.conn is not None:
                 self.conn.close()
 
@@ -250,13 +296,31 @@ class TreeSource:
 
 def run_node(inventory: Inventory, node_plan: NodePlan, log_dir: Path, report: Reporter = no_report,
              ready_timeout: float = 300.0, prefetched: Future | None = None,
-             trees: TreeSource | None = None) -> NodeResult:
+             trees: TreeSource | None = None, synced: SyncedNodes | None = None,
+             early_sync: Future[tuple[int, str]] | None = None) -> NodeResult:
     log_path = log_dir / f"{node_plan.node.name}.log"
     result = NodeResult(node_plan.node.name, log_path=log_path)
     with open(log_path, "a") as log:
         log.write(f"=== bootstrap {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        NodeRunner(inventory, node_plan, log, report, ready_timeout, prefetched, trees).run(result)
+        NodeRunner(inventory, node_plan, log, report, ready_timeout, prefetched, trees,
+                   synced, early_sync).run(result)
     return result
+
+
+def start_early_syncs(pool: ThreadPoolExecutor, inventory: Inventory, spec: BootstrapSpec,
+                      nodes: list[Node], synced: SyncedNodes) -> dict[str, Future[tuple[int, str]]]:
+    """A node this controller never synced needs its whole tree whatever `ready` finds, and
+    rsync needs nothing from `ready`: start it at once, before the tree is even listed, so the
+    longest step of a first bootstrap overlaps the connection, the probe and the listing. Output
+    is kept apart and logged when the node's sync step takes the result."""
+
+    def rsync(argv: list[str]) -> tuple[int, str]:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace")
+        return done.returncode, done.stdout
+
+    return {node.name: pool.submit(rsync, rsync_argv(inventory, node, spec))
+            for node in nodes if synced.fresh(node.name)}
 
 
 def tree_cache_dir() -> Path:
@@ -274,15 +338,22 @@ def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
               nodes: list[str] | None = None, concurrency: int = DEFAULT_CONCURRENCY,
               report: Reporter = no_report) -> list[NodeResult]:
     log_dir.mkdir(parents=True, exist_ok=True)
-    listing = tree_listing(spec)
-    plans = plan(inventory, spec, inventory.select(nodes), listing=listing)
-    cache = TreeCache(tree_cache_dir(), spec.code_dir)
-    cache.save(tree_digest(spec, listing), listing)
-    trees = TreeSource(listing, cache)
-    with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(plans))) + 1) as pool:
+    check_inputs(spec)  # before the first rsync starts
+    selected = inventory.select(nodes)
+    synced = SyncedNodes(inventory.stack)
+    workers = max(1, min(concurrency, len(selected)))
+    with ThreadPoolExecutor(max_workers=workers) as rsyncs, \
+            ThreadPoolExecutor(max_workers=workers + 1) as pool:
+        early = start_early_syncs(rsyncs, inventory, spec, selected, synced)
+        listing = tree_listing(spec)
+        plans = plan(inventory, spec, selected, listing=listing)
+        cache = TreeCache(tree_cache_dir(), spec.code_dir)
+        cache.save(tree_digest(spec, listing), listing)
+        trees = TreeSource(listing, cache)
         prefetched = pool.submit(_prefetch, inventory, spec, log_dir)
         results = list(pool.map(
-            lambda p: run_node(inventory, p, log_dir, report, spec.ready_timeout, prefetched, trees),
+            lambda p: run_node(inventory, p, log_dir, report, spec.ready_timeout, prefetched, trees,
+                               synced, early.get(p.node.name)),
             plans))
     failures = [r for r in results if not r.ok]
     (log_dir / FAILED_FILE).write_text(json.dumps([f.node for f in failures]))

@@ -10,23 +10,16 @@ from __future__ import annotations
 import base64
 import shlex
 import time
-from typing import Iterable
-
-import fabric
-import paramiko
-from tenacity import RetryError
-from paramiko.ssh_exception import (AuthenticationException, BadHostKeyException,
-                                    NoValidConnectionsError, SSHException)
+from typing import TYPE_CHECKING, Iterable
 
 from infra.inventory import Inventory, Node
-from infra.retry import on_transient_errors
+
+if TYPE_CHECKING:  # fabric and paramiko load on the first connection, not with the module:
+    import fabric  # the OpenSSH argv below is all rsync and `--plan` need
+    import paramiko
 
 CONNECT_TIMEOUT = 10.0
 KEEPALIVE_SECONDS = 5
-
-
-class HostKeyRefused(SSHException):
-    pass
 
 
 def host_key_entry(node: Node) -> str:
@@ -34,6 +27,8 @@ def host_key_entry(node: Node) -> str:
 
 
 def pin_host_keys(client: paramiko.SSHClient, node: Node) -> None:
+    import paramiko
+
     client.set_missing_host_key_policy(paramiko.RejectPolicy())
     keys = client.get_host_keys()
     for line in node.host_keys:
@@ -43,6 +38,8 @@ def pin_host_keys(client: paramiko.SSHClient, node: Node) -> None:
 
 
 def connection(inventory: Inventory, node: Node, timeout: float = CONNECT_TIMEOUT) -> fabric.Connection:
+    import fabric
+
     config = fabric.Config(overrides={"load_ssh_configs": False, "run": {"echo": False}})
     conn = fabric.Connection(
         host=node.ssh_host, user=node.ssh_user, port=node.ssh_port, config=config,
@@ -56,7 +53,10 @@ def connection(inventory: Inventory, node: Node, timeout: float = CONNECT_TIMEOU
 
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: the node may still be booting or the network hiccupped."""
-    if isinstance(exc, (BadHostKeyException, AuthenticationException, HostKeyRefused)):
+    from paramiko.ssh_exception import (AuthenticationException, BadHostKeyException,
+                                        NoValidConnectionsError, SSHException)
+
+    if isinstance(exc, (BadHostKeyException, AuthenticationException)):
         return False
     if isinstance(exc, SSHException) and "not found in known_hosts" in str(exc):
         return False  # RejectPolicy: an unknown key is a refusal, not a hiccup
@@ -65,6 +65,10 @@ def is_transient(exc: BaseException) -> bool:
 
 def open_connection(inventory: Inventory, node: Node, *, deadline: float) -> fabric.Connection:
     """Connect with exponential backoff until `deadline` (monotonic); permanent errors raise."""
+    from tenacity import RetryError
+
+    from infra.retry import on_transient_errors
+
     def attempt() -> fabric.Connection:
         conn = connection(inventory, node, timeout=min(CONNECT_TIMEOUT, max(1.0, deadline - time.monotonic())))
         try:

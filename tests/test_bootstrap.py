@@ -28,6 +28,10 @@ def code(tmp_path: Path) -> Path:
     return src
 
 
+def last_run(logs: Path, node: str) -> str:
+    return (logs / f"{node}.log").read_text().rsplit("=== bootstrap", 1)[-1]
+
+
 def statuses(results):
     return {r.node: r.statuses for r in results}
 
@@ -38,11 +42,16 @@ def test_second_run_skips_and_changed_inputs_rerun(local_stack, code, tmp_path):
     first = statuses(bootstrap(inv, spec, tmp_path / "logs"))
     assert all(s == {"ready": "done", "drivers": "not needed", "sync": "done", "env": "done",
                      "setup": "done"} for s in first.values())
+    # Fresh nodes: rsync ran alongside `ready`, without waiting for its answer.
+    assert all("started alongside `ready`" in last_run(tmp_path / "logs", n.name) for n in inv.nodes)
     second = statuses(bootstrap(inv, spec, tmp_path / "logs"))
     assert all(s["sync"] == s["env"] == s["setup"] == "skipped" for s in second.values())
     (code / "pkg" / "main.py").write_text("print('changed')\n")
     third = statuses(bootstrap(inv, spec, tmp_path / "logs"))
     assert all(s["sync"] == "done" and s["env"] == s["setup"] == "skipped" for s in third.values())
+    # Synced before: `ready` told which tree the node holds, and only the change was sent.
+    assert all("delta archive" in last_run(tmp_path / "logs", n.name) and
+               "alongside" not in last_run(tmp_path / "logs", n.name) for n in inv.nodes)
     forced = statuses(bootstrap(inv, spec.model_copy(update={"force": ("env",)}), tmp_path / "logs"))
     assert all(s["env"] == "done" for s in forced.values())
     # .gitignore'd files never reach the nodes; code arrived intact.

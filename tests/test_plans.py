@@ -75,9 +75,14 @@ def steps_of(inv, spec):
     return {s.name: s for s in bootstrap_plan(inv, spec)[0].steps}
 
 
+def test_an_environment_without_requirements_is_made_before_the_sync(code):
+    steps = steps_of(inventory(1), BootstrapSpec(code_dir=code, setup=("true",)))
+    assert list(steps) == ["ready", "drivers", "env", "sync", "setup"]
+
+
 def test_bootstrap_plan_for_a_cpu_node_skips_drivers(code):
     steps = steps_of(inventory(1), BootstrapSpec(code_dir=code, requirements="requirements.txt"))
-    assert list(steps) == ["ready", "drivers", "sync", "env"]
+    assert list(steps) == ["ready", "drivers", "sync", "env"]  # env reads the synced requirements
     assert steps["drivers"].note == "not needed"
     assert "nproc" in steps["ready"].command
     rsync = steps["sync"].command
