@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, field_validator,
+                      model_validator)
 
 from infra import catalog
 from infra.accelerator import Cpu, Gpu, Tpu
@@ -68,12 +69,19 @@ class TpuRequest(SpecModel):
                 "be invisible to the reaper; remove tpu.queued to create the TPU directly")
         return v
 
-    @model_validator(mode="after")
+    @model_validator(mode="wrap")
+    @classmethod
+    def with_runtime(cls, data: Any, handler: ModelWrapValidatorHandler[TpuRequest]) -> TpuRequest:
+        """The request as validated, its runtime defaulted to the catalog's newest."""
+        request = handler(data)
+        if request.runtime_version is None:
+            request = request.model_copy(
+                update={"runtime_version": catalog.TPUS[request.type].runtime_versions[0]})
+        return request.known_runtime()
+
     def known_runtime(self) -> TpuRequest:
         tpu = catalog.TPUS[self.type]
-        if self.runtime_version is None:
-            object.__setattr__(self, "runtime_version", tpu.runtime_versions[0])
-        elif self.runtime_version not in tpu.runtime_versions:
+        if self.runtime_version not in tpu.runtime_versions:
             raise ValueError(
                 f"runtime_version {self.runtime_version!r} is not offered for {self.type}; "
                 f"valid: {_choices(tpu.runtime_versions)}")
@@ -228,16 +236,18 @@ class ClusterSpec(SpecModel):
                 raise ValueError(f"label {key}={value!r}: values must match {LABEL_VALUE_RE.pattern}")
         return v
 
-    @model_validator(mode="after")
-    def consistent(self) -> ClusterSpec:
-        if self.provider == "local":
-            self._check_local()
-        else:
-            self._check_gcp()
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def resolved(cls, data: Any, handler: ModelWrapValidatorHandler[ClusterSpec]) -> ClusterSpec:
+        """Validation returns the cluster resolved: the defaults that depend on other fields
+        (node count, processes per node, a machine type's bundled GPU) filled in, as a new
+        model. Every later layer reads `nodes` and `processes_per_node` as set."""
+        spec = handler(data)
+        updates = spec._check_local() if spec.provider == "local" else spec._check_gcp()
+        return spec.model_copy(update=updates)
 
     # -- local -------------------------------------------------------------------------------
-    def _check_local(self) -> None:
+    def _check_local(self) -> dict[str, Any]:
         if self.gpu or self.tpu:
             raise ValueError("the local stack has no accelerators: remove gpu/tpu "
                              "(or use a gcp stack)")
@@ -247,12 +257,10 @@ class ClusterSpec(SpecModel):
         if nodes > catalog.LOCAL_MAX_NODES:
             raise ValueError(f"nodes {nodes} is more than the local stack supports "
                              f"(1-{catalog.LOCAL_MAX_NODES})")
-        object.__setattr__(self, "nodes", nodes)
-        if self.processes_per_node is None:
-            object.__setattr__(self, "processes_per_node", 1)
+        return {"nodes": nodes, "processes_per_node": self.processes_per_node or 1}
 
     # -- gcp ---------------------------------------------------------------------------------
-    def _check_gcp(self) -> None:
+    def _check_gcp(self) -> dict[str, Any]:
         if not self.project:
             raise ValueError("project is required for provider gcp (trainctl:project or gcp:project)")
         if not self.zone:
@@ -261,16 +269,16 @@ class ClusterSpec(SpecModel):
             raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
                              "reach port 22 (there is no 0.0.0.0/0 default)")
         if self.kind == "tpu" or (self.kind == "gke" and self.tpu):
-            self._check_tpu()
+            updates = self._check_tpu()
         else:
-            self._check_gpu_machine()
+            updates = self._check_gpu_machine()
         if self.processes_per_node is None:
-            per_node = self.gpu.count if self.gpu else 1
-            if self.tpu:
-                per_node = 1  # one process per TPU host drives all its chips
-            object.__setattr__(self, "processes_per_node", per_node)
+            gpu = updates.get("gpu", self.gpu)
+            # one process per GPU; one per TPU host, which drives all its chips
+            updates["processes_per_node"] = gpu.count if gpu and not self.tpu else 1
+        return updates
 
-    def _check_tpu(self) -> None:
+    def _check_tpu(self) -> dict[str, Any]:
         if not self.tpu:
             raise ValueError("kind 'tpu' needs a tpu section (type, runtime_version)")
         if self.gpu:
@@ -283,18 +291,18 @@ class ClusterSpec(SpecModel):
             if self.nodes not in (None, tpu.hosts):
                 raise ValueError(f"nodes {self.nodes} does not match TPU type {tpu.name}, which "
                                  f"has {tpu.hosts} host(s); leave nodes out or set {tpu.hosts}")
-            object.__setattr__(self, "nodes", tpu.hosts)
+            nodes = tpu.hosts
         else:  # GKE: nodes = number of slices' hosts in the pool
             hosts = tpu.hosts
             nodes = self.nodes or hosts
             if nodes % hosts:
                 raise ValueError(f"nodes {nodes} must be a multiple of {hosts} (hosts per "
                                  f"{tpu.name} slice)")
-            object.__setattr__(self, "nodes", nodes)
         if self.machine_type is not None and self.kind == "tpu":
             raise ValueError("machine_type does not apply to TPU VMs; the TPU type sets it")
+        return {"nodes": nodes}
 
-    def _check_gpu_machine(self) -> None:
+    def _check_gpu_machine(self) -> dict[str, Any]:
         if self.tpu:
             raise ValueError(f"tpu needs kind 'tpu' or 'gke' (got kind {self.kind!r})")
         if not self.machine_type:
@@ -303,8 +311,8 @@ class ClusterSpec(SpecModel):
         if machine is None:
             raise ValueError(f"unknown machine_type {self.machine_type!r}; "
                              f"valid: {_choices(catalog.MACHINES, limit=20)}")
-        if self.nodes is None:
-            object.__setattr__(self, "nodes", 1)
+        updates: dict[str, Any] = {"nodes": self.nodes or 1}
+        gpu_request = self.gpu
         if machine.bundled_gpu:
             if self.gpu and (self.gpu.type != machine.bundled_gpu
                              or self.gpu.count != machine.bundled_gpu_count):
@@ -312,8 +320,8 @@ class ClusterSpec(SpecModel):
                     f"machine_type {machine.name} comes with {machine.bundled_gpu_count} x "
                     f"{machine.bundled_gpu}; gpu {self.gpu.count} x {self.gpu.type} does not fit "
                     "(leave gpu out for bundled machine types)")
-            object.__setattr__(self, "gpu", GpuRequest(type=machine.bundled_gpu,
-                                                       count=machine.bundled_gpu_count))
+            gpu_request = updates["gpu"] = GpuRequest(type=machine.bundled_gpu,
+                                                      count=machine.bundled_gpu_count)
         elif self.gpu:
             gpu = catalog.GPUS[self.gpu.type]
             if machine.family not in catalog.ATTACHABLE_GPU_FAMILIES or not gpu.attachable_counts:
@@ -329,11 +337,12 @@ class ClusterSpec(SpecModel):
             if limit is not None and machine.vcpus > limit:
                 raise ValueError(f"{machine.name} has {machine.vcpus} vCPUs, more than "
                                  f"{self.gpu.count} x {gpu.name} allows ({limit})")
-        if self.gpu:
-            gpu = catalog.GPUS[self.gpu.type]
+        if gpu_request:
+            gpu = catalog.GPUS[gpu_request.type]
             if self.zone not in gpu.zones:
                 raise ValueError(f"GPU {gpu.name} is not offered in zone {self.zone!r}; "
                                  f"valid zones: {_choices(gpu.zones)}")
+        return updates
 
     # -- derived -----------------------------------------------------------------------------
     @property

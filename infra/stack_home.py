@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -69,6 +71,26 @@ def recorded_provider(stack: str) -> str | None:
         return (state_dir(stack) / PROVIDER_FILE).read_text().strip() or None
     except FileNotFoundError:
         return None
+
+
+def trash_dir() -> Path:
+    return trainctl_home() / "trash"
+
+
+def discard(path: Path) -> None:
+    """Remove a directory without waiting for it: renamed out of the way at once (it is gone as
+    far as every command can tell), deleted by a detached `rm -rf`. A stack's directory holds
+    its nodes' disks, tens of thousands of files in their environments: deleting them inline
+    would be most of `down`. Whatever an interrupted deletion left is retried on the next call."""
+    if not path.exists():
+        return
+    trash = trash_dir()
+    trash.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.rename(path, trash / f"{path.name}-{uuid.uuid4().hex[:8]}")
+    # Its own session: a Ctrl-C to trainctl's process group does not stop the deletion.
+    subprocess.Popen(["rm", "-rf", "--one-file-system", *map(str, trash.iterdir())],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
 
 
 DELETING_FILE = "deleting"

@@ -14,6 +14,7 @@ import secrets
 import shutil
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -24,7 +25,7 @@ from infra.errors import RemoteError
 from infra.inventory import Inventory
 from infra.stack_config import ConfigError, load_stack
 from infra import realizers
-from trainctl.collect import collect
+from trainctl.collect import Collector, draw_loss
 from trainctl.experiment_spec import Experiment
 from trainctl.interrupts import (
     interrupt_main,
@@ -122,6 +123,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
     report.run_dir.mkdir(parents=True, exist_ok=True)
     phase = PhaseClock(report, echo)
     inventory: Inventory | None = None
+    drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="draw")
     echo(f"[trainctl] run {run_id}: {spec.node_count} node(s) on stack {exp.stack} "
          f"({spec.provider}), artifacts → {report.run_dir}")
     try:
@@ -147,13 +149,15 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     shutil.copytree(report.run_dir / f"trial-{top.number}", report.run_dir / "best",
                                     ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
                     return report
+                collector = Collector(inventory)
                 with phase("train"):
                     report.result = launcher.run(spec, inventory, lspec, report.run_dir / "logs" / "launch", echo)
                 with phase("collect"):
-                    missing = collect(inventory, job_dir(inventory, run_id), exp.artifacts,
-                                      report.run_dir)
+                    missing = collector.collect(job_dir(inventory, run_id), exp.artifacts, report.run_dir)
                     if missing:
                         echo(f"[trainctl] not in the job dir: {', '.join(missing)}")
+                # The picture is drawn while the stack comes down; the numbers are already here.
+                drawer.submit(draw_loss, report.run_dir)
                 metrics_path = report.run_dir / "metrics.json"
                 if metrics_path.exists():
                     report.metrics = json.loads(metrics_path.read_text())
@@ -167,5 +171,6 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     echo(f"[trainctl] --keep: stack {run_id} stays up; "
                          f"`trainctl down --stack {run_id}` removes it")
     finally:
+        drawer.shutdown(wait=True)  # draw_loss never raises: a failed picture only warns
         (report.run_dir / "timings.json").write_text(json.dumps(report.phases, indent=2))
     return report

@@ -30,7 +30,7 @@ from infra.local.state import StackState, load_state, new_state
 from infra.realizers import Progress, StackInfo, unsupported
 from infra.spec import ClusterSpec
 from infra.stack_config import ConfigError
-from infra.stack_home import (cache_dir, global_lock, mark_deleting, recorded_provider, stack_lock,
+from infra.stack_home import (cache_dir, discard, global_lock, mark_deleting, recorded_provider, stack_lock,
                                stacks_with_state, state_dir)
 
 POOL = ipaddress.IPv4Network("10.210.0.0/16")
@@ -419,7 +419,7 @@ def _destroy(state: StackState, names: Names, progress: Callable[[str], None]) -
         _destroy_discovered(names, progress)
     if errors:
         raise LocalStackError("teardown incomplete: " + "; ".join(errors))
-    shutil.rmtree(state.path.parent, ignore_errors=True)
+    discard(state.path.parent)
     progress(f"stack {names.stack} removed")
 
 

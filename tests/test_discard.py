@@ -1,0 +1,43 @@
+"""`down` hands a stack's directory (its nodes' disks) to a detached deletion: the directory is
+gone at once for every command, and the files are deleted without the user waiting for them."""
+
+from __future__ import annotations
+
+import time
+
+from infra.stack_home import discard, trash_dir
+
+
+def wait_until_empty(directory, timeout: float = 30.0) -> list:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = list(directory.iterdir()) if directory.exists() else []
+        if not left:
+            return []
+        time.sleep(0.05)
+    return left
+
+
+def test_a_discarded_directory_is_gone_at_once_and_deleted_in_the_background(trainctl_home):
+    stack = trainctl_home / "stacks" / "s"
+    for i in range(200):
+        (stack / "nodes" / f"n{i % 4}").mkdir(parents=True, exist_ok=True)
+        (stack / "nodes" / f"n{i % 4}" / f"f{i}").write_text("x")
+    discard(stack)
+    assert not stack.exists()
+    assert wait_until_empty(trash_dir()) == []
+
+
+def test_what_an_interrupted_deletion_left_is_deleted_by_the_next_discard(trainctl_home):
+    trash_dir().mkdir(parents=True)
+    (trash_dir() / "old-1234" / "deep").mkdir(parents=True)
+    (trash_dir() / "old-1234" / "deep" / "f").write_text("left by a killed rm")
+    fresh = trainctl_home / "stacks" / "t"
+    fresh.mkdir(parents=True)
+    discard(fresh)
+    assert wait_until_empty(trash_dir()) == []
+
+
+def test_discarding_nothing_is_a_no_op(trainctl_home):
+    discard(trainctl_home / "stacks" / "never-made")
+    assert not trash_dir().exists()
