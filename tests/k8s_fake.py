@@ -59,6 +59,8 @@ class PodRun:
 
 # (Job attempt: how many Jobs of that name were created before, completion index, pod try)
 Script = Callable[[int, int, int], PodRun]
+# The same, for tests that run several Jobs (a sweep's trials): the Job's name first.
+JobScript = Callable[[str, int, int, int], PodRun]
 
 
 @dataclass
@@ -181,6 +183,7 @@ def selector_matches(selector: str, values: dict[str, str]) -> bool:
 class FakeKubernetes:
     def __init__(self, script: Script | None = None) -> None:
         self.script: Script = script or (lambda attempt, index, try_: PodRun())
+        self.job_script: JobScript | None = None  # when set, it decides instead of script
         self.cond = threading.Condition()
         self.rv = 0
         self.objects: dict[tuple[str, str, str], Obj] = {}  # (resource, namespace, name)
@@ -579,7 +582,9 @@ class FakeKubernetes:
         self.logs[pod["metadata"]["uid"]] = []
         job["status"]["active"] += 1
         self.record("pods", "ADDED", pod)
-        self.spawn(self.kubelet, pod, self.script(attempt, index, tries))
+        run = (self.job_script(meta["name"], attempt, index, tries) if self.job_script
+               else self.script(attempt, index, tries))
+        self.spawn(self.kubelet, pod, run)
 
     def spawn(self, target: Callable[..., None], *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)
@@ -721,7 +726,8 @@ POLL = 0.02  # the launcher's polling interval in tests (waits for deletions, wa
 
 
 def launch_job(fake: FakeKubernetes, tmp_path: Path, *, run_id: str = "r1", framework: str = "tensorflow",
-               echo: Callable[[str], None] | None = None, **spec: Any) -> tuple[Any, list[str]]:
+               echo: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
+               **spec: Any) -> tuple[Any, list[str]]:
     """trainctl.gke_run.run_job on the gke-l4 stack (2 pods), through the real kubernetes client
     and a kubeconfig that points at the fake; returns the result and the echoed lines."""
     from infra.inventory import Inventory
@@ -735,5 +741,5 @@ def launch_job(fake: FakeKubernetes, tmp_path: Path, *, run_id: str = "r1", fram
                           kubeconfig=str(fake.write_kubeconfig(tmp_path / "kubeconfig")))
     launch = LaunchSpec(run_id=run_id, framework=framework, command=("python", "train.py"), **spec)
     result = run_job(load_stack("gke-l4"), inventory, launch, tmp_path / "runs" / run_id / "logs" / "launch",
-                     echo or lines.append, poll=POLL)
+                     echo or lines.append, poll=POLL, cancel=cancel)
     return result, lines

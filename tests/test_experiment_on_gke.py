@@ -71,9 +71,64 @@ def test_an_experiment_runs_as_a_job_on_each_gke_stack_and_leaves_nothing(
     assert any(a[0] == "destroy" for a in argv) and not state_dir(report.run_id).exists()
 
 
-def test_a_sweep_on_a_gke_stack_is_refused_before_anything_exists(cli: Path) -> None:
-    exp = Experiment(name="gke-sweep", stack="gke-l4", run={"command": "python train.py"},
-                     sweep={"parameters": [{"name": "lr", "type": "DOUBLE", "min": 0.001, "max": 0.1}]})
-    with pytest.raises(ConfigError, match="sweeps run their trials on split nodes over SSH"):
+def test_a_sweep_on_a_gke_stack_runs_one_job_per_trial_and_keeps_the_best(
+        k8s: FakeKubernetes, google, cli: Path, project: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two trials at a time, each a Job on half of the pool; each trial's metric is read from
+    its job dir in the bucket (an in-memory stand-in, written as the pods would) and the best
+    trial's artifacts are kept."""
+    import json
+    import re
+
+    import fsspec
+
+    from trainctl import collect, sweep
+
+    plugin = tmp_path / "bin" / "gke-gcloud-auth-plugin"
+    plugin.write_text("#!/bin/sh\nexit 0\n")
+    plugin.chmod(0o755)
+    set_outputs(tmp_path, monkeypatch, {
+        "inventory": {"value": {"nodes": [], "bucket_uri": "gs://b", "gke_service_account": GSA}, "secret": False},
+        "kubeconfig": {"value": k8s.write_kubeconfig(tmp_path / "kc").read_text(), "secret": True}})
+    bucket = fsspec.filesystem("memory")
+    monkeypatch.setattr(sweep, "bucket_fs", lambda inventory: bucket)
+    monkeypatch.setattr(collect, "bucket_fs", lambda inventory: bucket)
+    completions: dict[str, int] = {}
+
+    def trial_pod(job: str, attempt: int, index: int, try_: int) -> PodRun:
+        number = int(re.search(r"-t(\d+)$", job).group(1))
+        accuracy = 0.5 + number / 10
+        with bucket.open(f"gs://b/{job}/hypertune/metrics.json", "wb") as fh:
+            fh.write(json.dumps([{"tag": "test_accuracy", "value": accuracy, "step": 1}]).encode())
+        with bucket.open(f"gs://b/{job}/metrics.json", "wb") as fh:
+            fh.write(json.dumps({"test_accuracy": accuracy}).encode())
+        return PodRun(lines=(f"trial {number} trained",))
+
+    k8s.job_script = trial_pod
+    exp = Experiment(name="gke-sweep", stack="gke-l4", run={"framework": "tensorflow", "command": "python train.py"},
+                     artifacts=("metrics.json",),
+                     sweep={"max_trials": 3, "max_parallel_trials": 2,
+                            "parameters": [{"name": "lr", "type": "DOUBLE", "min": 0.001, "max": 0.1}]})
+    try:
+        report = experiment.run_experiment(exp, runs_dir=tmp_path / "runs", echo=lambda _: None)
+    finally:
+        bucket.rm("gs://b", recursive=True)
+
+    assert [t.state for t in report.trials] == ["COMPLETE"] * 3
+    jobs = k8s.calls("POST", r".*/jobs")
+    assert sorted(j.body["metadata"]["name"] for j in jobs) == [f"{report.run_id}-t{n}" for n in range(3)]
+    # each trial's Job asks for its half of the 2-node pool
+    assert {j.body["spec"]["completions"] for j in jobs} == {load_stack("gke-l4").node_count // 2}
+    assert json.loads((report.run_dir / "best.json").read_text())["trial"] == 2
+    assert json.loads((report.run_dir / "best" / "metrics.json").read_text()) == {"test_accuracy": 0.7}
+    assert k8s.names("jobs") == [] and k8s.names("services") == [] and k8s.names("pods") == []
+    assert k8s.refused() == [] and not state_dir(report.run_id).exists()
+
+
+def test_parallel_trials_that_would_split_a_tpu_slice_are_refused_before_anything_exists(cli: Path) -> None:
+    exp = Experiment(name="gke-sweep", stack="gke-tpu-v5e", run={"command": "python train.py"},
+                     sweep={"max_parallel_trials": 2,
+                            "parameters": [{"name": "lr", "type": "DOUBLE", "min": 0.001, "max": 0.1}]})
+    with pytest.raises(ConfigError, match="would split a v5litepod-16 slice"):
         experiment.run_experiment(exp, runs_dir=Path("/nonexistent-runs"))
     assert not (cli / "calls.jsonl").exists()

@@ -72,6 +72,23 @@ def test_a_keyboard_interrupt_from_echo_mid_stream_still_deletes_the_job_and_ser
     assert not (tmp_path / "runs/r1/logs/launch" / RESULT_FILE).exists()  # as on SSH: no result
 
 
+def test_a_cancelled_run_deletes_its_job_at_once_and_is_not_rerun(k8s, tmp_path):
+    """A sweep prunes a trial by cancelling its run: the Job goes, no rerun is tried."""
+    import threading
+
+    k8s.script = lambda attempt, index, try_: PodRun(lines=lines_of(index), exit_code=None)  # never ends
+    cancel = threading.Event()
+
+    def echo(line: str) -> None:
+        if line.startswith("[pod"):
+            cancel.set()
+
+    result, _ = launch_job(k8s, tmp_path, echo=echo, cancel=cancel, job_retries=3)
+    assert result.cancelled and not result.ok
+    assert len(k8s.calls("POST", r".*/jobs")) == 1  # cancelled: never rerun
+    nothing_left(k8s)
+
+
 def test_a_job_of_the_same_name_is_refused_and_left_alone(k8s, tmp_path):
     launch_job(k8s, tmp_path)
     k8s.script = lambda attempt, index, try_: PodRun(exit_code=None)

@@ -35,7 +35,7 @@ from trainctl.interrupts import (
 )
 from trainctl.launch import LaunchResult, LaunchSpec, job_dir
 from trainctl.launchers import launcher_for_cluster
-from trainctl.sweep import TrialResult, best, run_sweep
+from trainctl.sweep import TrialResult, best, parallelism, run_sweep
 
 
 class RunFailed(RemoteError):
@@ -116,9 +116,8 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
     launcher = launcher_for_cluster(spec)
-    if exp.sweep and not launcher.supports_sweeps:
-        raise ConfigError(f"stack {exp.stack}: sweeps run their trials on split nodes over SSH, "
-                          f"which a {spec.kind} stack has none of; run the sweep on a VM stack")
+    if exp.sweep:
+        launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
     report.run_dir.mkdir(parents=True, exist_ok=True)
     phase = PhaseClock(report, echo)
@@ -141,8 +140,8 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     echo("[trainctl] nothing to bootstrap: the job's image holds code and environment")
                 if exp.sweep:
                     with phase("sweep"):
-                        report.trials = run_sweep(inventory, exp.sweep, lspec, run_id, report.run_dir,
-                                                  echo, exp.artifacts)
+                        report.trials = run_sweep(spec, inventory, launcher, exp.sweep, lspec, run_id,
+                                                  report.run_dir, echo, exp.artifacts)
                     top = best(report.trials, exp.sweep)
                     if top is None:
                         raise RunFailed(f"sweep {run_id}: no trial completed")

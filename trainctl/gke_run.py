@@ -121,10 +121,12 @@ class Kube:
 
 def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             echo: Callable[[str], None] = print, *, image: str | None = None, gsa: str | None = None,
-            namespace: str = catalog.GKE_KSA_NAMESPACE, poll: float = POLL_SECONDS) -> LaunchResult:
+            namespace: str = catalog.GKE_KSA_NAMESPACE, poll: float = POLL_SECONDS,
+            cancel: threading.Event | None = None) -> LaunchResult:
     """Run the job on a GKE stack until it succeeds, fails for good, or has no reruns left;
     rerun a failed Job (resuming from its checkpoints) up to job_retries times. Blocks; writes
-    RESULT_FILE into log_dir as `launch()` does; deletes the Job and the Service however it ends."""
+    RESULT_FILE into log_dir as `launch()` does; deletes the Job and the Service however it ends.
+    Setting `cancel` (a sweep's pruned trial) deletes the Job and ends the run without a rerun."""
     if namespace != catalog.GKE_KSA_NAMESPACE:
         raise ConfigError(f"namespace {namespace!r}: the pods' service account is bound to the bucket "
                           f"in namespace {catalog.GKE_KSA_NAMESPACE!r} only (Workload Identity)")
@@ -141,8 +143,9 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
         attempt = 0
         while True:
             result, retryable = Attempt(kube, job, spec, log_dir / f"attempt-{attempt + 1:02d}",
-                                        echo, poll, torchrun=spec.framework == "torch" and not cluster.tpu).run()
-            if result.ok or attempt >= spec.job_retries or not retryable:
+                                        echo, poll, torchrun=spec.framework == "torch" and not cluster.tpu,
+                                        cancel=cancel).run()
+            if result.ok or result.cancelled or attempt >= spec.job_retries or not retryable:
                 break
             if result.permanent(spec.permanent_exit_codes):
                 echo(f"[trainctl] exit code {result.permanent_failure or sorted(result.worker_exit_codes())} "
@@ -254,9 +257,11 @@ class Attempt:
     an exception in `echo` (Ctrl-C) ends the run there, and teardown follows."""
 
     def __init__(self, kube: Kube, job: Any, spec: LaunchSpec, log_dir: Path,
-                 echo: Callable[[str], None], poll: float, torchrun: bool) -> None:
+                 echo: Callable[[str], None], poll: float, torchrun: bool,
+                 cancel: threading.Event | None = None) -> None:
         self.kube, self.job_model, self.spec, self.log_dir = kube, job, spec, log_dir
         self.echo, self.poll, self.torchrun = echo, poll, torchrun
+        self.cancel = cancel
         self.name: str = job.metadata.name
         self.events: queue.Queue[tuple[str, Any, Any]] = queue.Queue()
         self.stopped = threading.Event()
@@ -310,6 +315,11 @@ class Attempt:
         synced = time.monotonic()
         while not self.over():
             raise_if_pending()
+            if self.cancelled():
+                self.echo(f"[trainctl] run {self.spec.run_id} cancelled: stopping job {self.name}")
+                self.stopping = True
+                self.kube.delete_job(self.name, 0, self.poll)
+                return
             self.handle_events(self.poll)
             if self.watching < 2 and time.monotonic() - synced >= self.poll:
                 self.sync()
@@ -319,6 +329,9 @@ class Attempt:
             self.echo(f"[trainctl] permanent exit code {code} on pod{index}: stopping job {self.name}")
             self.stopping = True
             self.kube.delete_job(self.name, 0, self.poll)
+
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
 
     def over(self) -> bool:
         return self.gone or self.permanent is not None or self.condition() in ("Complete", "Failed")
@@ -502,4 +515,5 @@ class Attempt:
         if not any(o.exit_code != 0 and not o.collateral for o in self.outcomes.values()):
             for outcome in self.outcomes.values():  # no cause seen: report every failure
                 outcome.collateral = False
-        return LaunchResult(self.spec.run_id, list(self.outcomes.values()), permanent_failure=permanent)
+        return LaunchResult(self.spec.run_id, list(self.outcomes.values()), permanent_failure=permanent,
+                            cancelled=self.cancelled())

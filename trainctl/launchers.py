@@ -8,15 +8,19 @@ Job on GKE.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from infra import catalog
+from infra.errors import ConfigError
 from infra.inventory import Inventory
 from infra.spec import ClusterSpec
 from trainctl.launch import LaunchResult, LaunchSpec
 
 Echo = Callable[[str], None]
+Slot = tuple[ClusterSpec, Inventory]
 
 
 @dataclass(frozen=True)
@@ -37,19 +41,34 @@ class Launcher(Protocol):
     # Whether the nodes need `bootstrap` (code, environment) before a launch; a GKE Job runs an
     # image that already holds them.
     needs_bootstrap: bool
-    # Whether a sweep can run its trials here (trials split the nodes; on GKE that would be one
-    # Job per trial, not built yet).
-    supports_sweeps: bool
 
     def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan: ...
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo) -> LaunchResult: ...
+            echo: Echo, cancel: threading.Event | None = None) -> LaunchResult:
+        """Run until done; setting `cancel` stops the job everywhere, without a rerun."""
+        ...
+
+    def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
+        """Nodes per slot when `parts` jobs share the cluster; refuses a split that cannot be,
+        before anything exists."""
+        ...
+
+    def slots(self, cluster: ClusterSpec, inventory: Inventory, parts: int) -> list[Slot]:
+        """The cluster split for `parts` jobs at once (a sweep's parallel trials)."""
+        ...
+
+
+def _share(cluster: ClusterSpec, parts: int) -> int:
+    size = cluster.node_count // parts
+    if size < 1 or cluster.node_count % parts:
+        raise ConfigError(f"{parts} parallel trials cannot share the {cluster.node_count} node(s) of "
+                          f"stack {cluster.name} evenly")
+    return size
 
 
 class OverSsh:
     needs_bootstrap = True
-    supports_sweeps = True
 
     def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan:
         from trainctl.launch import plan
@@ -57,15 +76,26 @@ class OverSsh:
         return LaunchPlan(spec.run_id, commands=plan(inventory, spec))
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo) -> LaunchResult:
+            echo: Echo, cancel: threading.Event | None = None) -> LaunchResult:
         from trainctl.launch import launch
 
-        return launch(inventory, spec, log_dir, echo)
+        return launch(inventory, spec, log_dir, echo, cancel=cancel)
+
+    def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
+        return _share(cluster, parts)
+
+    def slots(self, cluster: ClusterSpec, inventory: Inventory, parts: int) -> list[Slot]:
+        """Disjoint groups of nodes, each ranked from 0 as a cluster of its own."""
+        size = self.check_slots(cluster, parts)
+        ordered = sorted(inventory.nodes, key=lambda n: n.rank)
+        part = cluster.model_copy(update={"nodes": size})
+        return [(part, inventory.model_copy(update={"nodes": tuple(
+                    n.model_copy(update={"rank": i}) for i, n in enumerate(ordered[g * size:(g + 1) * size]))}))
+                for g in range(parts)]
 
 
 class GkeJob:
     needs_bootstrap = False
-    supports_sweeps = False
 
     def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan:
         from trainctl.gke import manifests, validate
@@ -76,10 +106,23 @@ class GkeJob:
         return LaunchPlan(spec.run_id, objects=objects)
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo) -> LaunchResult:
+            echo: Echo, cancel: threading.Event | None = None) -> LaunchResult:
         from trainctl.gke_run import run_job
 
-        return run_job(cluster, inventory, spec, log_dir, echo)
+        return run_job(cluster, inventory, spec, log_dir, echo, cancel=cancel)
+
+    def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
+        """A TPU share is whole slices: a multi-host slice cannot be split between Jobs."""
+        size = _share(cluster, parts)
+        if cluster.tpu and size % catalog.TPUS[cluster.tpu.type].hosts:
+            raise ConfigError(f"{parts} parallel trials would split a {cluster.tpu.type} slice "
+                              f"({catalog.TPUS[cluster.tpu.type].hosts} hosts) of stack {cluster.name}")
+        return size
+
+    def slots(self, cluster: ClusterSpec, inventory: Inventory, parts: int) -> list[Slot]:
+        """One Job per trial, each asking for its share of the pool's nodes."""
+        size = self.check_slots(cluster, parts)
+        return [(cluster.model_copy(update={"nodes": size}), inventory) for _ in range(parts)]
 
 
 LAUNCHERS: dict[str, Launcher] = {"ssh": OverSsh(), "gke": GkeJob()}

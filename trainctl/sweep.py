@@ -2,7 +2,8 @@
 
 Each trial is a launch with its own run id and job dir (gs://bucket/<sweep>/<trial>), its
 hyperparameters appended as `--name=value` (as AI Platform passes them), and its metric read from
-the job dir where trainers.hypertune writes it. Parallel trials split the nodes between them.
+the job dir where trainers.hypertune writes it. Parallel trials split the cluster between them
+through the stack's launcher (disjoint nodes over SSH; on GKE one Job per trial on its share).
 The study lives in runs/<sweep-id>/optuna.db: an interrupted sweep resumes where it stopped,
 and trials that crashed are recorded as failed while the sweep goes on. A trial that did not end
 by itself (Ctrl-C stopped it, or the controller died under it) is recorded as interrupted and its
@@ -22,11 +23,13 @@ from typing import Any, Callable
 import optuna
 
 from infra.inventory import Inventory
+from infra.spec import ClusterSpec
 from trainctl.collect import (bucket_fs, collect, draw_safely, new_figure, save_figure,
                               takes_turns)
 from trainctl.experiment_spec import Parameter, SweepSection
 from trainctl.interrupts import raise_if_pending
-from trainctl.launch import LaunchSpec, job_dir, launch
+from trainctl.launch import LaunchSpec, job_dir
+from trainctl.launchers import Launcher, Slot
 
 POLL_SECONDS = 2.0
 RETRY_OF = "retry_of"  # user attribute of a queued trial: the number of the one it replaces
@@ -82,17 +85,9 @@ def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return [t for t in study.trials if t.state.is_finished() and t.number not in interrupted]
 
 
-def node_groups(inventory: Inventory, sweep: SweepSection) -> list[Inventory]:
-    """One sub-cluster per parallel trial slot, each re-ranked from 0."""
-    if sweep.parallel_mode == "sequential" or sweep.max_parallel_trials == 1:
-        return [inventory]
-    size = len(inventory.nodes) // sweep.max_parallel_trials
-    groups = []
-    for g in range(sweep.max_parallel_trials):
-        members = sorted(inventory.nodes, key=lambda n: n.rank)[g * size:(g + 1) * size]
-        nodes = tuple(n.model_copy(update={"rank": i}) for i, n in enumerate(members))
-        groups.append(inventory.model_copy(update={"nodes": nodes}))
-    return groups
+def parallelism(sweep: SweepSection) -> int:
+    """Jobs at once: split mode shares the cluster between max_parallel_trials trials."""
+    return 1 if sweep.parallel_mode == "sequential" else sweep.max_parallel_trials
 
 
 def read_reports(inventory: Inventory, trial_job_dir: str) -> list[dict[str, Any]]:
@@ -105,8 +100,8 @@ def read_reports(inventory: Inventory, trial_job_dir: str) -> list[dict[str, Any
         return []
 
 
-def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep_id: str,
-              run_dir: Path, echo: Callable[[str], None],
+def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sweep: SweepSection,
+              base: LaunchSpec, sweep_id: str, run_dir: Path, echo: Callable[[str], None],
               artifacts: tuple[str, ...] = ("metrics.json",)) -> list[TrialResult]:
     study = study_for(sweep, sweep_id, run_dir)
     requeue_orphans(study)
@@ -114,8 +109,8 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
     remaining = sweep.max_trials - len(done)
     if done:
         echo(f"[sweep] resuming {sweep_id}: {len(done)} trial(s) already finished, {max(0, remaining)} to go")
-    groups = node_groups(inventory, sweep)
-    slots: list[Inventory] = list(groups)
+    groups = launcher.slots(cluster, inventory, parallelism(sweep))
+    slots: list[Slot] = list(groups)
     slot_lock = threading.Lock()
     tell_lock = threading.Lock()
 
@@ -125,9 +120,10 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
             trial = study.ask()
             params = {p.name: suggest(trial, p) for p in sweep.parameters}
         with slot_lock:
-            group = slots.pop()
+            slot = slots.pop()
+        group = slot[1]
         try:
-            state, value = _run_trial(group, sweep, base, sweep_id, trial, params, run_dir, echo)
+            state, value = _run_trial(launcher, slot, sweep, base, sweep_id, trial, params, run_dir, echo)
             if state == optuna.trial.TrialState.COMPLETE:
                 # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
                 collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts,
@@ -139,7 +135,7 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
             raise
         finally:
             with slot_lock:
-                slots.append(group)
+                slots.append(slot)
         with tell_lock:
             study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
         echo(f"[sweep] trial {trial.number} {state.name.lower()}: {params} → {value}")
@@ -155,9 +151,10 @@ def run_sweep(inventory: Inventory, sweep: SweepSection, base: LaunchSpec, sweep
     return results
 
 
-def _run_trial(group: Inventory, sweep: SweepSection, base: LaunchSpec, sweep_id: str,
+def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: LaunchSpec, sweep_id: str,
                trial: optuna.Trial, params: dict[str, Any], run_dir: Path,
                echo: Callable[[str], None]) -> tuple[optuna.trial.TrialState, float | None]:
+    cluster, group = slot
     run_id = f"{sweep_id}-t{trial.number}"
     spec = base.model_copy(update={
         "run_id": run_id,
@@ -182,7 +179,8 @@ def _run_trial(group: Inventory, sweep: SweepSection, base: LaunchSpec, sweep_id
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        result = launch(group, spec, run_dir / f"trial-{trial.number}" / "logs", echo, cancel=pruned)
+        result = launcher.run(cluster, group, spec, run_dir / f"trial-{trial.number}" / "logs", echo,
+                              cancel=pruned)
     finally:
         finished.set()
         watcher.join()
