@@ -59,6 +59,15 @@ class Realizer(Protocol):
 
     def repair(self, stack: str, nodes: list[str], progress: Progress) -> Inventory: ...
 
+    def instance_status(self, stack: str, nodes: list[str]) -> dict[str, str | None]:
+        """RUNNING, TERMINATED (stopped) or None (gone) per node, as the provider reports it."""
+        ...
+
+    def preempt(self, stack: str, node: str, *, grace: float, progress: Progress,
+                action: str | None = None) -> str:
+        """Reclaim a spot node as the provider would (where something can ask it to)."""
+        ...
+
 
 def realizer(provider: str) -> Realizer:
     if provider not in PROVIDERS:

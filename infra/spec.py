@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import (BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from infra import catalog
 from infra.accelerator import Cpu, Gpu, Tpu
@@ -26,6 +25,18 @@ LABEL_VALUE_RE = re.compile(r"^[-_a-z0-9]{0,63}$")
 
 class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def resolve(model: M, derived: dict[str, Any]) -> M:
+    """Fill in defaults derived from other fields, during validation only. A validator cannot
+    return a new model when validation runs through __init__ (pydantic ignores it and warns),
+    so the validated instance is completed in place, before anyone else has seen it."""
+    for name, value in derived.items():
+        object.__setattr__(model, name, value)
+    return model
 
 
 _choices = catalog.choices
@@ -69,18 +80,13 @@ class TpuRequest(SpecModel):
                 "be invisible to the reaper; remove tpu.queued to create the TPU directly")
         return v
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def with_runtime(cls, data: Any, handler: ModelWrapValidatorHandler[TpuRequest]) -> TpuRequest:
-        """The request as validated, its runtime defaulted to the catalog's newest."""
-        request = handler(data)
-        if request.runtime_version is None:
-            request = request.model_copy(
-                update={"runtime_version": catalog.TPUS[request.type].runtime_versions[0]})
-        return request.known_runtime()
-
+    @model_validator(mode="after")
     def known_runtime(self) -> TpuRequest:
         tpu = catalog.TPUS[self.type]
+        if self.runtime_version is None:
+            # pydantic cannot return a new model from validation through __init__: defaults
+            # that depend on other fields are filled in on the frozen instance (resolve()).
+            resolve(self, {"runtime_version": tpu.runtime_versions[0]})
         if self.runtime_version not in tpu.runtime_versions:
             raise ValueError(
                 f"runtime_version {self.runtime_version!r} is not offered for {self.type}; "
@@ -210,6 +216,8 @@ class ClusterSpec(SpecModel):
     tpu: TpuRequest | None = None
     processes_per_node: int | None = Field(None, ge=1, le=64)
     spot: bool = False
+    # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
+    instance_termination_action: Literal["STOP", "DELETE"] | None = None
     boot_disk_gb: int = Field(200, ge=10, le=65536)
     image: str | None = None
     python: str = "python3"
@@ -236,15 +244,18 @@ class ClusterSpec(SpecModel):
                 raise ValueError(f"label {key}={value!r}: values must match {LABEL_VALUE_RE.pattern}")
         return v
 
-    @model_validator(mode="wrap")
-    @classmethod
-    def resolved(cls, data: Any, handler: ModelWrapValidatorHandler[ClusterSpec]) -> ClusterSpec:
-        """Validation returns the cluster resolved: the defaults that depend on other fields
-        (node count, processes per node, a machine type's bundled GPU) filled in, as a new
-        model. Every later layer reads `nodes` and `processes_per_node` as set."""
-        spec = handler(data)
-        updates = spec._check_local() if spec.provider == "local" else spec._check_gcp()
-        return spec.model_copy(update=updates)
+    @model_validator(mode="after")
+    def resolved(self) -> ClusterSpec:
+        """The cluster resolved: the checks return the defaults that depend on other fields
+        (node count, processes per node, a machine type's bundled GPU), filled in here, in one
+        place. Every later layer reads `nodes` and `processes_per_node` as set."""
+        if self.instance_termination_action and not self.spot:
+            raise ValueError("instance_termination_action applies to spot VMs only (set spot: true, "
+                             "or remove it)")
+        updates = self._check_local() if self.provider == "local" else self._check_gcp()
+        if self.spot and self.instance_termination_action is None:
+            updates["instance_termination_action"] = "DELETE"
+        return resolve(self, updates)
 
     # -- local -------------------------------------------------------------------------------
     def _check_local(self) -> dict[str, Any]:

@@ -130,6 +130,15 @@ def aggregated_instances(s: GoogleState, m: re.Match[str], q: dict[str, list[str
             "items": zones}
 
 
+def get_instance(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    key = (m["project"], m["zone"], m["instance"])
+    if key not in s.instances:
+        raise _not_found(f"projects/{key[0]}/zones/{key[1]}/instances/{key[2]}")
+    return {"kind": "compute#instance", "name": key[2], "status": "RUNNING",
+            "zone": f"https://www.googleapis.com/compute/v1/projects/{key[0]}/zones/{key[1]}",
+            **s.instances[key]}
+
+
 def delete_instance(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
     key = (m["project"], m["zone"], m["instance"])
     if s.instances.pop(key, None) is None:
@@ -159,6 +168,12 @@ def tpu_guest_attributes(s: GoogleState, m: re.Match[str], _q: Any, body: dict[s
     return {"guestAttributes": [
         {"queryPath": path, "queryValue": {"items": [i for i in w if i["namespace"] == namespace]}}
         for w in chosen]}
+
+
+def get_tpu_node(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    if m["name"] not in s.tpu_nodes:
+        raise _not_found(m["name"])
+    return {"name": m["name"], "state": "READY", **s.tpu_nodes[m["name"]]}
 
 
 def delete_tpu_node(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
@@ -216,11 +231,14 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", re.compile(rf"/compute/v1/projects/(?P<project>{_SEG})/zones/(?P<zone>{_SEG})"
                                rf"/instances/(?P<instance>{_SEG})"),
           frozenset({"requestId", "noGracefulShutdown"}), None, delete_instance),
+    Route("GET", re.compile(rf"/compute/v1/projects/(?P<project>{_SEG})/zones/(?P<zone>{_SEG})"
+                            rf"/instances/(?P<instance>{_SEG})"), frozenset(), None, get_instance),
     Route("GET", re.compile(rf"/v2/projects/(?P<project>{_SEG})/locations/(?P<location>{_SEG})/nodes"),
           _PAGING, None, list_tpu_nodes),
     Route("POST", re.compile(rf"/v2/(?P<name>{_NODE}):getGuestAttributes"),
           frozenset(), frozenset({"queryPath", "workerIds"}), tpu_guest_attributes),
     Route("DELETE", re.compile(rf"/v2/(?P<name>{_NODE})"), frozenset({"requestId"}), None, delete_tpu_node),
+    Route("GET", re.compile(rf"/v2/(?P<name>{_NODE})"), frozenset(), None, get_tpu_node),
     Route("GET", re.compile(rf"/v2/projects/(?P<project>{_SEG})/locations/(?P<location>{_SEG})/queuedResources"),
           _PAGING, None, list_queued),
     Route("DELETE", re.compile(rf"/v2/(?P<name>{_QR})"), frozenset({"requestId", "force"}), None, delete_queued),

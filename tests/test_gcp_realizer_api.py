@@ -55,3 +55,27 @@ def test_fetch_host_keys_for_every_vm(google: FakeGoogleServer) -> None:
     nodes = [{"name": f"keys-w{i}"} for i in range(2)]
     assert realizer.fetch_host_keys(spec, nodes, lambda _m: None) == {
         f"keys-w{i}": [f"ssh-ed25519 {ED['value']}"] for i in range(2)}
+
+
+def test_instance_status_reads_compute_and_a_deleted_vm_is_none(google: FakeGoogleServer, monkeypatch) -> None:
+    """What the launcher asks when a spot node stops answering: stopped, running or gone."""
+    spec = load_stack("gpu-l4-spot", name="spotty")
+    monkeypatch.setattr(realizer, "spec", lambda stack: spec)
+    google.state.instances[(spec.project, spec.zone, "spotty-node-0")] = {"labels": {}, "status": "TERMINATED"}
+    google.state.instances[(spec.project, spec.zone, "spotty-node-1")] = {"labels": {}}
+    assert realizer.instance_status("spotty", ["spotty-node-0", "spotty-node-1", "spotty-node-2"]) == {
+        "spotty-node-0": "TERMINATED", "spotty-node-1": "RUNNING", "spotty-node-2": None}
+    assert google.refused() == []
+
+
+def test_a_preempted_tpu_slice_reads_as_terminated_on_every_worker(google: FakeGoogleServer, monkeypatch) -> None:
+    from infra.gcp.tpu import tpu_name
+
+    spec = load_stack("tpu-v5e-8", name="tpus")
+    monkeypatch.setattr(realizer, "spec", lambda stack: spec)
+    name = f"projects/{spec.project}/locations/{spec.zone}/nodes/{tpu_name(spec)}"
+    google.state.tpu_nodes[name] = {"state": "PREEMPTED"}
+    assert realizer.instance_status("tpus", ["tpus-w0"]) == {"tpus-w0": "TERMINATED"}
+    del google.state.tpu_nodes[name]
+    assert realizer.instance_status("tpus", ["tpus-w0"]) == {"tpus-w0": None}
+    assert google.refused() == []

@@ -406,6 +406,15 @@ def logs(run_id: Annotated[str, typer.Argument(callback=_run_id_argument, help="
     print_logs(runs_dir, run_id, out, node=node, follow=follow)
 
 
+@app.command(hidden=True)
+def preempt(node: Annotated[str, typer.Argument(help="node name")], stack: StackOpt = "local",
+            grace: Annotated[float, typer.Option(help="seconds between the shutdown's SIGTERM and "
+                                                      "the stop (GCE: about 30)")] = 30.0) -> None:
+    """Reclaim a spot node as GCE does (local stacks): for trying recovery by hand."""
+    action = realizers.for_stack(stack).preempt(stack, node, grace=grace, progress=say)
+    say(f"{node} preempted ({action})")
+
+
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def ssh(ctx: typer.Context, node: Annotated[str, typer.Argument(help="node name or rank")],
         stack: StackOpt = "local") -> None:

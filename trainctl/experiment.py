@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from bootstrap.plan import BootstrapSpec
-from bootstrap.runner import bootstrap, no_report
+from bootstrap.runner import SyncedNodes, bootstrap, no_report
 from infra.errors import RemoteError
 from infra.inventory import Inventory
 from infra.stack_config import ConfigError, load_stack
@@ -82,7 +82,8 @@ def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec
     return LaunchSpec(run_id=run_id, command=exp.run.command, framework=exp.run.framework,
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
                       max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
-                      permanent_exit_codes=exp.restart.permanent_exit_codes, env=exp.run.env)
+                      permanent_exit_codes=exp.restart.permanent_exit_codes, env=exp.run.env,
+                      max_recoveries=exp.restart.max_recoveries)
 
 
 class PhaseClock:
@@ -149,8 +150,17 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                                     ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
                     return report
                 collector = Collector(inventory)
+
+                def recover(lost: list[str]) -> Inventory:
+                    """Preempted nodes back under their names, bootstrapped; the job resumes."""
+                    repaired = realizers.for_stack(run_id).repair(run_id, lost, lambda m: echo(f"[trainctl] {m}"))
+                    SyncedNodes(run_id).forget(lost)  # new disks: their rsync need not wait
+                    bootstrap(repaired, bspec, report.run_dir / "logs" / "bootstrap", nodes=lost)
+                    return repaired
+
                 with phase("train"):
-                    report.result = launcher.run(spec, inventory, lspec, report.run_dir / "logs" / "launch", echo)
+                    report.result = launcher.run(spec, inventory, lspec, report.run_dir / "logs" / "launch",
+                                                 echo, recover=recover)
                 with phase("collect"):
                     missing = collector.collect(job_dir(inventory, run_id), exp.artifacts, report.run_dir)
                     if missing:

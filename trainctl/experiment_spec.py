@@ -50,6 +50,9 @@ class RestartSection(Model):
     max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0, le=100)  # torchrun restarts of the worker group
     job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)  # reruns of the whole job by trainctl
     permanent_exit_codes: tuple[int, ...] = (2,)  # e.g. argparse errors, ImportError wrappers
+    # Recoveries from preemption (spot nodes recreated, job resumed): not counted as job
+    # reruns, which are for the program's own failures. None: as many as the TTL allows.
+    max_recoveries: int | None = Field(None, ge=0, le=1000)
 
 
 class Parameter(Model):

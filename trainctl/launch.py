@@ -60,6 +60,7 @@ class LaunchSpec(BaseModel):
     job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)
     permanent_exit_codes: tuple[int, ...] = (2,)
     env: dict[str, str] = Field(default_factory=dict)
+    max_recoveries: int | None = Field(None, ge=0, le=1000)
 
     @field_validator("run_id")
     @classmethod
@@ -234,6 +235,7 @@ class NodeOutcome:
     exit_code: int | None = None
     error: str = ""
     collateral: bool = False  # stopped by trainctl because another node failed first
+    preempted: bool = False  # its VM was reclaimed (spot): not the program's fault
     worker_tail: deque[str] = field(default_factory=lambda: deque(maxlen=10))  # the program's
     agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=25))  # torchrun's
 
@@ -245,6 +247,7 @@ class LaunchResult:
     attempts: int = 1
     permanent_failure: int | None = None  # a worker exit code from the permanent set
     cancelled: bool = False  # stopped on the caller's request (a pruned trial): never rerun
+    recoveries: int = 0  # times lost (preempted) nodes were recreated and the job resumed
 
     def worker_exit_codes(self) -> set[int]:
         """Exit codes of the failed programs, as torchrun's error summary reports them."""
@@ -262,6 +265,9 @@ class LaunchResult:
     @property
     def ok(self) -> bool:
         return all(o.exit_code == 0 for o in self.outcomes)
+
+    def preempted(self) -> list[str]:
+        return [o.node for o in self.outcomes if o.preempted]
 
     def failures(self) -> list[NodeOutcome]:
         """The nodes that caused the failure (not those stopped because of it)."""
@@ -332,6 +338,48 @@ class LinePrinter:
         self.log.close()
 
 
+# Held open on every node for the run: GCE's metadata server answers `instance/preempted` as
+# soon as the VM is being reclaimed (the local stack's does too); a host without a metadata
+# server ends the watch at once. The node's shutdown then takes its processes within ~30 s:
+# knowing why they died decides between a recovery and a failed run.
+PREEMPTED_MARK = "TRAINCTL_PREEMPTED"
+WATCH_PREEMPTION = (
+    "u=http://metadata.google.internal/computeMetadata/v1/instance/preempted; h='Metadata-Flavor: Google'; "
+    "v=$(curl -sf -H \"$h\" $u) || exit 0; "
+    "while [ \"$v\" != TRUE ]; do v=$(curl -sf -H \"$h\" \"$u?wait_for_change=true\") || sleep 5; done; "
+    f"echo {PREEMPTED_MARK}")
+
+
+def watch_preemption(conn, node: Node, outcome: NodeOutcome, done: threading.Event,
+                     on_preempted: Callable[[], None], echo: Callable[[str], None]) -> None:
+    try:
+        channel = conn.transport.open_session()
+        channel.exec_command(WATCH_PREEMPTION)
+        answer = b""
+        while not done.is_set() and not channel.exit_status_ready():
+            if channel.recv_ready():
+                answer += channel.recv(1024)
+            done.wait(0.2)
+        answer += channel.recv(1024) if channel.recv_ready() else b""
+        channel.close()
+    except Exception:
+        return  # the session ended with the run, or the node is gone: the heartbeat says so
+    if PREEMPTED_MARK.encode() in answer and not done.is_set():
+        outcome.preempted = True
+        outcome.error = "preempted: its spot VM is being reclaimed"
+        echo(f"[trainctl] {node.name}: {outcome.error}")
+        on_preempted()
+
+
+def is_preempted(conn) -> bool:
+    try:
+        answer = conn.run("curl -sf -H 'Metadata-Flavor: Google' http://metadata.google.internal/"
+                          "computeMetadata/v1/instance/preempted", hide=True, warn=True, in_stream=False)
+        return answer.stdout.strip() == "TRUE"
+    except Exception:
+        return False
+
+
 def heartbeat(conn, node: Node, outcome: NodeOutcome, done: threading.Event,
               echo: Callable[[str], None]) -> None:
     """A node whose link is cut never closes its SSH session: TCP would notice after ~15 min.
@@ -392,25 +440,50 @@ def _stop_until_ended(inventory: Inventory, run_id: str, nodes: list[Node],
         stop_run(inventory, run_id, [n for n, f in zip(nodes, sessions) if not f.done()])
 
 
+Recover = Callable[[list[str]], Inventory]
+
+
 def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-           echo: Callable[[str], None] = print, cancel: threading.Event | None = None) -> LaunchResult:
+           echo: Callable[[str], None] = print, cancel: threading.Event | None = None,
+           recover: Recover | None = None) -> LaunchResult:
     """Run the job; rerun it (resuming from its checkpoints) up to job_retries times unless
     it failed for good. torchrun itself restarts failed workers up to max_restarts times.
-    Setting `cancel` stops the job on every node, without a rerun (a sweep's pruned trial)."""
+    Setting `cancel` stops the job on every node, without a rerun (a sweep's pruned trial).
+    When nodes are preempted, `recover(nodes)` recreates them and returns the inventory to go
+    on with; that is a recovery (up to max_recoveries), not one of the job's reruns."""
     result = launch_once(inventory, spec, log_dir, echo, 0, cancel)
-    attempt = 0
-    while not result.ok and not result.cancelled and attempt < spec.job_retries:
-        if result.permanent(spec.permanent_exit_codes):
+    attempt = reruns = recoveries = 0
+    while not result.ok and not result.cancelled:
+        lost = result.preempted()
+        if lost:
+            if recover is None:
+                echo(f"[trainctl] {', '.join(lost)} preempted; nothing recreates nodes for this "
+                     "run (`trainctl run` of an experiment does): stopping")
+                break
+            if spec.max_recoveries is not None and recoveries >= spec.max_recoveries:
+                echo(f"[trainctl] {', '.join(lost)} preempted again: max_recoveries "
+                     f"({spec.max_recoveries}) reached")
+                break
+            recoveries += 1
+            echo(f"[trainctl] recovery {recoveries}: recreating {', '.join(lost)}, then resuming "
+                 "from the latest checkpoint")
+            inventory = recover(lost)
+        elif reruns >= spec.job_retries:
+            break
+        elif result.permanent(spec.permanent_exit_codes):
             echo(f"[trainctl] exit code {sorted(result.worker_exit_codes())} is permanent: no retry")
             break
-        if not stack_still_up(inventory.stack):
+        elif not stack_still_up(inventory.stack):
             echo(f"[trainctl] stack {inventory.stack} was taken down: no retry")
             break
+        else:
+            reruns += 1
+            echo(f"[trainctl] job failed; rerun {reruns}/{spec.job_retries} from the latest checkpoint")
         attempt += 1
-        echo(f"[trainctl] job failed; rerun {attempt}/{spec.job_retries} from the latest checkpoint")
         stop_run(inventory, spec.run_id)
         result = launch_once(inventory, spec, log_dir, echo, attempt, cancel)
     result.attempts = attempt + 1
+    result.recoveries = recoveries
     write_result(log_dir, result)
     return result
 
@@ -419,6 +492,7 @@ def write_result(log_dir: Path, result: LaunchResult) -> None:
     """Marks the run finished for `trainctl logs --follow` and `trainctl status --run`."""
     (log_dir / RESULT_FILE).write_text(json.dumps({
         "run_id": result.run_id, "ok": result.ok, "attempts": result.attempts,
+        "recoveries": result.recoveries,
         "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
                      for o in result.failures()]}, indent=2))
 
@@ -456,10 +530,17 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 else:
                     threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo),
                                      daemon=True).start()
+                    threading.Thread(target=watch_preemption,
+                                     args=(conn, node, outcome, done, first_failure.set, echo),
+                                     daemon=True).start()
                     result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
                                       out_stream=printer, err_stream=printer, in_stream=False)
                     outcome.exit_code = result.exited
-                    if direct and result.exited:
+                    if result.exited and not outcome.preempted and is_preempted(conn):
+                        # its processes died of the VM's shutdown before the watch reported it
+                        outcome.preempted = True
+                        outcome.error = "preempted: its spot VM is being reclaimed"
+                    if direct and result.exited and not outcome.preempted:
                         worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
             outcome.exit_code = -1
@@ -468,7 +549,9 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             done.set()
             printer.close()
         if outcome.exit_code != 0:
-            if stopping.is_set() and not any(name == node.name for name, _ in permanent):
+            if outcome.preempted:
+                first_failure.set()
+            elif stopping.is_set() and not any(name == node.name for name, _ in permanent):
                 outcome.collateral = True
             else:
                 first_failure.set()
@@ -485,8 +568,9 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 break
             if first_failure.wait(0.2):
                 stopping.set()
+                lost = [o.node for o in outcomes.values() if o.preempted]
                 why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
-                       else "a node failed")
+                       else f"{', '.join(lost)} preempted" if lost else "a node failed")
                 echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
                 _stop_until_ended(inventory, spec.run_id, nodes, futures)
                 break

@@ -17,7 +17,7 @@ from infra import catalog
 from infra.errors import ConfigError
 from infra.inventory import Inventory
 from infra.spec import ClusterSpec
-from trainctl.launch import LaunchResult, LaunchSpec
+from trainctl.launch import LaunchResult, LaunchSpec, Recover
 
 Echo = Callable[[str], None]
 Slot = tuple[ClusterSpec, Inventory]
@@ -45,8 +45,11 @@ class Launcher(Protocol):
     def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan: ...
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo, cancel: threading.Event | None = None) -> LaunchResult:
-        """Run until done; setting `cancel` stops the job everywhere, without a rerun."""
+            echo: Echo, cancel: threading.Event | None = None,
+            recover: Recover | None = None) -> LaunchResult:
+        """Run until done; setting `cancel` stops the job everywhere, without a rerun;
+        `recover(nodes)` recreates preempted nodes (where the launcher must: a GKE Job
+        reschedules its pods itself)."""
         ...
 
     def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
@@ -76,10 +79,11 @@ class OverSsh:
         return LaunchPlan(spec.run_id, commands=plan(inventory, spec))
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo, cancel: threading.Event | None = None) -> LaunchResult:
+            echo: Echo, cancel: threading.Event | None = None,
+            recover: Recover | None = None) -> LaunchResult:
         from trainctl.launch import launch
 
-        return launch(inventory, spec, log_dir, echo, cancel=cancel)
+        return launch(inventory, spec, log_dir, echo, cancel=cancel, recover=recover)
 
     def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
         return _share(cluster, parts)
@@ -106,7 +110,8 @@ class GkeJob:
         return LaunchPlan(spec.run_id, objects=objects)
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo, cancel: threading.Event | None = None) -> LaunchResult:
+            echo: Echo, cancel: threading.Event | None = None,
+            recover: Recover | None = None) -> LaunchResult:
         from trainctl.gke_run import run_job
 
         return run_job(cluster, inventory, spec, log_dir, echo, cancel=cancel)

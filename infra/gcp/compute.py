@@ -14,8 +14,9 @@ def scheduling(spec: ClusterSpec) -> gcp.compute.InstanceSchedulingArgs:
     if spec.spot:
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="SPOT", preemptible=True, automatic_restart=False,
-            # GPUs cannot live-migrate; a reclaimed spot VM is deleted, not left stopped and billed for disk.
-            on_host_maintenance="TERMINATE", instance_termination_action="DELETE")
+            # GPUs cannot live-migrate. A reclaimed spot VM is deleted by default (not left stopped
+            # and billed for its disk); STOP keeps the disk for a restart.
+            on_host_maintenance="TERMINATE", instance_termination_action=spec.instance_termination_action)
     return gcp.compute.InstanceSchedulingArgs(
         provisioning_model="STANDARD", automatic_restart=True,
         on_host_maintenance="TERMINATE" if spec.gpu else "MIGRATE")

@@ -20,13 +20,11 @@ from infra.errors import ProvisionError
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node
 from infra.realizers import Progress, StackInfo, unsupported
-from infra.retry import on_results
+from infra.host_keys import key_lines, wait_for_host_keys
 from infra.spec import ClusterSpec
 from infra.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
 from infra.stack_home import mark_deleting, record_provider, stack_lock, state_dir
 
-HOST_KEY_TIMEOUT = 600.0
-HOST_KEY_POLL_SECONDS = 5.0
 SPEC_ENV = "TRAINCTL_SPEC_JSON"
 POLICY_PACK_DIR = "policy"
 
@@ -329,36 +327,62 @@ def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]
     return [item.name for item in expired]
 
 
+def preempt(stack: str, node: str, *, grace: float, progress: Progress,
+            action: str | None = None) -> str:
+    raise unsupported("gcp", "preempt", "Google reclaims spot VMs itself; no API asks it to")
+
+
+def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
+    """Compute's view of each node: RUNNING, TERMINATED, ... or None when it no longer exists."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud import compute_v1
+
+    cluster = spec(stack)
+    if cluster.kind == "gke":
+        raise unsupported("gcp", "instance status", "a GKE stack's nodes belong to its node pool; "
+                                 "the Job reschedules a preempted pod itself")
+    if cluster.kind == "tpu":
+        return dict.fromkeys(nodes, _tpu_status(cluster))
+    client = google_client(compute_v1.InstancesClient)
+    result: dict[str, str | None] = {}
+    for node in nodes:
+        try:
+            result[node] = client.get(project=cluster.project, zone=cluster.zone, instance=node).status
+        except NotFound:
+            result[node] = None
+    return result
+
+
+# TPU node states as Compute would name an instance's: the slice lives or stops as one.
+TPU_AS_INSTANCE = {"READY": "RUNNING", "PREEMPTED": "TERMINATED", "STOPPED": "TERMINATED",
+                   "TERMINATED": "TERMINATED"}
+
+
+def _tpu_status(cluster: ClusterSpec) -> str | None:
+    from google.api_core.exceptions import NotFound
+    from google.cloud import tpu_v2
+
+    try:
+        node = google_client(tpu_v2.TpuClient).get_node(name=_tpu_node_path(cluster))
+    except NotFound:
+        return None
+    return TPU_AS_INSTANCE.get(node.state.name, node.state.name)
+
+
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
     raise unsupported("gcp", "repair", "recreating lost nodes comes with spot recovery (issue 15)")
 
 
 def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],
                     progress: Callable[[str], None]) -> dict[str, list[str]]:
-    """Host keys as the guest agent published them (guest attributes, namespace hostkeys/).
-    Read through the authenticated API, so no key is learned over the network it protects."""
-    found: dict[str, list[str]] = {}
-
-    def missing_after_a_look() -> list[str]:
+    """Host keys as the guest agent published them (guest attributes, namespace hostkeys/),
+    read through the authenticated API."""
+    def look(missing: list[str]) -> dict[str, list[str]]:
         if spec.kind == "tpu":
-            found.update(_tpu_host_keys(spec))
-        else:
-            for n in nodes:
-                if n["name"] not in found:
-                    keys_ = _instance_host_keys(spec, n["name"])
-                    if keys_:
-                        found[n["name"]] = keys_
-        return [n["name"] for n in nodes if not found.get(n["name"])]
+            return _tpu_host_keys(spec)
+        return {name: _instance_host_keys(spec, name) for name in missing}
 
-    def waiting(state: Any) -> None:
-        progress(f"waiting for host keys of {len(state.outcome.result())} node(s)")
-
-    missing = on_results(bool, within=HOST_KEY_TIMEOUT, fixed=HOST_KEY_POLL_SECONDS,
-                         before_sleep=waiting)(missing_after_a_look)
-    if missing:
-        raise ProvisionError(f"no host keys published by {', '.join(missing)} after "
-                             f"{HOST_KEY_TIMEOUT:.0f} s (is the guest environment installed?)")
-    return found
+    return wait_for_host_keys([n["name"] for n in nodes], look, progress)
 
 
 def _instance_host_keys(spec: ClusterSpec, instance: str) -> list[str]:
@@ -371,7 +395,7 @@ def _instance_host_keys(spec: ClusterSpec, instance: str) -> list[str]:
                 project=spec.project, zone=spec.zone, instance=instance, query_path="hostkeys/"))
     except NotFound:
         return []
-    return [f"{item.key} {item.value}" for item in attrs.query_value.items]
+    return key_lines(attrs.query_value.items)
 
 
 def _tpu_node_path(spec: ClusterSpec) -> str:
@@ -393,5 +417,5 @@ def _tpu_host_keys(spec: ClusterSpec) -> dict[str, list[str]]:
         return {}
     # GuestAttributes carries no worker id: the API answers one entry per worker, in worker
     # order (worker 0 first), which is also the order of the node's networkEndpoints.
-    return {f"{tpu_name(spec)}-w{worker}": [f"{item.key} {item.value}" for item in attr.query_value.items]
+    return {f"{tpu_name(spec)}-w{worker}": key_lines(attr.query_value.items)
             for worker, attr in enumerate(resp.guest_attributes)}

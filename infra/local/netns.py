@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 from infra.errors import ProvisionError
 
@@ -75,6 +76,21 @@ def netns_pids(ns: str) -> list[int]:
         return []
     out = run(["ip", "netns", "pids", ns], check=False).stdout
     return [int(p) for p in out.split() if p.isdigit()]
+
+
+def guest_pids(ns: str) -> dict[int, int]:
+    """The node's own processes (host pid -> pid inside the node): those of the namespace that
+    live in the node's PID namespace, not the supervisor that boots it."""
+    found = {}
+    for pid in netns_pids(ns):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and len(line.split()) == 3:
+                found[pid] = int(line.split()[2])
+    return found
 
 
 def kill_netns_processes(ns: str, timeout: float = 5.0) -> None:

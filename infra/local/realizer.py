@@ -9,10 +9,14 @@ Firewall rules from the spec become iptables rules inside each namespace.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
+import json
 import os
+import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -25,7 +29,8 @@ from infra import keys
 from infra.cost import Estimate
 from infra.errors import ProvisionError
 from infra.inventory import Inventory, Node
-from infra.local import netns, sshd
+from infra.host_keys import key_lines, wait_for_host_keys
+from infra.local import metadata, metadata_admin, netns, sshd
 from infra.local.state import StackState, load_state, new_state
 from infra.realizers import Progress, StackInfo, unsupported
 from infra.spec import ClusterSpec
@@ -161,6 +166,12 @@ def bucket_rules(addr: Addresses, node_ips: list[str]) -> list[list[str]]:
              ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
     for ip in [addr.controller, *node_ips]:
         rules.append(["-p", "tcp", "-s", f"{ip}/32", "--dport", str(EMULATOR_PORT), "-j", "ACCEPT"])
+    # The metadata server: its GCE address for the nodes, its controller side for trainctl only.
+    for ip in node_ips:
+        rules.append(["-p", "tcp", "-s", f"{ip}/32", "-d", f"{metadata.METADATA_IP}/32",
+                      "--dport", "80", "-j", "ACCEPT"])
+    rules.append(["-p", "tcp", "-s", f"{addr.controller}/32", "-d", f"{addr.bucket}/32",
+                  "--dport", str(metadata.ADMIN_PORT), "-j", "ACCEPT"])
     return rules
 
 
@@ -223,7 +234,6 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
     state.created(record)
 
     node_ips = [addr.node(i) for i in range(spec.node_count)]
-    ssh_sources = [f"{addr.controller}/32"]
 
     # The bucket: an emulator in its own namespace, reachable only from the cluster.
     record = state.intend("netns", name=names.bucket_netns, veth=names.bucket_veth)
@@ -232,25 +242,12 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
     state.created(record)
     netns.apply_iptables(names.bucket_netns, bucket_rules(addr, node_ips))
     _start_emulator(names, addr, sdir)
+    _start_metadata_server(spec, names, addr, sdir)
 
     nodes_dir = sdir / "nodes"
-    host_keys: dict[int, str] = {}
 
     def create_node(i: int) -> None:
-        ns = names.node_netns(i)
-        ndir = nodes_dir / names.node(i)
-        for sub in ("root", "tmp", "work"):
-            (ndir / sub).mkdir(parents=True, exist_ok=True)
-        os.chmod(ndir / "root", 0o700)
-        os.chmod(ndir / "tmp", 0o1777)
-        host_key = ndir / "ssh_host_ed25519_key"
-        host_keys[i] = keys.write_ed25519_keypair(host_key, ns)
-        config = ndir / "sshd_config"
-        config.write_text(sshd.sshd_config(addr.node(i), host_key, authorized))
-        netns.create_node_netns(ns, names.veth(i), names.bridge, addr.cidr(addr.node(i)),
-                                NODE_IFNAME)
-        netns.apply_iptables(ns, node_rules(addr, node_ips, ssh_sources))
-        sshd.boot_node(ns, names.node(i), ndir / "root", ndir / "tmp", config, ndir / "sshd.log")
+        _start_node(names, addr, sdir, i, node_ips)
 
     # Intent for every node is on disk before any of them is created.
     records = [state.intend("netns", name=names.node_netns(i), veth=names.veth(i))
@@ -277,13 +274,14 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
         raise LocalStackError(f"not answering after 20 s: {', '.join(late)} "
                               f"(logs under {nodes_dir})")
     progress(f"{spec.node_count} node(s) answering on :22, bucket gs://{names.bucket}")
+    host_keys = _published_host_keys(addr, [names.node(i) for i in range(spec.node_count)], progress)
 
     inventory = Inventory(
         stack=spec.name,
         provider="local",
         nodes=tuple(
             Node(name=names.node(i), rank=i, internal_ip=addr.node(i), ssh_host=addr.node(i),
-                 ssh_user="root", host_keys=(host_keys[i],), accelerator="cpu",
+                 ssh_user="root", host_keys=tuple(host_keys[names.node(i)]), accelerator="cpu",
                  workdir=str(nodes_dir / names.node(i) / "work"), interface=NODE_IFNAME)
             for i in range(spec.node_count)),
         bucket_uri=f"gs://{names.bucket}",
@@ -300,6 +298,78 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
     return inventory
 
 
+def _start_node(names: Names, addr: Addresses, sdir: Path, i: int, node_ips: list[str]) -> None:
+    """Boot node i: a new disk (keys, home, workdir) unless it still has one (a stopped node
+    started again), its namespace unless it still exists, then the machine itself."""
+    ns = names.node_netns(i)
+    ndir = sdir / "nodes" / names.node(i)
+    for sub in ("root", "tmp", "work"):
+        (ndir / sub).mkdir(parents=True, exist_ok=True)
+    os.chmod(ndir / "root", 0o700)
+    os.chmod(ndir / "tmp", 0o1777)
+    host_key = ndir / "ssh_host_ed25519_key"
+    if not host_key.exists():
+        keys.write_ed25519_keypair(host_key, ns)
+    config = ndir / "sshd_config"
+    config.write_text(sshd.sshd_config(addr.node(i), host_key, sdir / "keys" / "authorized_keys"))
+    if not netns.netns_exists(ns):
+        netns.create_node_netns(ns, names.veth(i), names.bridge, addr.cidr(addr.node(i)), NODE_IFNAME)
+        # GCE's metadata address, served from the bucket's namespace (infra/local/metadata.py)
+        netns.run(["ip", "route", "add", f"{metadata.METADATA_IP}/32", "via", addr.bucket], netns=ns)
+    netns.apply_iptables(ns, node_rules(addr, node_ips, [f"{addr.controller}/32"]))
+    sshd.boot_node(ns, names.node(i), ndir / "root", ndir / "tmp", config, ndir / "sshd.log",
+                   host_key.with_name(host_key.name + ".pub"))
+
+
+def _published_host_keys(addr: Addresses, nodes: list[str], progress: Progress) -> dict[str, list[str]]:
+    admin = metadata_admin_url(addr)
+    return wait_for_host_keys(
+        nodes, lambda missing: {n: key_lines(metadata_admin.guest_attributes(admin, n, "hostkeys/")
+                                             ["queryValue"]["items"]) for n in missing},
+        progress, timeout=HOST_KEY_TIMEOUT, poll=HOST_KEY_POLL_SECONDS)
+
+
+HOST_KEY_TIMEOUT = 20.0  # published at boot, before sshd starts: there by the time :22 answers
+HOST_KEY_POLL_SECONDS = 0.1
+
+
+def metadata_admin_url(addr: Addresses) -> str:
+    return f"http://{addr.bucket}:{metadata.ADMIN_PORT}"
+
+
+def metadata_admin_for(stack: str) -> str:
+    """The controller side of a live stack's metadata server."""
+    state = load_state(stack)
+    if state is None:
+        raise ConfigError(f"stack {stack!r} is not up; run `trainctl up --stack {stack}`")
+    return metadata_admin_url(Addresses(ipaddress.IPv4Network(state.data["subnet"])))
+
+
+def _start_metadata_server(spec: ClusterSpec, names: Names, addr: Addresses, sdir: Path) -> None:
+    """Every node's instance metadata, as GCE serves it; up before any node boots (nodes publish
+    their host keys to it at boot)."""
+    config = sdir / "metadata.json"
+    config.write_text(json.dumps({
+        "project": {"project-id": f"local-{spec.name}", "numeric-project-id": secrets.randbits(40)},
+        "nodes": [metadata_record(spec, names, addr, i) for i in range(spec.node_count)]}, indent=2))
+    netns.run(["ip", "addr", "add", f"{metadata.METADATA_IP}/32", "dev", "lo"], netns=names.bucket_netns)
+    log = open(sdir / "metadata.log", "ab")
+    subprocess.run(
+        ["setsid", "-f", "ip", "netns", "exec", names.bucket_netns, sys.executable, "-m", "infra.local.metadata",
+         "--config", str(config), "--listen", f"{metadata.METADATA_IP}:80",
+         "--admin", f"{addr.bucket}:{metadata.ADMIN_PORT}"],
+        check=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    if not sshd.wait_for_port(addr.bucket, metadata.ADMIN_PORT, 20.0):
+        raise LocalStackError(f"metadata server not answering after 20 s (log: {sdir / 'metadata.log'})")
+
+
+def metadata_record(spec: ClusterSpec, names: Names, addr: Addresses, i: int) -> dict[str, Any]:
+    """One node as the metadata server describes it; a node created again gets a new id."""
+    return {"name": names.node(i), "ip": addr.node(i), "id": secrets.randbits(63), "zone": "local-a",
+            "machine-type": "local", "spot": spec.spot,
+            "attributes": {"enable-guest-attributes": "TRUE", "trainctl-stack": spec.name}}
+
+
 def hosts_file(names: Names, addr: Addresses, count: int) -> str:
     """What a VM's resolver knows: every cluster name, forward and reverse.
 
@@ -308,7 +378,8 @@ def hosts_file(names: Names, addr: Addresses, count: int) -> str:
     lookup falls through to a DNS server nodes cannot reach, and c10d warns on every connection
     ("The hostname of the client socket cannot be retrieved")."""
     named = [(addr.bucket, "bucket"), *((addr.node(i), names.node(i)) for i in range(count))]
-    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+    lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback",
+             f"{metadata.METADATA_IP} {metadata.METADATA_HOST} metadata"]
     lines += [f"{ip} {name}" for ip, name in named]
     lines += [f"::ffff:{ip} {name}" for ip, name in named]
     return "\n".join(lines) + "\n"
@@ -498,5 +569,106 @@ def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]
     return found
 
 
+# GCE gives a reclaimed spot VM about 30 s between the ACPI shutdown and the stop.
+PREEMPT_GRACE_SECONDS = 30.0
+
+
+def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
+            progress: Progress = lambda _: None, action: str | None = None) -> str:
+    """Reclaim a spot node as GCE does: its `instance/preempted` turns TRUE, its processes get
+    the shutdown's SIGTERM, and after the grace period (or once they are gone) the node is
+    stopped (STOP: its disk stays) or deleted (DELETE), as the stack's instance_termination_action
+    says. Returns the action taken."""
+    state = load_state(stack)
+    if state is None:
+        raise ConfigError(f"stack {stack!r} is not up")
+    cluster = ClusterSpec.model_validate(state.data["spec"])
+    if not cluster.spot:
+        raise ConfigError(f"stack {stack} is not a spot stack: only spot VMs are preempted "
+                          f"(set spot: true)")
+    names = Names(stack)
+    index = next((i for i in range(cluster.node_count) if names.node(i) == node), None)
+    if index is None:
+        raise ConfigError(f"stack {stack} has no node {node!r}")
+    ns = names.node_netns(index)
+    if state.data.get("node_status", {}).get(node, "RUNNING") != "RUNNING":
+        raise ConfigError(f"node {node} of stack {stack} is not running")
+    # `action` overrides the stack's choice (a test preempting once each way)
+    action = action or cluster.instance_termination_action or "DELETE"
+    if action not in ("STOP", "DELETE"):
+        raise ConfigError(f"termination action {action!r}: STOP or DELETE")
+    metadata_admin.preempt(metadata_admin_for(stack), node)
+    progress(f"{node}: preempted; shutting down (grace {grace:g} s), then {action}")
+    workload = [pid for pid, inner in netns.guest_pids(ns).items() if inner != 1]
+    for pid in workload:  # ACPI shutdown: every program gets SIGTERM; sshd (PID 1) stays
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(inner != 1 for inner in netns.guest_pids(ns).values()):
+        time.sleep(0.1)
+    with stack_lock(stack, "preempt"):
+        netns.kill_netns_processes(ns)  # the VM stops: the supervisor too, so it never reboots
+        if action == "DELETE":
+            netns.delete_netns(ns)
+            netns.delete_link(names.veth(index))
+            discard(state.path.parent / "nodes" / node)
+        state = load_state(stack) or state
+        state.data.setdefault("node_status", {})[node] = "TERMINATED" if action == "STOP" else "DELETED"
+        state.save()
+    progress(f"{node}: {'stopped' if action == 'STOP' else 'deleted'}")
+    return action
+
+
+def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
+    """Per node, as Compute's instances.get would say: RUNNING, TERMINATED (stopped), or None
+    (no such instance: deleted)."""
+    state = load_state(stack)
+    recorded = (state.data.get("node_status", {}) if state else {})
+    result: dict[str, str | None] = {}
+    for node in nodes:
+        status = recorded.get(node, "RUNNING") if state else None
+        result[node] = None if status == "DELETED" else status
+    return result
+
+
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
-    raise unsupported("local", "repair", "lost local nodes are booted again by the stack itself")
+    """Bring preempted nodes back under their names and addresses, as a managed instance group
+    recreates a spot VM: a stopped node starts again on its disk, a deleted one gets a new disk
+    and host key (pinned from its guest attributes, as at `up`). Returns the inventory to go on
+    with; nodes still running are left alone."""
+    with stack_lock(stack, "repair"):
+        state = load_state(stack)
+        if state is None:
+            raise ConfigError(f"stack {stack!r} is not up")
+        cluster = ClusterSpec.model_validate(state.data["spec"])
+        names = Names(stack)
+        addr = Addresses(ipaddress.IPv4Network(state.data["subnet"]))
+        by_name = {names.node(i): i for i in range(cluster.node_count)}
+        unknown = [n for n in nodes if n not in by_name]
+        if unknown:
+            raise ConfigError(f"stack {stack} has no node(s) {', '.join(unknown)}")
+        status = state.data.setdefault("node_status", {})
+        lost = [n for n in nodes if status.get(n, "RUNNING") != "RUNNING"]
+        admin = metadata_admin_url(addr)
+        node_ips = [addr.node(i) for i in range(cluster.node_count)]
+        for node in lost:
+            record = metadata_record(cluster, names, addr, by_name[node])
+            if status[node] == "TERMINATED":  # the same instance, started again
+                record["id"] = metadata_admin.instance(admin, node)["id"]
+            metadata_admin.boot(admin, record)
+            progress(f"{node}: {'starting again' if status[node] == 'TERMINATED' else 'recreating'}")
+            _start_node(names, addr, state.path.parent, by_name[node], node_ips)
+        for node in lost:
+            if not sshd.wait_for_port(addr.node(by_name[node]), 22, 20.0):
+                raise LocalStackError(f"{node} not answering on :22 20 s after its repair")
+        keys_ = _published_host_keys(addr, lost, progress)
+        current = inventory(stack)
+        updated = current.model_copy(update={"nodes": tuple(
+            n.model_copy(update={"host_keys": tuple(keys_[n.name])}) if n.name in keys_ else n
+            for n in current.nodes)})
+        Path(updated.known_hosts).write_text("\n".join(updated.known_hosts_lines()) + "\n")
+        updated.write(state.path.parent / "inventory.json")
+        for node in lost:
+            status[node] = "RUNNING"
+        state.save()
+        return updated

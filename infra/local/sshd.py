@@ -47,8 +47,17 @@ def sshd_config(listen_ip: str, host_key: Path, authorized_keys: Path) -> str:
     ])
 
 
+# What GCE's guest agent does at every boot: publish the host's SSH keys as guest attributes
+# (namespace hostkeys, key = key type, value = the base64 key), where the controller reads them
+# through its authenticated side instead of trusting the first key the network shows it.
+PUBLISH_HOST_KEY = ("curl -sSf --retry 20 --retry-delay 0 --retry-max-time 20 --retry-connrefused "
+                    "-X PUT -H 'Metadata-Flavor: Google' --data-binary \"$(cut -d' ' -f2 {pub})\" "
+                    "http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/"
+                    "hostkeys/$(cut -d' ' -f1 {pub})")
+
+
 def node_boot_script(hostname: str, private_root: Path, private_tmp: Path, config: Path,
-                     log: Path) -> str:
+                     log: Path, host_key_pub: Path) -> str:
     q = shlex.quote
     return "; ".join([
         "set -e",
@@ -58,6 +67,7 @@ def node_boot_script(hostname: str, private_root: Path, private_tmp: Path, confi
         "mount -t tmpfs -o mode=0755 tmpfs /var/log",
         f"mount --bind {q(str(private_root))} /root",
         f"mount --bind {q(str(private_tmp))} /tmp",
+        PUBLISH_HOST_KEY.format(pub=q(str(host_key_pub))),
         f"exec {SSHD} -D -f {q(str(config))} -E {q(str(log))}",
     ])
 
@@ -69,9 +79,9 @@ RESTART_DELAY_S = 1
 
 
 def boot_node(netns: str, hostname: str, private_root: Path, private_tmp: Path, config: Path,
-              log: Path) -> None:
+              log: Path, host_key_pub: Path) -> None:
     """Start the node detached from this process (it must outlive `trainctl up`)."""
-    script = node_boot_script(hostname, private_root, private_tmp, config, log)
+    script = node_boot_script(hostname, private_root, private_tmp, config, log, host_key_pub)
     machine = ("unshare --mount --propagation private --pid --uts --fork --kill-child --mount-proc "
                '/bin/sh -c "$1"')
     supervisor = (f'while :; do {machine}; code=$?; echo "$(date -Is) node stopped (exit $code): '

@@ -1,0 +1,35 @@
+"""The controller's side of the local metadata server (infra/local/metadata.py): read a node's
+guest attributes in the shape of Compute's getGuestAttributes, preempt a node, boot one again."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+TIMEOUT = 10.0
+
+
+def _call(url: str, method: str = "GET", body: Any = None) -> Any:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return json.load(response)
+
+
+def guest_attributes(admin: str, node: str, query_path: str) -> dict[str, Any]:
+    """{"queryPath": ..., "queryValue": {"items": [{"namespace", "key", "value"}]}}"""
+    return _call(f"{admin}/nodes/{node}/guest-attributes?queryPath={query_path}")
+
+
+def instance(admin: str, node: str) -> dict[str, Any]:
+    return _call(f"{admin}/nodes/{node}")
+
+
+def preempt(admin: str, node: str) -> None:
+    _call(f"{admin}/nodes/{node}/preempt", "POST", {})
+
+
+def boot(admin: str, record: dict[str, Any]) -> None:
+    _call(f"{admin}/nodes/{record['name']}", "PUT", record)
