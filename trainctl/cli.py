@@ -368,6 +368,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
                            *(str(t.params.get(n)) for n in names))
         console().print(trials)
         say(f"best: {(report.run_dir / 'best.json').read_text()}; plot: {report.run_dir / 'sweep.png'}")
+    if report.result and report.result.recoveries:
+        say(f"recovered from {report.result.recoveries} preemption(s)")
     if report.metrics:
         say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
             f"artifacts in {report.run_dir}")

@@ -341,12 +341,14 @@ class LinePrinter:
 # Held open on every node for the run: GCE's metadata server answers `instance/preempted` as
 # soon as the VM is being reclaimed (the local stack's does too); a host without a metadata
 # server ends the watch at once. The node's shutdown then takes its processes within ~30 s:
-# knowing why they died decides between a recovery and a failed run.
+# knowing why they died decides between a recovery and a failed run. Each wait is bounded and
+# followed by a write, so the watch dies of SIGPIPE within 30 s of its session closing.
 PREEMPTED_MARK = "TRAINCTL_PREEMPTED"
 WATCH_PREEMPTION = (
     "u=http://metadata.google.internal/computeMetadata/v1/instance/preempted; h='Metadata-Flavor: Google'; "
     "v=$(curl -sf -H \"$h\" $u) || exit 0; "
-    "while [ \"$v\" != TRUE ]; do v=$(curl -sf -H \"$h\" \"$u?wait_for_change=true\") || sleep 5; done; "
+    "while [ \"$v\" != TRUE ]; do printf . || exit 0; "
+    "v=$(curl -sf -H \"$h\" \"$u?wait_for_change=true&timeout_sec=30\") || sleep 5; done; "
     f"echo {PREEMPTED_MARK}")
 
 

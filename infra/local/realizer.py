@@ -323,10 +323,15 @@ def _start_node(names: Names, addr: Addresses, sdir: Path, i: int, node_ips: lis
 
 def _published_host_keys(addr: Addresses, nodes: list[str], progress: Progress) -> dict[str, list[str]]:
     admin = metadata_admin_url(addr)
-    return wait_for_host_keys(
-        nodes, lambda missing: {n: key_lines(metadata_admin.guest_attributes(admin, n, "hostkeys/")
-                                             ["queryValue"]["items"]) for n in missing},
-        progress, timeout=HOST_KEY_TIMEOUT, poll=HOST_KEY_POLL_SECONDS)
+
+    def look(missing: list[str]) -> dict[str, list[str]]:
+        try:
+            return {n: key_lines(metadata_admin.guest_attributes(admin, n, "hostkeys/")["queryValue"]["items"])
+                    for n in missing}
+        except OSError:  # the metadata server is still starting: look again
+            return {}
+
+    return wait_for_host_keys(nodes, look, progress, timeout=HOST_KEY_TIMEOUT, poll=HOST_KEY_POLL_SECONDS)
 
 
 HOST_KEY_TIMEOUT = 20.0  # published at boot, before sshd starts: there by the time :22 answers
@@ -346,8 +351,8 @@ def metadata_admin_for(stack: str) -> str:
 
 
 def _start_metadata_server(spec: ClusterSpec, names: Names, addr: Addresses, sdir: Path) -> None:
-    """Every node's instance metadata, as GCE serves it; up before any node boots (nodes publish
-    their host keys to it at boot)."""
+    """Every node's instance metadata, as GCE serves it. Not waited for: the nodes boot while it
+    starts (they retry publishing their host keys until it answers), and `up` waits for those."""
     config = sdir / "metadata.json"
     config.write_text(json.dumps({
         "project": {"project-id": f"local-{spec.name}", "numeric-project-id": secrets.randbits(40)},
@@ -359,8 +364,6 @@ def _start_metadata_server(spec: ClusterSpec, names: Names, addr: Addresses, sdi
          "--config", str(config), "--listen", f"{metadata.METADATA_IP}:80",
          "--admin", f"{addr.bucket}:{metadata.ADMIN_PORT}"],
         check=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    if not sshd.wait_for_port(addr.bucket, metadata.ADMIN_PORT, 20.0):
-        raise LocalStackError(f"metadata server not answering after 20 s (log: {sdir / 'metadata.log'})")
 
 
 def metadata_record(spec: ClusterSpec, names: Names, addr: Addresses, i: int) -> dict[str, Any]:

@@ -16,12 +16,14 @@ from infra.local import realizer
 
 pytestmark = pytest.mark.e2e
 
-ARGS = "--epochs 6 --epoch-sleep 1"
+EPOCHS = "--epochs 6"
 SPOT = "restart: {max_restarts: 0}\nartifacts: [metrics.json]\n"
 
 
-def spot_experiment(tmp_path, name: str):
-    path = experiment(tmp_path, ARGS, nodes=3, name=name, extra=SPOT)
+def spot_experiment(tmp_path, name: str, pause: str = ""):
+    """The same training either way; `pause` (a sleep between epochs) only leaves room to
+    preempt a node at a known point."""
+    path = experiment(tmp_path, f"{EPOCHS} {pause}", nodes=3, name=name, extra=SPOT)
     path.write_text(path.read_text().replace("overrides: {nodes: 3}", "overrides: {nodes: 3, spot: true}"))
     return path
 
@@ -32,7 +34,7 @@ def test_a_spot_run_preempted_twice_finishes_as_an_undisturbed_one(trainctl_home
     assert calm.returncode == 0, calm.stdout + calm.stderr
     undisturbed = json.loads(next((tmp_path / "runs").glob("calm-*/metrics.json")).read_text())
 
-    run, run_id = Streamed.run(spot_experiment(tmp_path, "spot"), tmp_path / "runs")
+    run, run_id = Streamed.run(spot_experiment(tmp_path, "spot", "--epoch-sleep 1"), tmp_path / "runs")
     run.wait_for(r"epoch 2/6")
     assert realizer.preempt(run_id, "node1", grace=2, action="STOP") == "STOP"
     run.wait_for(r"recovery 1: recreating node1")
