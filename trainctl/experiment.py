@@ -23,7 +23,7 @@ from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import SyncedNodes, bootstrap, no_report
 from infra.errors import RemoteError
 from infra.inventory import Inventory
-from infra.stack_config import ConfigError, load_stack
+from infra.stack_config import load_stack
 from infra import realizers
 from trainctl.collect import Collector, draw_loss
 from trainctl.experiment_spec import Experiment

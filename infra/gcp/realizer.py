@@ -16,7 +16,6 @@ from typing import Any, Callable, Mapping
 
 from infra import cost, keys
 from infra.cost import Estimate
-from infra.errors import ProvisionError
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node
 from infra.realizers import Progress, StackInfo, unsupported

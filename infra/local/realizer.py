@@ -32,7 +32,7 @@ from infra.inventory import Inventory, Node
 from infra.host_keys import key_lines, wait_for_host_keys
 from infra.local import metadata, metadata_admin, netns, sshd
 from infra.local.state import StackState, load_state, new_state
-from infra.realizers import Progress, StackInfo, unsupported
+from infra.realizers import Progress, StackInfo
 from infra.spec import ClusterSpec
 from infra.stack_config import ConfigError
 from infra.stack_home import (cache_dir, discard, global_lock, mark_deleting, recorded_provider, stack_lock,
