@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SCENARIOS = [
     "tests/reliability/test_interrupt_every_phase.py",
     "tests/reliability/test_faults_and_security.py",  # includes the Ctrl-C-while-connecting race
+    "tests/reliability/test_spot_recovery.py",
     "tests/test_run_end_to_end.py::test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count",
     "tests/test_run_end_to_end.py::test_a_dead_torchrun_agent_is_noticed_at_once_and_the_job_reruns_from_its_checkpoint",
     "tests/test_run_end_to_end.py::test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back",
