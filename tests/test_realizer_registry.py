@@ -97,3 +97,8 @@ def test_gcp_repair_says_why_it_is_not_there_yet() -> None:
 def test_local_repair_of_a_stack_that_is_not_up_names_it(trainctl_home) -> None:
     with pytest.raises(ConfigError, match="stack 's' is not up"):
         realizers.realizer("local").repair("s", ["n0"], lambda _l: None)
+
+
+def test_preempting_a_gcp_node_says_why_not(trainctl_home) -> None:
+    with pytest.raises(ConfigError, match="`preempt` is not available on gcp stacks: Google reclaims"):
+        realizers.for_stack("gpu-l4-spot").preempt("gpu-l4-spot", "n0", grace=1, progress=lambda _m: None)

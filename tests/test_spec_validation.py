@@ -134,3 +134,11 @@ def test_bad_bucket_names_are_refused(name):
 @pytest.mark.parametrize("name", ["my-bucket", "my_bucket.example.com", "abc", "a1-b2_c3"])
 def test_good_bucket_names_pass(name):
     assert _gcp(bucket={"name": name}).bucket.name == name
+
+
+def test_a_spot_stack_is_deleted_when_reclaimed_unless_it_asks_to_be_stopped():
+    assert ClusterSpec(name="s", spot=True).instance_termination_action == "DELETE"
+    assert ClusterSpec(name="s", spot=True, instance_termination_action="STOP").instance_termination_action == "STOP"
+    assert ClusterSpec(name="s").instance_termination_action is None
+    with pytest.raises(ValueError, match="instance_termination_action applies to spot VMs only"):
+        ClusterSpec(name="s", instance_termination_action="STOP")
