@@ -246,3 +246,15 @@ def test_outputs_hold_no_private_key_and_the_kubeconfig_is_secret(stack):
     if stack in GKE_STACKS:
         assert "kubeconfig" in ev.outputs and "kubeconfig" in ev.secret_outputs
     assert ev.secret_outputs <= {"kubeconfig"}  # nothing else sensitive: no needless secrets
+
+
+def test_a_spot_stack_that_asks_to_be_stopped_declares_stop_and_passes_the_policy():
+    """instance_termination_action is pulumi-gcp's InstanceSchedulingArgs field; GCE takes STOP
+    or DELETE for spot VMs only (policy rule spot-scheduling-consistent)."""
+    from policy.rules import Resource, check_resources
+
+    spec = load_stack("gpu-l4-spot", overrides={"instance_termination_action": "STOP"})
+    resources = evaluate(spec, PUBKEY)
+    for inst in resources.of_type("compute/instance:Instance"):
+        assert inst.inputs["scheduling"]["instanceTerminationAction"] == "STOP"
+    assert check_resources([Resource(r.type, r.name, r.inputs, {}) for r in resources.resources]) == []
