@@ -250,10 +250,20 @@ def prefetch_argv(inventory: Inventory, spec: BootstrapSpec, uv: str) -> tuple[l
         raise ValueError("offline nodes need UV_CACHE_DIR in the inventory's node_env")
     seed = Path(cache).parent / "seed" / requirements_digest(spec, inventory)
     env = {k: v for k, v in inventory.node_env.items() if k.startswith("UV_") and k != "UV_OFFLINE"}
-    script = (f"[ -f {shlex.quote(str(seed))}/.complete ] && exit 0; "
+    quoted = shlex.quote(str(seed))
+    # Bytecode compiled once into the cache's unpacked wheels: uv hardlinks their __pycache__
+    # into every node's environment with the sources, so no node compiles torch at its first
+    # import (about 3 s per process here, paid again by each node recreated after a preemption).
+    # A wheel's `.data/` files are moved by uv at install, checked against its RECORD, so
+    # nothing may be added there. Some packages ship files that do not compile (templates,
+    # other Pythons): not an error.
+    compile_cache = (f"{join([str(seed / 'bin' / 'python'), '-m', 'compileall', '-q', '-j', '0', '-x', r'[.]data/', str(Path(cache) / 'archive-v0')])}"
+                     " >/dev/null 2>&1")
+    script = (f"[ -f {quoted}/.complete ] || {{ "
               f"{join([uv, 'venv', '-q', '--allow-existing', '--python', python, str(seed)])} && "
               f"{join([uv, 'pip', 'install', '-q', '--python', str(seed / 'bin' / 'python'), '-r', str(spec.code_dir / spec.requirements)])} && "
-              f"touch {shlex.quote(str(seed))}/.complete")
+              f"touch {quoted}/.complete; }} || exit 1; "
+              f"[ -f {quoted}/.compiled ] || {{ {compile_cache}; touch {quoted}/.compiled; }}")
     return ["sh", "-c", script], env, seed
 
 

@@ -29,3 +29,10 @@ class ProvisionError(TrainctlError):
 class RemoteError(TrainctlError):
     exit_code = 1
     title = "failed on the nodes"
+
+
+class CapacityUnavailable(ProvisionError):
+    """The provider has no capacity for the nodes right now (GCE: ZONE_RESOURCE_POOL_EXHAUSTED,
+    a spot stockout): worth trying again later, unlike other provisioning errors."""
+
+    title = "no capacity"

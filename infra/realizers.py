@@ -64,8 +64,9 @@ class Realizer(Protocol):
         ...
 
     def preempt(self, stack: str, node: str, *, grace: float, progress: Progress,
-                action: str | None = None) -> str:
-        """Reclaim a spot node as the provider would (where something can ask it to)."""
+                action: str | None = None, unavailable_for: float = 0.0) -> str:
+        """Reclaim a spot node as the provider would (where something can ask it to), and
+        leave the zone without capacity for it for `unavailable_for` seconds."""
         ...
 
 

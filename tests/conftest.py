@@ -51,6 +51,33 @@ def trainctl_home(monkeypatch):
     shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def trainer_python() -> Path:
+    """An interpreter with the reference trainers' requirements, built as bootstrap seeds the
+    nodes' environments (uv, the machine's shared uv cache and wheelhouse): trainers run here
+    as plain processes."""
+    import hashlib
+
+    from infra.local.realizer import LOCAL_WHEELHOUSE
+    from infra.stack_home import cache_dir
+
+    requirements = REPO / "trainers" / "requirements.txt"
+    digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
+    seed = cache_dir() / "seed" / f"tests-{digest}"
+    env = {**os.environ, "UV_CACHE_DIR": str(cache_dir() / "uv"), "UV_LINK_MODE": "hardlink",
+           "UV_PYTHON_DOWNLOADS": "never"}
+    if os.path.isdir(LOCAL_WHEELHOUSE):
+        env["UV_FIND_LINKS"] = LOCAL_WHEELHOUSE
+    if not (seed / ".complete").exists():
+        uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"
+        subprocess.run([uv, "venv", "-q", "--allow-existing", "--python", python, str(seed)], env=env, check=True)
+        subprocess.run([uv, "pip", "install", "-q", "--python", str(seed / "bin" / "python"), "-r",
+                        str(requirements)], env=env, check=True)
+        (seed / ".complete").touch()
+    return seed / "bin" / "python"
+
+
 def leftovers(stack: str) -> list[str]:
     """Everything on this machine that still belongs to the stack."""
     from infra.local import netns as nets

@@ -6,6 +6,7 @@ library's own JSON decoders. Field names in the answers follow Google's REST ref
   compute instances.getGuestAttributes  https://cloud.google.com/compute/docs/reference/rest/v1/instances/getGuestAttributes
   compute instances.aggregatedList      https://cloud.google.com/compute/docs/reference/rest/v1/instances/aggregatedList
   compute instances.delete              https://cloud.google.com/compute/docs/reference/rest/v1/instances/delete
+  compute instances.get/insert/start    https://cloud.google.com/compute/docs/reference/rest/v1/instances
   tpu nodes (v2)                        https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes
   tpu queuedResources (v2)              https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources
   container clusters (v1)               https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters
@@ -146,6 +147,22 @@ def delete_instance(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
     return _compute_operation(key[0], key[1], "delete", key[2])
 
 
+def insert_instance(s: GoogleState, m: re.Match[str], _q: Any, body: dict[str, Any] | None) -> Any:
+    key = (m["project"], m["zone"], (body or {})["name"])
+    if key in s.instances:
+        raise ApiError(409, "ALREADY_EXISTS", f"The resource 'projects/{key[0]}/zones/{key[1]}/instances/{key[2]}' already exists")
+    s.instances[key] = {k: v for k, v in (body or {}).items() if k != "name"}
+    return _compute_operation(key[0], key[1], "insert", key[2])
+
+
+def start_instance(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    key = (m["project"], m["zone"], m["instance"])
+    if key not in s.instances:
+        raise _not_found(f"projects/{key[0]}/zones/{key[1]}/instances/{key[2]}")
+    s.instances[key]["status"] = "RUNNING"
+    return _compute_operation(key[0], key[1], "start", key[2])
+
+
 def _in_location(name: str, project: str, location: str) -> bool:
     parts = name.split("/")
     return parts[1] == project and location in ("-", parts[3])
@@ -180,6 +197,21 @@ def delete_tpu_node(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
     if s.tpu_nodes.pop(m["name"], None) is None:
         raise _not_found(m["name"])
     return _lro(m["name"])
+
+
+def create_tpu_node(s: GoogleState, m: re.Match[str], q: dict[str, list[str]], body: dict[str, Any] | None) -> Any:
+    name = f"projects/{m['project']}/locations/{m['location']}/nodes/{q['nodeId'][0]}"
+    if name in s.tpu_nodes:
+        raise ApiError(409, "ALREADY_EXISTS", f"{name} already exists")
+    s.tpu_nodes[name] = {**(body or {}), "state": "READY"}
+    return {**_lro(name), "metadata": {"@type": "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata",
+                                       "target": name, "verb": "create"}}
+
+
+def get_tpu_operation(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    """Every TPU operation of the fake has finished by the time it is polled."""
+    return {"name": m["name"], "done": True,
+            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}}
 
 
 def list_queued(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
@@ -233,11 +265,23 @@ ROUTES: tuple[Route, ...] = (
           frozenset({"requestId", "noGracefulShutdown"}), None, delete_instance),
     Route("GET", re.compile(rf"/compute/v1/projects/(?P<project>{_SEG})/zones/(?P<zone>{_SEG})"
                             rf"/instances/(?P<instance>{_SEG})"), frozenset(), None, get_instance),
+    Route("POST", re.compile(rf"/compute/v1/projects/(?P<project>{_SEG})/zones/(?P<zone>{_SEG})"
+                             rf"/instances/(?P<instance>{_SEG})/start"), frozenset({"requestId"}), None,
+          start_instance),
+    Route("POST", re.compile(rf"/compute/v1/projects/(?P<project>{_SEG})/zones/(?P<zone>{_SEG})/instances"),
+          frozenset({"requestId", "sourceInstanceTemplate", "sourceMachineImage"}),
+          frozenset({"name", "machineType", "labels", "scheduling", "metadata", "status"}), insert_instance),
     Route("GET", re.compile(rf"/v2/projects/(?P<project>{_SEG})/locations/(?P<location>{_SEG})/nodes"),
           _PAGING, None, list_tpu_nodes),
     Route("POST", re.compile(rf"/v2/(?P<name>{_NODE}):getGuestAttributes"),
           frozenset(), frozenset({"queryPath", "workerIds"}), tpu_guest_attributes),
     Route("DELETE", re.compile(rf"/v2/(?P<name>{_NODE})"), frozenset({"requestId"}), None, delete_tpu_node),
+    Route("POST", re.compile(rf"/v2/projects/(?P<project>{_SEG})/locations/(?P<location>{_SEG})/nodes"),
+          frozenset({"nodeId", "requestId"}),
+          frozenset({"acceleratorType", "runtimeVersion", "labels", "metadata", "tags", "schedulingConfig"}),
+          create_tpu_node),
+    Route("GET", re.compile(rf"/v2/(?P<name>projects/{_SEG}/locations/{_SEG}/operations/{_SEG})"),
+          frozenset(), None, get_tpu_operation),
     Route("GET", re.compile(rf"/v2/(?P<name>{_NODE})"), frozenset(), None, get_tpu_node),
     Route("GET", re.compile(rf"/v2/projects/(?P<project>{_SEG})/locations/(?P<location>{_SEG})/queuedResources"),
           _PAGING, None, list_queued),

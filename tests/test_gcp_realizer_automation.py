@@ -312,3 +312,108 @@ def test_down_force_sweeps_what_a_failed_destroy_left(
     assert any("deleting what carries the stack's label" in line for line in said)
     rm = [c for c in calls(cli) if c["argv"][:2] == ["stack", "rm"]][-1]
     assert "--force" in rm["argv"] and "--preserve-config" in rm["argv"]
+
+
+# --- spot recovery on GCP: repair through the compute/TPU clients and `pulumi up --refresh` --
+
+NEW = {"namespace": "hostkeys", "key": "ssh-ed25519", "value": "AAAAC3NzaC1lZDI1NTE5AAAAINewHostKey"}
+
+
+def set_resources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resources: list[dict[str, Any]]) -> None:
+    path = tmp_path / "resources.json"
+    path.write_text(json.dumps(resources))
+    monkeypatch.setenv("FAKE_PULUMI_RESOURCES", str(path))
+
+
+def test_repair_starts_a_stopped_vm_and_recreates_a_deleted_one_with_a_new_pinned_key(
+        google: FakeGoogleServer, cli: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_stack("gpu-l4-spot", name="spot-test")
+    w0, w1 = (f"{spec.name}-w{i}" for i in range(2))
+    for name in (w0, w1):
+        google.state.instances[(spec.project, spec.zone, name)] = {"labels": {}}
+        google.state.instance_guest_attributes[(spec.project, spec.zone, name)] = [ED]
+    set_outputs(tmp_path, monkeypatch, vm_outputs(spec))
+    zone_path = f"/compute/v1/projects/{spec.project}/zones/{spec.zone}/instances"
+    set_resources(tmp_path, monkeypatch, [{"get": f"{zone_path}/{name}", "create": zone_path,
+                                           "body": {"name": name, "labels": {}}} for name in (w0, w1)])
+    realizer.up(spec, lambda _line: None)
+
+    # GCE reclaims both spot VMs: w0 is stopped (STOP), w1 deleted (DELETE) and comes back on
+    # a new disk, whose guest agent publishes a new host key.
+    google.state.instances[(spec.project, spec.zone, w0)]["status"] = "TERMINATED"
+    del google.state.instances[(spec.project, spec.zone, w1)]
+    google.state.instance_guest_attributes[(spec.project, spec.zone, w1)] = [NEW]
+    assert realizer.instance_status(spec.name, [w0, w1]) == {w0: "TERMINATED", w1: None}
+
+    said: list[str] = []
+    repaired = realizer.repair(spec.name, [w0, w1], said.append)
+
+    starts = [c for c in google.state.calls if c.method == "POST" and c.path.endswith(f"/instances/{w0}/start")]
+    assert len(starts) == 1  # the stopped VM is started on its disk, not recreated
+    inserts = [c for c in google.state.calls if c.method == "POST" and c.path == zone_path]
+    assert [c.body["name"] for c in inserts if c.body] == [w1]  # only the deleted one
+    up_calls = [c for c in calls(cli) if c["argv"][0] == "up"]
+    assert "--refresh" in up_calls[-1]["argv"] and "--policy-pack" in up_calls[-1]["argv"]
+    assert json.loads(up_calls[-1]["env"][realizer.SPEC_ENV])["name"] == spec.name
+    keys_ = {n.name: n.host_keys for n in repaired.nodes}
+    assert keys_ == {w0: (f"ssh-ed25519 {ED['value']}",), w1: (f"ssh-ed25519 {NEW['value']}",)}
+    assert f"34.1.1.3 ssh-ed25519 {NEW['value']}" in Path(repaired.known_hosts).read_text()
+    assert realizer.instance_status(spec.name, [w0, w1]) == {w0: "RUNNING", w1: "RUNNING"}
+    assert any("starting it again on its disk" in line for line in said)
+
+
+def test_repair_of_a_preempted_tpu_deletes_it_and_creates_it_again(
+        google: FakeGoogleServer, cli: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = load_stack("tpu-v5e-8", name="tpu-spot")
+    node = f"projects/{spec.project}/locations/{spec.zone}/nodes/tpu-spot-tpu"
+    google.state.tpu_nodes[node] = {"state": "READY"}
+    google.state.tpu_guest_attributes[node] = [[ED]]
+    nodes = [{"name": "tpu-spot-tpu-w0", "rank": 0, "role": "tpu-worker", "internal_ip": "10.0.0.2",
+              "ssh_host": "34.2.2.2", "ssh_user": spec.ssh.user, "accelerator": str(spec.accelerator),
+              "workdir": "/home/trainctl/trainctl", "tpu_name": "tpu-spot-tpu"}]
+    set_outputs(tmp_path, monkeypatch, {"inventory": {"value": {"nodes": nodes, "bucket_uri": "gs://b"},
+                                                      "secret": False}})
+    parent = f"/v2/projects/{spec.project}/locations/{spec.zone}/nodes"
+    set_resources(tmp_path, monkeypatch, [{"get": f"/v2/{node}", "create": f"{parent}?nodeId=tpu-spot-tpu",
+                                           "body": {"acceleratorType": "v5litepod-8"}}])
+    realizer.up(spec, lambda _line: None)
+
+    google.state.tpu_nodes[node]["state"] = "PREEMPTED"  # a preempted TPU VM cannot be started
+    google.state.tpu_guest_attributes[node] = [[NEW]]
+    assert realizer.instance_status(spec.name, ["tpu-spot-tpu-w0"]) == {"tpu-spot-tpu-w0": "TERMINATED"}
+    repaired = realizer.repair(spec.name, ["tpu-spot-tpu-w0"], lambda _line: None)
+
+    methods = [(c.method, c.path) for c in google.state.calls]
+    assert ("DELETE", f"/v2/{node}") in methods and ("POST", parent) in methods
+    assert methods.index(("DELETE", f"/v2/{node}")) < methods.index(("POST", parent))
+    assert repaired.nodes[0].host_keys == (f"ssh-ed25519 {NEW['value']}",)
+    assert google.state.tpu_nodes[node]["state"] == "READY"
+
+
+def test_a_zone_without_capacity_is_a_capacity_error_the_launcher_waits_out(
+        google: FakeGoogleServer, cli: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from infra.errors import CapacityUnavailable
+
+    spec = load_stack("gpu-l4-spot", name="spot-short")
+    for i in range(2):
+        google.state.instances[(spec.project, spec.zone, f"{spec.name}-w{i}")] = {"labels": {}}
+        google.state.instance_guest_attributes[(spec.project, spec.zone, f"{spec.name}-w{i}")] = [ED]
+    set_outputs(tmp_path, monkeypatch, vm_outputs(spec))
+    realizer.up(spec, lambda _line: None)
+    del google.state.instances[(spec.project, spec.zone, f"{spec.name}-w1")]
+    # what pulumi prints when GCE has no spot capacity for the instance it recreates
+    monkeypatch.setenv("FAKE_PULUMI_FAIL", "up")
+    monkeypatch.setenv("FAKE_PULUMI_FAIL_MESSAGE", "googleapi: Error 503: The zone 'projects/p/zones/"
+                       f"{spec.zone}' does not have enough resources available to fulfill the request. "
+                       "Try a different zone, or try again later., ZONE_RESOURCE_POOL_EXHAUSTED")
+    with pytest.raises(CapacityUnavailable, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
+        realizer.repair(spec.name, [f"{spec.name}-w1"], lambda _line: None)
+    monkeypatch.setenv("FAKE_PULUMI_FAIL_MESSAGE", "googleapi: Error 400: Invalid value for field 'resource.machineType'")
+    with pytest.raises(Exception) as other:
+        realizer.repair(spec.name, [f"{spec.name}-w1"], lambda _line: None)
+    assert not isinstance(other.value, CapacityUnavailable)  # not every failure is worth waiting for
+
+
+def test_gke_stacks_are_repaired_by_their_node_pool(google: FakeGoogleServer, cli: Path) -> None:
+    with pytest.raises(ConfigError, match="node pool replaces preempted nodes"):
+        realizer.repair("gke-l4", ["n0"], lambda _line: None)

@@ -33,7 +33,7 @@ def test_a_successful_run_streams_every_pods_lines_and_leaves_no_job_or_service_
         log = tmp_path / "runs/r1/logs/launch/attempt-01" / f"pod{index}.log"
         assert log.read_text().splitlines() == shown
     saved = json.loads((tmp_path / "runs/r1/logs/launch" / RESULT_FILE).read_text())
-    assert saved == {"run_id": "r1", "ok": True, "attempts": 1, "recoveries": 0, "failures": []}
+    assert saved == {"run_id": "r1", "ok": True, "attempts": 1, "recoveries": [], "failures": []}
     # The Job went in the foreground (its pods first); the namespace holds nothing of the run.
     assert [r.query.get("propagationPolicy") for r in k8s.calls("DELETE", r".*/jobs/r1")] == ["Foreground"]
     nothing_left(k8s)

@@ -89,9 +89,9 @@ def test_live_lists_every_providers_stacks_with_cost_and_flags_broken_state(home
     assert rows["l2"].broken and not rows["l1"].broken
 
 
-def test_gcp_repair_says_why_it_is_not_there_yet() -> None:
-    with pytest.raises(ConfigError, match="`repair` is not available on gcp stacks: "):
-        realizers.realizer("gcp").repair("s", ["n0"], lambda _l: None)
+def test_gcp_repair_of_a_gke_stack_says_its_node_pool_does_it(trainctl_home) -> None:
+    with pytest.raises(ConfigError, match="`repair` is not available on gcp stacks: a GKE stack's node pool"):
+        realizers.realizer("gcp").repair("gke-l4", ["n0"], lambda _l: None)
 
 
 def test_local_repair_of_a_stack_that_is_not_up_names_it(trainctl_home) -> None:

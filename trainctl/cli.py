@@ -369,7 +369,16 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
         console().print(trials)
         say(f"best: {(report.run_dir / 'best.json').read_text()}; plot: {report.run_dir / 'sweep.png'}")
     if report.result and report.result.recoveries:
-        say(f"recovered from {report.result.recoveries} preemption(s)")
+        say(f"recovered from {len(report.result.recoveries)} preemption(s):")
+        for i, r in enumerate(report.result.recoveries, 1):
+            redone = "unknown steps" if r.steps_redone is None else f"{r.steps_redone} step(s)"
+            tries = f" after {r.tries} tries (no capacity)" if r.tries > 1 else ""
+            say(f"  {i}. {', '.join(r.nodes)} back and the job resumed in {r.seconds:.1f} s{tries}; "
+                f"resumed from step {r.resumed_from_step}, {redone} redone")
+    if report.spot_saving_usd is not None:
+        say(f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
+            f"${report.spot_saving_usd:.2f}" + (" (local stack: nothing is billed)"
+                                               if report.spot_saving_usd == 0 else ""))
     if report.metrics:
         say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
             f"artifacts in {report.run_dir}")
@@ -411,9 +420,12 @@ def logs(run_id: Annotated[str, typer.Argument(callback=_run_id_argument, help="
 @app.command(hidden=True)
 def preempt(node: Annotated[str, typer.Argument(help="node name")], stack: StackOpt = "local",
             grace: Annotated[float, typer.Option(help="seconds between the shutdown's SIGTERM and "
-                                                      "the stop (GCE: about 30)")] = 30.0) -> None:
+                                                      "the stop (GCE: about 30)")] = 30.0,
+            unavailable_for: Annotated[float, typer.Option(
+                min=0, help="seconds the zone then has no capacity for it (a stockout)")] = 0.0) -> None:
     """Reclaim a spot node as GCE does (local stacks): for trying recovery by hand."""
-    action = realizers.for_stack(stack).preempt(stack, node, grace=grace, progress=say)
+    action = realizers.for_stack(stack).preempt(stack, node, grace=grace, progress=say,
+                                                unavailable_for=unavailable_for)
     say(f"{node} preempted ({action})")
 
 

@@ -23,6 +23,7 @@ from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import SyncedNodes, bootstrap, no_report
 from infra.errors import RemoteError
 from infra.inventory import Inventory
+from infra.spec import ClusterSpec
 from infra.stack_config import load_stack
 from infra import realizers
 from trainctl.collect import Collector, draw_loss
@@ -33,7 +34,8 @@ from trainctl.interrupts import (
     signals_as_interrupt,
     uninterruptible,
 )
-from trainctl.launch import LaunchResult, LaunchSpec, job_dir
+from trainctl.launch import LaunchResult, LaunchSpec, Recovery, job_dir
+from trainctl.run_logs import RESULT_FILE
 from trainctl.launchers import launcher_for_cluster
 from trainctl.sweep import TrialResult, best, parallelism, run_sweep
 
@@ -51,6 +53,7 @@ class RunReport:
     metrics: dict | None = None
     error: str | None = None
     trials: list[TrialResult] = field(default_factory=list)
+    spot_saving_usd: float | None = None  # against on-demand prices, for the training's duration
 
 
 @contextlib.contextmanager
@@ -105,6 +108,39 @@ class PhaseClock:
             raise_if_pending()
 
 
+def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[str], None]) -> Recovery:
+    """Preempted nodes come back under their names through the stack's realizer, bootstrapped
+    alone; the launcher then resumes the job from its checkpoint."""
+    def progress(message: str) -> None:
+        echo(f"[trainctl] {message}")
+
+    def reclaimed(nodes: list[str]) -> list[str]:
+        status = realizers.for_stack(stack).instance_status(stack, nodes)
+        return [n for n in nodes if status.get(n) != "RUNNING"]
+
+    def recreate(lost: list[str]) -> Inventory:
+        repaired = realizers.for_stack(stack).repair(stack, lost, progress)
+        SyncedNodes(stack).forget(lost)  # new disks: their rsync need not wait
+        bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
+        return repaired
+
+    return Recovery(reclaimed=reclaimed, recreate=recreate)
+
+
+def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
+    """What the run's spot nodes saved against the same nodes on demand (catalog list prices)."""
+    realizer = realizers.for_spec(spec)
+    on_demand = realizer.estimate(spec.model_copy(update={"spot": False}))
+    return round((on_demand.per_hour - realizer.estimate(spec).per_hour) * train_seconds / 3600, 2)
+
+
+def record_spot_saving(result_file: Path, saving: float) -> None:
+    """`trainctl status --run` shows it with the run's outcome."""
+    if result_file.exists():
+        data = json.loads(result_file.read_text())
+        result_file.write_text(json.dumps({**data, "spot_saving_usd": saving}, indent=2))
+
+
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board=None,
                    resume: str | None = None) -> RunReport:
@@ -151,16 +187,12 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     return report
                 collector = Collector(inventory)
 
-                def recover(lost: list[str]) -> Inventory:
-                    """Preempted nodes back under their names, bootstrapped; the job resumes."""
-                    repaired = realizers.for_stack(run_id).repair(run_id, lost, lambda m: echo(f"[trainctl] {m}"))
-                    SyncedNodes(run_id).forget(lost)  # new disks: their rsync need not wait
-                    bootstrap(repaired, bspec, report.run_dir / "logs" / "bootstrap", nodes=lost)
-                    return repaired
-
                 with phase("train"):
                     report.result = launcher.run(spec, inventory, lspec, report.run_dir / "logs" / "launch",
-                                                 echo, recover=recover)
+                                                 echo, recovery=recovery(run_id, bspec, report.run_dir, echo))
+                if spec.spot:
+                    report.spot_saving_usd = spot_saving(spec, report.phases["train"])
+                    record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
                 with phase("collect"):
                     missing = collector.collect(job_dir(inventory, run_id), exp.artifacts, report.run_dir)
                     if missing:

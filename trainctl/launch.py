@@ -33,6 +33,7 @@ from bootstrap.plan import node_paths
 from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.accelerator import Tpu
+from infra.errors import CapacityUnavailable
 from infra.inventory import Inventory, Node
 from infra.stack_home import stack_still_up
 from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
@@ -47,6 +48,12 @@ RESTOP_SECONDS = 2.0
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
 # torchrun's agent logs every worker exit like this, before it decides to restart the group.
 WORKER_EXIT_RE = re.compile(r"failed \(exitcode: (-?\d+)\)")
+# A program's progress as it prints it ("... step 230 ..."), and where a resumed one starts
+# ("resumed from ... step 230"): what a recovery redid, for programs that say so.
+STEP_RE = re.compile(r"\bstep (\d+)\b")
+RESUMED_RE = re.compile(r"\bresumed from\b.*\bstep (\d+)\b")
+# Waits between tries to recreate preempted nodes while the provider has no capacity.
+CAPACITY_BACKOFF_SECONDS = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0)
 
 
 class LaunchSpec(BaseModel):
@@ -211,12 +218,17 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
 
 
 def stop_command(run_id: str) -> str:
-    """Kill every process on the node that carries the run's marker: TERM, grace, then KILL."""
+    """Kill every process on the node that carries the run's marker: TERM, up to
+    STOP_GRACE_SECONDS for them to leave (a trainer saving its checkpoint), then KILL."""
     marker = shlex.quote(f"TRAINCTL_RUN_ID={run_id}")
     scan = ("for p in /proc/[0-9]*; do "
             f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx {marker}; then "
-            "kill -{sig} ${{p#/proc/}} 2>/dev/null; fi; done")
-    return (f"{scan.format(sig='TERM')}; sleep {STOP_GRACE_SECONDS}; {scan.format(sig='KILL')}; true")
+            "{action}; fi; done")
+    left = "left=0; " + scan.format(action="left=1") + '; [ "$left" = 1 ]'
+    polls = int(STOP_GRACE_SECONDS / 0.1)
+    return (f"{scan.format(action='kill -TERM ${p#/proc/} 2>/dev/null')}; "
+            f"i=0; while [ $i -lt {polls} ] && {{ {left}; }}; do sleep 0.1; i=$((i+1)); done; "
+            f"{scan.format(action='kill -KILL ${p#/proc/} 2>/dev/null')}; true")
 
 
 def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0) -> dict[str, str]:
@@ -236,6 +248,9 @@ class NodeOutcome:
     error: str = ""
     collateral: bool = False  # stopped by trainctl because another node failed first
     preempted: bool = False  # its VM was reclaimed (spot): not the program's fault
+    lost_at: float | None = None  # when trainctl learnt it was preempted (time.time())
+    last_step: int | None = None  # the furthest step its program printed
+    resumed_step: int | None = None  # the step its program said it resumed from
     worker_tail: deque[str] = field(default_factory=lambda: deque(maxlen=10))  # the program's
     agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=25))  # torchrun's
 
@@ -247,7 +262,7 @@ class LaunchResult:
     attempts: int = 1
     permanent_failure: int | None = None  # a worker exit code from the permanent set
     cancelled: bool = False  # stopped on the caller's request (a pruned trial): never rerun
-    recoveries: int = 0  # times lost (preempted) nodes were recreated and the job resumed
+    recoveries: list[RecoveryRecord] = field(default_factory=list)  # preempted nodes brought back
 
     def worker_exit_codes(self) -> set[int]:
         """Exit codes of the failed programs, as torchrun's error summary reports them."""
@@ -268,6 +283,15 @@ class LaunchResult:
 
     def preempted(self) -> list[str]:
         return [o.node for o in self.outcomes if o.preempted]
+
+    def lost_at(self) -> float:
+        return min((o.lost_at for o in self.outcomes if o.lost_at), default=time.time())
+
+    def last_step(self) -> int | None:
+        return max((o.last_step for o in self.outcomes if o.last_step is not None), default=None)
+
+    def resumed_step(self) -> int | None:
+        return min((o.resumed_step for o in self.outcomes if o.resumed_step is not None), default=None)
 
     def failures(self) -> list[NodeOutcome]:
         """The nodes that caused the failure (not those stopped because of it)."""
@@ -293,8 +317,8 @@ class LinePrinter:
                  on_worker_exit: Callable[[int], None] = lambda code: None,
                  direct_rank: int | None = None, quiet: threading.Event | None = None):
         self.on_worker_exit = on_worker_exit
-        # Once set, torchrun's own lines go to the log only: after a cancel they are its
-        # shutdown traceback for a stop trainctl asked for, not news.
+        # Once set, torchrun's own lines go to the log only: once trainctl stops the run (a
+        # cancel, a failure or preemption elsewhere) they are its shutdown traceback, not news.
         self.quiet = quiet
         # A program run without torchrun: all its lines are the worker's, prefixed here.
         self.direct_prefix = f"[{node} r{direct_rank}]:" if direct_rank is not None else None
@@ -322,10 +346,23 @@ class LinePrinter:
         (self.outcome.worker_tail if from_worker else self.outcome.agent_tail).append(shown)
         if from_worker or self.quiet is None or not self.quiet.is_set():
             self.echo(shown)
+        if from_worker:
+            self._progress(line)
         if not from_worker:
             match = WORKER_EXIT_RE.search(line)
             if match:
                 self.on_worker_exit(int(match.group(1)))
+
+    def _progress(self, line: str) -> None:
+        resumed = RESUMED_RE.search(line)
+        if resumed:
+            step = int(resumed.group(1))
+            if self.outcome.resumed_step is None:
+                self.outcome.resumed_step = step
+            self.outcome.last_step = max(self.outcome.last_step or 0, step)
+            return
+        for match in STEP_RE.finditer(line):
+            self.outcome.last_step = max(self.outcome.last_step or 0, int(match.group(1)))
 
     def flush(self) -> None:
         self.log.flush()
@@ -367,10 +404,14 @@ def watch_preemption(conn, node: Node, outcome: NodeOutcome, done: threading.Eve
     except Exception:
         return  # the session ended with the run, or the node is gone: the heartbeat says so
     if PREEMPTED_MARK.encode() in answer and not done.is_set():
-        outcome.preempted = True
-        outcome.error = "preempted: its spot VM is being reclaimed"
+        mark_preempted(outcome)
         echo(f"[trainctl] {node.name}: {outcome.error}")
         on_preempted()
+
+
+def mark_preempted(outcome: NodeOutcome, why: str = "preempted: its spot VM is being reclaimed") -> None:
+    outcome.preempted, outcome.error = True, why
+    outcome.lost_at = outcome.lost_at or time.time()
 
 
 def is_preempted(conn) -> bool:
@@ -442,34 +483,107 @@ def _stop_until_ended(inventory: Inventory, run_id: str, nodes: list[Node],
         stop_run(inventory, run_id, [n for n, f in zip(nodes, sessions) if not f.done()])
 
 
-Recover = Callable[[list[str]], Inventory]
+@dataclass
+class Recovery:
+    """How a run gets reclaimed nodes back, from whoever owns the stack (`trainctl run`):
+    `reclaimed(nodes)` says which of the nodes that stopped answering the provider has stopped or
+    deleted (a preemption whose notice never arrived), `recreate(nodes)` brings them back
+    bootstrapped and returns the inventory to go on with."""
+    reclaimed: Callable[[list[str]], list[str]]
+    recreate: Callable[[list[str]], Inventory]
+
+
+@dataclass
+class RecoveryRecord:
+    nodes: list[str]
+    lost_at: float  # when the first loss was noticed
+    resumed_at: float  # when the job was started again
+    tries: int  # recreate attempts (more than 1: the provider had no capacity for a while)
+    furthest_step: int | None  # the furthest step the program printed before the loss
+    resumed_from_step: int | None = None  # the step it said it resumed from
+
+    @property
+    def seconds(self) -> float:
+        return round(self.resumed_at - self.lost_at, 1)
+
+    @property
+    def steps_redone(self) -> int | None:
+        if self.furthest_step is None or self.resumed_from_step is None:
+            return None
+        return max(0, self.furthest_step - self.resumed_from_step)
+
+
+def recreate_with_backoff(recovery: Recovery, lost: list[str], echo: Callable[[str], None],
+                          sleep: Callable[[float], None]) -> tuple[Inventory, int]:
+    """Recreate lost nodes; while the provider has no capacity, try again after growing waits
+    (the run's TTL bounds it all). Returns the inventory and the number of tries."""
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return recovery.recreate(lost), tries
+        except CapacityUnavailable as exc:
+            wait = CAPACITY_BACKOFF_SECONDS[min(tries, len(CAPACITY_BACKOFF_SECONDS)) - 1]
+            echo(f"[trainctl] no capacity for {', '.join(lost)} ({exc}): trying again in {wait:g} s")
+            sleep(wait)
+
+
+def interruptible_sleep(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        raise_if_pending()
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+def find_reclaimed(result: LaunchResult, recovery: Recovery | None, echo: Callable[[str], None]) -> None:
+    """Nodes lost without a preemption notice (no heartbeat, no connection): ask the provider
+    whether it stopped or deleted them, which makes the loss a preemption to recover from."""
+    silent = [o for o in result.failures() if not o.preempted and o.exit_code == -1]
+    if recovery is None or not silent:
+        return
+    try:
+        reclaimed = set(recovery.reclaimed([o.node for o in silent]))
+    except Exception as exc:  # the provider cannot say: it stays a node failure
+        echo(f"[trainctl] could not ask the provider about {', '.join(o.node for o in silent)}: {exc}")
+        return
+    for o in silent:
+        if o.node in reclaimed:
+            mark_preempted(o, "reclaimed: the provider stopped or deleted its VM")
+            echo(f"[trainctl] {o.node}: {o.error}")
 
 
 def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
            echo: Callable[[str], None] = print, cancel: threading.Event | None = None,
-           recover: Recover | None = None) -> LaunchResult:
+           recovery: Recovery | None = None,
+           sleep: Callable[[float], None] = interruptible_sleep) -> LaunchResult:
     """Run the job; rerun it (resuming from its checkpoints) up to job_retries times unless
     it failed for good. torchrun itself restarts failed workers up to max_restarts times.
     Setting `cancel` stops the job on every node, without a rerun (a sweep's pruned trial).
-    When nodes are preempted, `recover(nodes)` recreates them and returns the inventory to go
-    on with; that is a recovery (up to max_recoveries), not one of the job's reruns."""
+    Preempted nodes are recreated through `recovery` and the job resumes: a recovery (up to
+    max_recoveries, waiting out capacity shortages), not one of the job's reruns."""
     result = launch_once(inventory, spec, log_dir, echo, 0, cancel)
-    attempt = reruns = recoveries = 0
+    attempt = reruns = 0
+    recoveries: list[RecoveryRecord] = []
+    pending: RecoveryRecord | None = None
     while not result.ok and not result.cancelled:
+        find_reclaimed(result, recovery, echo)
         lost = result.preempted()
         if lost:
-            if recover is None:
+            if recovery is None:
                 echo(f"[trainctl] {', '.join(lost)} preempted; nothing recreates nodes for this "
                      "run (`trainctl run` of an experiment does): stopping")
                 break
-            if spec.max_recoveries is not None and recoveries >= spec.max_recoveries:
+            if spec.max_recoveries is not None and len(recoveries) >= spec.max_recoveries:
                 echo(f"[trainctl] {', '.join(lost)} preempted again: max_recoveries "
                      f"({spec.max_recoveries}) reached")
                 break
-            recoveries += 1
-            echo(f"[trainctl] recovery {recoveries}: recreating {', '.join(lost)}, then resuming "
-                 "from the latest checkpoint")
-            inventory = recover(lost)
+            echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)}, then "
+                 "resuming from the latest checkpoint")
+            lost_at, furthest = result.lost_at(), result.last_step()
+            # the survivors were stopped when the loss was seen (launch_once)
+            inventory, tries = recreate_with_backoff(recovery, lost, echo, sleep)
+            pending = RecoveryRecord(lost, lost_at, time.time(), tries, furthest)
+            recoveries.append(pending)
         elif reruns >= spec.job_retries:
             break
         elif result.permanent(spec.permanent_exit_codes):
@@ -481,9 +595,11 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         else:
             reruns += 1
             echo(f"[trainctl] job failed; rerun {reruns}/{spec.job_retries} from the latest checkpoint")
+            stop_run(inventory, spec.run_id)
         attempt += 1
-        stop_run(inventory, spec.run_id)
         result = launch_once(inventory, spec, log_dir, echo, attempt, cancel)
+        if pending is not None:
+            pending.resumed_from_step, pending = result.resumed_step(), None
     result.attempts = attempt + 1
     result.recoveries = recoveries
     write_result(log_dir, result)
@@ -494,7 +610,9 @@ def write_result(log_dir: Path, result: LaunchResult) -> None:
     """Marks the run finished for `trainctl logs --follow` and `trainctl status --run`."""
     (log_dir / RESULT_FILE).write_text(json.dumps({
         "run_id": result.run_id, "ok": result.ok, "attempts": result.attempts,
-        "recoveries": result.recoveries,
+        "recoveries": [{"nodes": r.nodes, "seconds": r.seconds, "tries": r.tries,
+                        "resumed_from_step": r.resumed_from_step, "steps_redone": r.steps_redone}
+                       for r in result.recoveries],
         "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
                      for o in result.failures()]}, indent=2))
 
@@ -522,7 +640,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
 
         direct = not uses_torchrun(node, spec)
         printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
-                              direct_rank=node.rank if direct else None, quiet=cancel)
+                              direct_rank=node.rank if direct else None, quiet=stopping)
         done = threading.Event()
         try:
             conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
@@ -540,8 +658,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                     outcome.exit_code = result.exited
                     if result.exited and not outcome.preempted and is_preempted(conn):
                         # its processes died of the VM's shutdown before the watch reported it
-                        outcome.preempted = True
-                        outcome.error = "preempted: its spot VM is being reclaimed"
+                        mark_preempted(outcome)
                     if direct and result.exited and not outcome.preempted:
                         worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:

@@ -17,7 +17,7 @@ from infra import catalog
 from infra.errors import ConfigError
 from infra.inventory import Inventory
 from infra.spec import ClusterSpec
-from trainctl.launch import LaunchResult, LaunchSpec, Recover
+from trainctl.launch import LaunchResult, LaunchSpec, Recovery
 
 Echo = Callable[[str], None]
 Slot = tuple[ClusterSpec, Inventory]
@@ -46,9 +46,9 @@ class Launcher(Protocol):
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             echo: Echo, cancel: threading.Event | None = None,
-            recover: Recover | None = None) -> LaunchResult:
+            recovery: Recovery | None = None) -> LaunchResult:
         """Run until done; setting `cancel` stops the job everywhere, without a rerun;
-        `recover(nodes)` recreates preempted nodes (where the launcher must: a GKE Job
+        `recovery` recreates preempted nodes (where the launcher must: a GKE Job
         reschedules its pods itself)."""
         ...
 
@@ -80,10 +80,10 @@ class OverSsh:
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             echo: Echo, cancel: threading.Event | None = None,
-            recover: Recover | None = None) -> LaunchResult:
+            recovery: Recovery | None = None) -> LaunchResult:
         from trainctl.launch import launch
 
-        return launch(inventory, spec, log_dir, echo, cancel=cancel, recover=recover)
+        return launch(inventory, spec, log_dir, echo, cancel=cancel, recovery=recovery)
 
     def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
         return _share(cluster, parts)
@@ -111,7 +111,7 @@ class GkeJob:
 
     def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             echo: Echo, cancel: threading.Event | None = None,
-            recover: Recover | None = None) -> LaunchResult:
+            recovery: Recovery | None = None) -> LaunchResult:
         from trainctl.gke_run import run_job
 
         return run_job(cluster, inventory, spec, log_dir, echo, cancel=cancel)

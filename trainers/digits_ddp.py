@@ -1,15 +1,18 @@
 """Reference PyTorch DDP trainer: an MLP on scikit-learn's digits (ships with the package).
 
 Runs under torchrun (reads RANK/WORLD_SIZE/LOCAL_RANK, nothing trainctl-specific) or alone.
-gloo on CPU, NCCL on GPUs. Rank 0 checkpoints every epoch to the job dir; every rank resumes
-from the latest complete checkpoint, so a restarted job finishes with the same total number of
-optimizer steps as an undisturbed one. Final metrics and model land in the job dir.
+gloo on CPU, NCCL on GPUs. Rank 0 checkpoints every epoch to the job dir, and also where the
+run stops early: on SIGTERM (a spot VM being reclaimed, a stop) or when a peer is lost mid-step.
+Every rank resumes from the latest complete checkpoint at the exact batch it names, so a stopped
+and resumed job finishes with the same optimizer steps, in the same order, as an undisturbed
+one. Final metrics and model land in the job dir.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import math
 import os
@@ -28,6 +31,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from trainers import checkpoint, hypertune, storage
+from trainers.stop_request import EXIT_CODE, StopRequest
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,6 +84,7 @@ def evaluate(model: nn.Module, data: TensorDataset, device: torch.device) -> tup
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    stop = StopRequest.install()
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -99,13 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     ckpt_dir = storage.join(args.job_dir, "checkpoints")
 
-    start_epoch, step, history = 0, 0, []
+    # Position: `batch` batches of epoch `epoch` done, their summed loss `epoch_loss`.
+    start_epoch, start_batch, partial_loss, step, history = 0, 0, 0.0, 0, []
     state = checkpoint.load_latest(ckpt_dir)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, step, history = state["epoch"], state["step"], state["history"]
-        print(f"rank {rank}: resumed from epoch {start_epoch} (step {step})", flush=True)
+        start_batch, partial_loss = state.get("batch", 0), state.get("epoch_loss", 0.0)
+        print(f"rank {rank}: resumed from epoch {start_epoch} batch {start_batch} (step {step})", flush=True)
 
     ddp = DistributedDataParallel(model) if world > 1 else model
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
@@ -113,13 +120,34 @@ def main(argv: list[str] | None = None) -> int:
     steps_per_epoch = math.ceil(len(sampler) / args.batch_size)
     started = time.time()
 
+    def save(epoch: int, batch: int, epoch_loss: float) -> None:
+        checkpoint.save(ckpt_dir, step, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                         "epoch": epoch, "batch": batch, "epoch_loss": epoch_loss,
+                                         "step": step, "history": history})
+
+    def stop_here(epoch: int, batch: int, epoch_loss: float, why: str) -> None:
+        # The optimizer has not stepped since `step`: every rank holds that same state, so rank
+        # 0's copy is the job's, at a position the sampler can replay exactly.
+        if rank == 0:
+            save(epoch, batch, epoch_loss)
+            print(f"rank 0: stopping at step {step} ({why}); checkpoint saved", flush=True)
+
     for epoch in range(start_epoch, args.epochs):
-        sampler.set_epoch(epoch)
-        total, batches = 0.0, 0
-        for x, y in loader:
+        sampler.set_epoch(epoch)  # the same order on a resume: skip what was done
+        skip = start_batch if epoch == start_epoch else 0
+        total, batches = (partial_loss, skip) if skip else (0.0, 0)
+        for x, y in itertools.islice(loader, skip, None):
+            if stop.requested:
+                stop_here(epoch, batches, total, "SIGTERM")
+                return EXIT_CODE
             optimizer.zero_grad(set_to_none=True)
-            loss = nn.functional.cross_entropy(ddp(x.to(device)), y.to(device))
-            loss.backward()
+            try:
+                loss = nn.functional.cross_entropy(ddp(x.to(device)), y.to(device))
+                loss.backward()  # DDP's all-reduce: where a lost peer shows
+            except RuntimeError as exc:
+                if world > 1:
+                    stop_here(epoch, batches, total, f"a peer was lost: {str(exc).splitlines()[0][:120]}")
+                raise
             optimizer.step()
             total, batches, step = total + loss.item(), batches + 1, step + 1
         test_loss, test_acc = evaluate(model, test, device)
@@ -129,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"epoch {epoch + 1}/{args.epochs} loss {total / max(batches, 1):.4f} "
                   f"test_acc {test_acc:.4f} step {step}", flush=True)
             hypertune.report("test_accuracy", test_acc, step=epoch + 1, job_dir=args.job_dir)
-            checkpoint.save(ckpt_dir, step, {"model": model.state_dict(),
-                                             "optimizer": optimizer.state_dict(),
-                                             "epoch": epoch + 1, "step": step, "history": history})
+            save(epoch + 1, 0, 0.0)
         if world > 1:
             dist.barrier()  # nobody runs ahead of the checkpoint it would resume from
         if args.fail_at_epoch == epoch + 1 and rank == args.fail_rank:

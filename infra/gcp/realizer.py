@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from infra import cost, keys
 from infra.cost import Estimate
+from infra.errors import CapacityUnavailable
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node
 from infra.realizers import Progress, StackInfo, unsupported
@@ -150,10 +151,18 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
         meta = _read_meta(spec.name) or _write_meta(spec, int(time.time() + spec.ttl_hours * 3600))
-        env = {SPEC_ENV: spec.model_dump_json(), "TRAINCTL_SSH_PUBLIC_KEY": public,
-               "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
-        result = _stack(spec, env).up(on_output=progress, policy_packs=policy_packs())
+        result = _stack(spec, _program_env(spec, meta["expires_at"], public)).up(
+            on_output=progress, policy_packs=policy_packs())
         return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
+
+
+def _program_env(spec: ClusterSpec, expires_at: int | None, public_key: str | None = None) -> dict[str, str]:
+    """What the Pulumi program reads besides its stack file: the validated spec, the nodes'
+    SSH key and the expiry written into labels at creation."""
+    if public_key is None:
+        public_key = keys.read_public_key(state_dir(spec.name) / "keys" / "id_ed25519")
+    return {SPEC_ENV: spec.model_dump_json(), "TRAINCTL_SSH_PUBLIC_KEY": public_key,
+            "TRAINCTL_EXPIRES_AT": str(expires_at)}
 
 
 def _meta_path(stack: str) -> Path:
@@ -327,7 +336,7 @@ def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]
 
 
 def preempt(stack: str, node: str, *, grace: float, progress: Progress,
-            action: str | None = None) -> str:
+            action: str | None = None, unavailable_for: float = 0.0) -> str:
     raise unsupported("gcp", "preempt", "Google reclaims spot VMs itself; no API asks it to")
 
 
@@ -368,8 +377,75 @@ def _tpu_status(cluster: ClusterSpec) -> str | None:
     return TPU_AS_INSTANCE.get(node.state.name, node.state.name)
 
 
+# What GCE and Cloud TPU answer when a zone has no capacity for the request right now (the
+# resource-availability troubleshooting pages): a later try may succeed, unlike other errors.
+CAPACITY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "insufficientCapacity",
+                   "does not have enough resources available", "no more capacity in the zone")
+# How long a repair waits for a TPU's deletion to finish before `up` recreates it.
+TPU_DELETE_TIMEOUT_SECONDS = 600
+
+
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
-    raise unsupported("gcp", "repair", "recreating lost nodes comes with spot recovery (issue 15)")
+    """Bring reclaimed nodes back: a stopped VM is started on its disk (Compute instances.start),
+    a preempted TPU (which cannot restart) is deleted, then `pulumi up --refresh` recreates what
+    no longer exists and reads the nodes' addresses again; host keys are pinned anew from guest
+    attributes. Raises CapacityUnavailable while the zone has none (the launcher backs off)."""
+    from google.api_core.exceptions import GoogleAPIError
+
+    cluster = spec(stack)
+    if cluster.kind == "gke":
+        raise unsupported("gcp", "repair", "a GKE stack's node pool replaces preempted nodes and "
+                                           "the Job reschedules its pods itself")
+    check_prerequisites(cluster)
+    from pulumi.automation import CommandError
+
+    current = inventory(stack)
+    with stack_lock(stack, "repair"):
+        status = instance_status(stack, nodes)
+        lost = [n for n in nodes if status[n] != "RUNNING"]
+        try:
+            if cluster.kind == "tpu" and lost and status[lost[0]] is not None:
+                progress(f"TPU {_tpu_node_path(cluster)} was reclaimed: deleting it to create it again")
+                _delete_tpu(cluster)
+            for node in lost:
+                if cluster.kind == "vm" and status[node] is not None:
+                    progress(f"{node}: starting it again on its disk")
+                    _start_instance(cluster, node)
+        except GoogleAPIError as exc:
+            raise _capacity_or(exc) from exc
+        meta = _read_meta(stack) or {}
+        # an adopted stack's program reads its own stack file, as at `pulumi up` by hand
+        env = {} if meta.get("adopted") else _program_env(cluster, meta.get("expires_at"))
+        gone = [n for n in lost if status[n] is None] if cluster.kind == "vm" else lost
+        progress(f"recreating {', '.join(gone) or 'nothing'}; reading the nodes again (pulumi up --refresh)")
+        try:
+            result = _stack(cluster, env).up(on_output=progress, policy_packs=policy_packs(), refresh=True)
+        except CommandError as exc:
+            raise _capacity_or(exc) from exc
+        return _write_inventory(cluster, {k: v.value for k, v in result.outputs.items()},
+                                Path(current.ssh_private_key), progress)
+
+
+def _capacity_or(exc: Exception) -> Exception:
+    text = str(exc)
+    if any(marker in text for marker in CAPACITY_ERRORS):
+        line = next((ln for ln in text.splitlines() if any(m in ln for m in CAPACITY_ERRORS)), text)
+        return CapacityUnavailable(line.strip()[:300])
+    return exc
+
+
+def _start_instance(cluster: ClusterSpec, node: str) -> None:
+    from google.cloud import compute_v1
+
+    google_client(compute_v1.InstancesClient).start(
+        project=cluster.project, zone=cluster.zone, instance=node).result()
+
+
+def _delete_tpu(cluster: ClusterSpec) -> None:
+    from google.cloud import tpu_v2
+
+    google_client(tpu_v2.TpuClient).delete_node(name=_tpu_node_path(cluster)).result(
+        timeout=TPU_DELETE_TIMEOUT_SECONDS)
 
 
 def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],

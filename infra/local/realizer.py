@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from infra import keys
 from infra.cost import Estimate
-from infra.errors import ProvisionError
+from infra.errors import CapacityUnavailable, ProvisionError
 from infra.inventory import Inventory, Node
 from infra.host_keys import key_lines, wait_for_host_keys
 from infra.local import metadata, metadata_admin, netns, sshd
@@ -577,11 +577,13 @@ PREEMPT_GRACE_SECONDS = 30.0
 
 
 def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
-            progress: Progress = lambda _: None, action: str | None = None) -> str:
+            progress: Progress = lambda _: None, action: str | None = None,
+            unavailable_for: float = 0.0) -> str:
     """Reclaim a spot node as GCE does: its `instance/preempted` turns TRUE, its processes get
     the shutdown's SIGTERM, and after the grace period (or once they are gone) the node is
     stopped (STOP: its disk stays) or deleted (DELETE), as the stack's instance_termination_action
-    says. Returns the action taken."""
+    says. `unavailable_for` seconds the zone then has no spot capacity for it (a stockout):
+    repair refuses until then. Returns the action taken."""
     state = load_state(stack)
     if state is None:
         raise ConfigError(f"stack {stack!r} is not up")
@@ -617,6 +619,8 @@ def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
             discard(state.path.parent / "nodes" / node)
         state = load_state(stack) or state
         state.data.setdefault("node_status", {})[node] = "TERMINATED" if action == "STOP" else "DELETED"
+        if unavailable_for > 0:
+            state.data.setdefault("capacity_back_at", {})[node] = time.time() + unavailable_for
         state.save()
     progress(f"{node}: {'stopped' if action == 'STOP' else 'deleted'}")
     return action
@@ -652,6 +656,11 @@ def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
             raise ConfigError(f"stack {stack} has no node(s) {', '.join(unknown)}")
         status = state.data.setdefault("node_status", {})
         lost = [n for n in nodes if status.get(n, "RUNNING") != "RUNNING"]
+        short = {n: at - time.time() for n, at in state.data.get("capacity_back_at", {}).items()
+                 if n in lost and at > time.time()}
+        if short:
+            raise CapacityUnavailable(", ".join(f"{n}: no spot capacity in the zone for another {s:.0f} s"
+                                                for n, s in sorted(short.items())))
         admin = metadata_admin_url(addr)
         node_ips = [addr.node(i) for i in range(cluster.node_count)]
         for node in lost:

@@ -1,0 +1,108 @@
+"""The reference DDP trainer treats SIGTERM (a spot VM's shutdown, a stop) as a request: the step
+in flight and any checkpoint being written finish, the exact position is saved, and a resumed
+run ends where an undisturbed one does. Real processes, a local job dir."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+# The trainers' environment (torch) is built as bootstrap builds the nodes': the e2e tier's.
+pytestmark = pytest.mark.e2e
+
+
+def test_sigterm_mid_epoch_saves_the_position_and_the_resumed_run_ends_as_an_undisturbed_one(
+        tmp_path, trainer_python):
+    TRAIN = [str(trainer_python), "-m", "trainers.digits_ddp", "--epochs", "3"]
+
+    def train(job_dir: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*TRAIN, "--job-dir", str(job_dir)], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+
+    calm = train(tmp_path / "calm")
+    assert calm.returncode == 0, calm.stderr
+    undisturbed = json.loads((tmp_path / "calm" / "metrics.json").read_text())
+
+    job = tmp_path / "stopped"
+    proc = subprocess.Popen([*TRAIN, "--job-dir", str(job), "--epoch-sleep", "0.3"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("epoch 1/3"):
+            break
+    time.sleep(0.35)  # into epoch 2's steps (after the pause between epochs)
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert "stopping at step" in output and "(SIGTERM); checkpoint saved" in output
+    stopped_at = int(output.split("stopping at step ")[1].split()[0])
+    assert stopped_at > undisturbed["steps_per_epoch"]  # not the epoch checkpoint: a later step
+
+    resumed = train(job)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"(step {stopped_at})" in resumed.stdout  # nothing redone
+    metrics = json.loads((job / "metrics.json").read_text())
+    assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
+    assert [h["step"] for h in metrics["history"]] == [h["step"] for h in undisturbed["history"]]
+
+
+# A checkpoint write that receives SIGTERM halfway through its bytes (as a reclaimed VM's
+# shutdown can land): with the trainer's handler the write completes; the process then leaves.
+WRITE_INTERRUPTED = textwrap.dedent("""
+    import os, signal, sys, torch
+    from trainers import checkpoint, storage
+    from trainers.stop_request import EXIT_CODE, StopRequest
+
+    stop = StopRequest.install() if sys.argv[2] == "handled" else None
+    plain_write = storage.write_bytes
+
+    def write_with_notice(uri, data):
+        if uri.endswith(".pt") and "000000002" in uri:
+            # half of the object's bytes reach the disk, then the shutdown's SIGTERM arrives
+            tmp = uri + ".partial"
+            with open(tmp, "wb") as fh:
+                fh.write(data[: len(data) // 2])
+                fh.flush()
+                os.kill(os.getpid(), signal.SIGTERM)
+                fh.write(data[len(data) // 2:])
+            os.replace(tmp, uri)
+            return
+        plain_write(uri, data)
+
+    storage.write_bytes = write_with_notice
+    for step in (1, 2):
+        checkpoint.save(sys.argv[1], step, {"step": step, "weights": torch.full((1_000_000,), float(step))})
+    sys.exit(EXIT_CODE if stop and stop.requested else 0)
+""")
+
+
+LOAD_LATEST = ("import sys; from trainers import checkpoint; s = checkpoint.load_latest(sys.argv[1]); "
+               "print(s['step'], float(s['weights'][-1]))")
+
+
+@pytest.mark.parametrize("handler", ["handled", "default"])
+def test_a_stop_request_during_a_checkpoint_write_leaves_a_loadable_checkpoint(tmp_path, handler,
+                                                                               trainer_python):
+    ckpt = tmp_path / "checkpoints"
+    proc = subprocess.run([str(trainer_python), "-c", WRITE_INTERRUPTED, str(ckpt), handler], cwd=REPO,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == (128 + signal.SIGTERM if handler == "handled" else -signal.SIGTERM), proc.stderr
+    # With the handler the interrupted write finished and is the latest; without it the process
+    # died mid-write and the previous checkpoint is still the one that loads.
+    expected = 2 if handler == "handled" else 1
+    loaded = subprocess.run([str(trainer_python), "-c", LOAD_LATEST, str(ckpt)], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert loaded.stdout.split() == [str(expected), str(float(expected))], loaded.stderr
