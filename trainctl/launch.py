@@ -657,8 +657,9 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                                       out_stream=printer, err_stream=printer, in_stream=False)
                     outcome.exit_code = result.exited
                     if result.exited and not outcome.preempted and is_preempted(conn):
-                        # its processes died of the VM's shutdown before the watch reported it
+                        # its processes (the watch among them) died of the VM's shutdown first
                         mark_preempted(outcome)
+                        echo(f"[trainctl] {node.name}: {outcome.error}")
                     if direct and result.exited and not outcome.preempted:
                         worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
