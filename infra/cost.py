@@ -24,7 +24,16 @@ class Estimate:
 
 
 def estimate(spec: ClusterSpec) -> Estimate:
-    """List prices of what a GCP stack declares, from the catalog."""
+    """List prices of what a GCP stack declares, from the catalog: each worker pool's machines."""
+    lines: list[tuple[str, float]] = []
+    for role, _, group in spec.groups():
+        lines += [(f"{role}: {what}" if role else what, value) for what, value in _group_lines(group)]
+    if spec.kind == "gke":
+        lines.append(("GKE cluster fee", catalog.GKE_CLUSTER_FEE_PER_HOUR))
+    return Estimate([(what, round(v, 4)) for what, v in lines])
+
+
+def _group_lines(spec: ClusterSpec) -> list[tuple[str, float]]:
     lines: list[tuple[str, float]] = []
     n = spec.node_count
     if spec.tpu:
@@ -43,6 +52,4 @@ def estimate(spec: ClusterSpec) -> Estimate:
         if spec.kind == "vm":
             disk = n * spec.boot_disk_gb * PD_BALANCED_PER_GB_MONTH / HOURS_PER_MONTH
             lines.append((f"{n} x {spec.boot_disk_gb} GB boot disk", disk))
-    if spec.kind == "gke":
-        lines.append(("GKE cluster fee", catalog.GKE_CLUSTER_FEE_PER_HOUR))
-    return Estimate([(what, round(v, 4)) for what, v in lines])
+    return lines

@@ -32,6 +32,9 @@ class Node(BaseModel):
     interface: str | None = None  # NIC that collective traffic should bind to
     # The TPU node (slice) this VM is a worker of: TensorFlow's TPUClusterResolver takes it.
     tpu_name: str | None = None
+    # Its worker pool's role (chief, worker, ps, evaluator); None in inventories written before
+    # pools existed, where the first node is the chief and the others workers.
+    task: Literal["chief", "worker", "ps", "evaluator"] | None = None
 
 
 class Inventory(BaseModel):

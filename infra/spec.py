@@ -204,6 +204,21 @@ class BucketSpec(SpecModel):
         return v
 
 
+Role = Literal["chief", "worker", "ps", "evaluator"]
+# Vertex AI's workerPoolSpecs[0..3]: primary (chief), workers, parameter servers, evaluators.
+POOL_ORDER: tuple[Role, ...] = ("chief", "worker", "ps", "evaluator")
+SINGLE_REPLICA_ROLES = ("chief", "evaluator")  # Vertex: one primary; TF: at most one evaluator
+
+
+class PoolSpec(SpecModel):
+    """A worker pool: replicas with one role and one machine shape (Vertex's WorkerPoolSpec)."""
+    role: Role
+    count: int = Field(1, ge=1, le=512)
+    machine_type: str | None = None  # default: the cluster's
+    gpu: GpuRequest | None = None  # default: none, or what the machine type bundles
+    spot: bool | None = None  # default: the cluster's
+
+
 class ClusterSpec(SpecModel):
     name: str
     provider: Literal["local", "gcp"] = "local"
@@ -228,11 +243,33 @@ class ClusterSpec(SpecModel):
     ephemeral: bool = False
     scheduled_reaper: bool = False  # GCP: deploy a timer that deletes expired resources
     labels: dict[str, str] = Field(default_factory=dict)
+    # Worker pools with roles (chief, worker, ps, evaluator), each with its own machines; without
+    # them the cluster is one group whose first node is the chief.
+    pools: tuple[PoolSpec, ...] = ()
 
     @field_validator("name")
     @classmethod
     def gce_name(cls, v: str) -> str:
         return validate_name(v, "name")
+
+    @field_validator("pools")
+    @classmethod
+    def pool_roles(cls, v: tuple[PoolSpec, ...]) -> tuple[PoolSpec, ...]:
+        if not v:
+            return v
+        roles = [p.role for p in v]
+        twice = sorted({r for r in roles if roles.count(r) > 1})
+        if twice:
+            raise ValueError(f"pools: one pool per role; {', '.join(twice)} appears more than once "
+                             "(set its count instead)")
+        if "chief" not in roles:
+            raise ValueError("pools: a chief pool is required (the primary replica, Vertex's "
+                             "workerPoolSpecs[0])")
+        for pool in v:
+            if pool.role in SINGLE_REPLICA_ROLES and pool.count != 1:
+                raise ValueError(f"pools: the {pool.role} pool has exactly one replica (count 1), "
+                                 f"not {pool.count}")
+        return tuple(sorted(v, key=lambda p: POOL_ORDER.index(p.role)))
 
     @field_validator("labels")
     @classmethod
@@ -249,22 +286,37 @@ class ClusterSpec(SpecModel):
         """The cluster resolved: the checks return the defaults that depend on other fields
         (node count, processes per node, a machine type's bundled GPU), filled in here, in one
         place. Every later layer reads `nodes` and `processes_per_node` as set."""
-        if self.instance_termination_action and not self.spot:
+        if self.instance_termination_action and not (self.spot or any(p.spot for p in self.pools)):
             raise ValueError("instance_termination_action applies to spot VMs only (set spot: true, "
                              "or remove it)")
+        if self.pools:
+            self._check_pools_shape()
         updates = self._check_local() if self.provider == "local" else self._check_gcp()
-        if self.spot and self.instance_termination_action is None:
+        if self.pools:
+            updates["nodes"] = sum(p.count for p in self.pools)
+        if (self.spot or any(p.spot for p in self.pools)) and self.instance_termination_action is None:
             updates["instance_termination_action"] = "DELETE"
         return resolve(self, updates)
 
+    def _check_pools_shape(self) -> None:
+        if self.kind != "vm":
+            raise ValueError(f"pools run on VMs (kind 'vm'); a {self.kind!r} stack is one group of "
+                             "nodes: remove pools, or use kind 'vm'")
+        total = sum(p.count for p in self.pools)
+        if self.nodes is not None and self.nodes != total:
+            raise ValueError(f"nodes {self.nodes} does not match the pools' {total} replicas; "
+                             "leave nodes out (the pools set it)")
+
     # -- local -------------------------------------------------------------------------------
     def _check_local(self) -> dict[str, Any]:
+        if any(p.gpu for p in self.pools):
+            raise ValueError("the local stack has no accelerators: remove gpu from the pools")
         if self.gpu or self.tpu:
             raise ValueError("the local stack has no accelerators: remove gpu/tpu "
                              "(or use a gcp stack)")
         if self.kind != "vm":
             raise ValueError(f"kind {self.kind!r} needs provider gcp; the local stack has kind 'vm'")
-        nodes = self.nodes or 2
+        nodes = sum(p.count for p in self.pools) if self.pools else self.nodes or 2
         if nodes > catalog.LOCAL_MAX_NODES:
             raise ValueError(f"nodes {nodes} is more than the local stack supports "
                              f"(1-{catalog.LOCAL_MAX_NODES})")
@@ -281,6 +333,8 @@ class ClusterSpec(SpecModel):
                              "reach port 22 (there is no 0.0.0.0/0 default)")
         if self.kind == "tpu" or (self.kind == "gke" and self.tpu):
             updates = self._check_tpu()
+        elif self.pools:
+            updates = self._check_pool_machines()
         else:
             updates = self._check_gpu_machine()
         if self.processes_per_node is None:
@@ -313,41 +367,62 @@ class ClusterSpec(SpecModel):
             raise ValueError("machine_type does not apply to TPU VMs; the TPU type sets it")
         return {"nodes": nodes}
 
-    def _check_gpu_machine(self) -> dict[str, Any]:
+    def _check_pool_machines(self) -> dict[str, Any]:
+        """Each pool's machines, checked as a one-group cluster's are; the cluster's own
+        machine_type and gpu are the pools' defaults."""
         if self.tpu:
             raise ValueError(f"tpu needs kind 'tpu' or 'gke' (got kind {self.kind!r})")
-        if not self.machine_type:
+        for pool in self.pools:
+            machine_type = pool.machine_type or self.machine_type
+            gpu = pool.gpu if pool.machine_type else pool.gpu or self.gpu
+            where = f"pools[{pool.role}]: "
+            try:
+                derived = self._check_gpu_machine(machine_type, gpu)
+            except ValueError as exc:
+                raise ValueError(where + str(exc)) from None
+            resolve(pool, {"machine_type": machine_type, "gpu": derived.get("gpu", gpu),
+                           "spot": self.spot if pool.spot is None else pool.spot})
+        chief = self.pools[0]
+        return {"machine_type": chief.machine_type, "gpu": chief.gpu}
+
+    def _check_gpu_machine(self, machine_type: str | None = None,
+                           gpu_request: GpuRequest | None = None) -> dict[str, Any]:
+        if machine_type is None:
+            machine_type, gpu_request = self.machine_type, self.gpu
+        if self.tpu:
+            raise ValueError(f"tpu needs kind 'tpu' or 'gke' (got kind {self.kind!r})")
+        if not machine_type:
             raise ValueError(f"machine_type is required for kind {self.kind!r}")
-        machine = catalog.MACHINES.get(self.machine_type)
+        machine = catalog.MACHINES.get(machine_type)
         if machine is None:
-            raise ValueError(f"unknown machine_type {self.machine_type!r}; "
+            raise ValueError(f"unknown machine_type {machine_type!r}; "
                              f"valid: {_choices(catalog.MACHINES, limit=20)}")
         updates: dict[str, Any] = {"nodes": self.nodes or 1}
-        gpu_request = self.gpu
+        requested = gpu_request
         if machine.bundled_gpu:
-            if self.gpu and (self.gpu.type != machine.bundled_gpu
-                             or self.gpu.count != machine.bundled_gpu_count):
+            if requested and (requested.type != machine.bundled_gpu
+                             or requested.count != machine.bundled_gpu_count):
                 raise ValueError(
                     f"machine_type {machine.name} comes with {machine.bundled_gpu_count} x "
-                    f"{machine.bundled_gpu}; gpu {self.gpu.count} x {self.gpu.type} does not fit "
+                    f"{machine.bundled_gpu}; gpu {requested.count} x {requested.type} does not fit "
                     "(leave gpu out for bundled machine types)")
             gpu_request = updates["gpu"] = GpuRequest(type=machine.bundled_gpu,
                                                       count=machine.bundled_gpu_count)
-        elif self.gpu:
-            gpu = catalog.GPUS[self.gpu.type]
+        elif requested:
+            gpu = catalog.GPUS[requested.type]
             if machine.family not in catalog.ATTACHABLE_GPU_FAMILIES or not gpu.attachable_counts:
                 bundles = sorted(m.name for m in catalog.MACHINES.values()
                                  if m.bundled_gpu == gpu.name)
                 hint = (f"{gpu.name} comes only bundled: use {_choices(bundles)}" if bundles
                         else "attach it to an n1 machine type")
                 raise ValueError(f"GPU {gpu.name} cannot be attached to {machine.name}; {hint}")
-            if self.gpu.count not in gpu.attachable_counts:
-                raise ValueError(f"gpu.count {self.gpu.count} is not attachable for {gpu.name}; "
+            if requested.count not in gpu.attachable_counts:
+                raise ValueError(f"gpu.count {requested.count} is not attachable for {gpu.name}; "
                                  f"valid: {', '.join(map(str, gpu.attachable_counts))}")
-            limit = catalog.N1_MAX_VCPUS_PER_GPU_COUNT.get(gpu.name, {}).get(self.gpu.count)
+            limit = catalog.N1_MAX_VCPUS_PER_GPU_COUNT.get(gpu.name, {}).get(requested.count)
             if limit is not None and machine.vcpus > limit:
                 raise ValueError(f"{machine.name} has {machine.vcpus} vCPUs, more than "
-                                 f"{self.gpu.count} x {gpu.name} allows ({limit})")
+                                 f"{requested.count} x {gpu.name} allows ({limit})")
         if gpu_request:
             gpu = catalog.GPUS[gpu_request.type]
             if self.zone not in gpu.zones:
@@ -360,6 +435,29 @@ class ClusterSpec(SpecModel):
     def node_count(self) -> int:
         assert self.nodes is not None  # set by validation
         return self.nodes
+
+    @property
+    def node_tasks(self) -> list[tuple[Role, int]]:
+        """Each node's task (role, index within the role), in node order: the pools in
+        Vertex's order, or one group whose first node is the chief and the rest workers."""
+        if not self.pools:
+            first: list[tuple[Role, int]] = [("chief", 0)]
+            return first + [("worker", i) for i in range(self.node_count - 1)]
+        return [(p.role, i) for p in self.pools for i in range(p.count)]
+
+    def groups(self) -> list[tuple[Role | None, int, ClusterSpec]]:
+        """(role, first node index, the pool as a one-group spec) per pool: what the GCP
+        program declares and the estimate prices. A cluster without pools is one group."""
+        if not self.pools:
+            return [(None, 0, self)]
+        out: list[tuple[Role | None, int, ClusterSpec]] = []
+        offset = 0
+        for pool in self.pools:
+            view = self.model_copy(update={"pools": (), "nodes": pool.count, "machine_type": pool.machine_type,
+                                           "gpu": pool.gpu, "spot": bool(pool.spot)})
+            out.append((pool.role, offset, view))
+            offset += pool.count
+        return out
 
     @property
     def procs_per_node(self) -> int:

@@ -151,6 +151,8 @@ def load_stack(stack: str, *, name: str | None = None,
             raise ConfigError(f"override {key!r} is not a cluster field"
                               f"{suggest(key, list(ClusterSpec.model_fields))}")
         fields[key] = value
+    if overrides and "pools" in overrides and "nodes" not in overrides:
+        fields.pop("nodes", None)  # an experiment's pools replace the stack file's node count
     return build_spec(fields, str(path))
 
 

@@ -84,16 +84,23 @@ def test_vm_stacks_declare_gpus_scheduling_and_metadata(stack):
     spec, ev = evaluated_stack(stack)
     instances = ev.of_type("compute/instance:Instance")
     assert len(instances) == spec.node_count
-    machine = catalog.MACHINES[spec.machine_type]
+    # each node declared as its worker pool says (a stack without pools is one pool)
+    pool_of = {f"{spec.name}-node-{first + k}": (role, view) for role, first, view in spec.groups()
+               for k in range(view.node_count)}
+    assert {inst.inputs["name"] for inst in instances} == set(pool_of)
     for inst in instances:
         i = inst.inputs
-        assert i["machineType"] == spec.machine_type and i["zone"] == spec.zone
-        if machine.bundled_gpu:
+        role, view = pool_of[i["name"]]
+        machine = catalog.MACHINES[view.machine_type]
+        assert i["machineType"] == view.machine_type and i["zone"] == spec.zone
+        assert i["labels"].get("trainctl-role") == role
+        if machine.bundled_gpu or not view.gpu:
             assert "guestAccelerators" not in i
         else:
-            assert i["guestAccelerators"] == [{"type": spec.gpu.type, "count": spec.gpu.count}]
+            assert i["guestAccelerators"] == [{"type": view.gpu.type, "count": view.gpu.count}]
         sched = i["scheduling"]
-        assert sched["onHostMaintenance"] == "TERMINATE"  # GPUs cannot live-migrate
+        # GPUs cannot live-migrate; CPU-only VMs (a pool's parameter servers) can
+        assert sched["onHostMaintenance"] == ("TERMINATE" if view.gpu or spec.spot else "MIGRATE")
         if spec.spot:
             assert (sched["provisioningModel"], sched["automaticRestart"],
                     sched["instanceTerminationAction"]) == ("SPOT", False, "DELETE")
@@ -104,7 +111,12 @@ def test_vm_stacks_declare_gpus_scheduling_and_metadata(stack):
         assert meta["block-project-ssh-keys"] == "TRUE" and meta["enable-guest-attributes"] == "TRUE"
         assert meta["enable-oslogin"] == "FALSE"
         assert i["tags"] == [f"{spec.name}-node"]
-        assert i["bootDisk"]["initializeParams"]["image"].startswith("projects/deeplearning-platform-release")
+        assert i["bootDisk"]["initializeParams"]["image"] == (catalog.IMAGE_GPU_DEFAULT if view.gpu
+                                                              else catalog.IMAGE_CPU_DEFAULT)
+    nodes = ev.outputs["inventory"]["nodes"]
+    assert [(n["name"], n["task"], n["accelerator"]) for n in nodes] == [
+        (f"{spec.name}-node-{i}", task, str(pool_of[f"{spec.name}-node-{i}"][1].accelerator))
+        for i, (task, _) in enumerate(spec.node_tasks)]
 
 
 @pytest.mark.parametrize("stack", TPU_STACKS)

@@ -25,6 +25,9 @@ class RunSection(Model):
     command: tuple[str, ...] = Field(min_length=1)
     processes_per_node: int | None = Field(None, ge=1, le=64)
     env: dict[str, str] = Field(default_factory=dict)
+    # A worker pool's own program (e.g. an evaluator that evaluates checkpoints as they appear);
+    # pools not named here run `command`.
+    commands: dict[Literal["chief", "worker", "ps", "evaluator"], tuple[str, ...]] = Field(default_factory=dict)
 
     @field_validator("command", mode="before")
     @classmethod
@@ -32,6 +35,13 @@ class RunSection(Model):
         # A string is split like a shell would, but never run by one: its words reach torchrun
         # as separate, quoted arguments.
         return tuple(shlex.split(v)) if isinstance(v, str) else v
+
+    @field_validator("commands", mode="before")
+    @classmethod
+    def split_strings(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {role: tuple(shlex.split(c)) if isinstance(c, str) else c for role, c in v.items()}
+        return v
 
     @field_validator("env")
     @classmethod

@@ -33,7 +33,7 @@ from bootstrap.plan import node_paths
 from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.accelerator import Tpu
-from infra.errors import CapacityUnavailable
+from infra.errors import CapacityUnavailable, ConfigError
 from infra.inventory import Inventory, Node
 from infra.stack_home import stack_still_up
 from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
@@ -68,6 +68,8 @@ class LaunchSpec(BaseModel):
     permanent_exit_codes: tuple[int, ...] = (2,)
     env: dict[str, str] = Field(default_factory=dict)
     max_recoveries: int | None = Field(None, ge=0, le=1000)
+    # per worker-pool role, a command that replaces `command` on that pool's nodes
+    role_commands: dict[Literal["chief", "worker", "ps", "evaluator"], tuple[str, ...]] = Field(default_factory=dict)
 
     @field_validator("run_id")
     @classmethod
@@ -110,13 +112,41 @@ def torchrun_target(user: list[str]) -> list[str]:
     return ["--no-python", *user]
 
 
+Role = Literal["chief", "worker", "ps", "evaluator"]
+
+
+def task_of(inventory: Inventory, node: Node) -> tuple[Role, int]:
+    """The node's task as AI Platform / Vertex AI name it: (chief|worker|ps|evaluator, index
+    within its role). Inventories without pools: the first node is the chief, the rest workers."""
+    ordered = sorted(inventory.nodes, key=lambda n: n.rank)
+    if all(n.task is None for n in ordered):
+        index = [n.name for n in ordered].index(node.name)
+        return ("chief", 0) if index == 0 else ("worker", index - 1)
+    role: Role = node.task or "worker"
+    return role, [n.name for n in ordered if (n.task or "worker") == role].index(node.name)
+
+
+def members(inventory: Inventory, role: str) -> list[Node]:
+    return [n for n in sorted(inventory.nodes, key=lambda n: n.rank) if task_of(inventory, n)[0] == role]
+
+
+def command_for(spec: LaunchSpec, inventory: Inventory, node: Node) -> tuple[str, ...]:
+    return spec.role_commands.get(task_of(inventory, node)[0], spec.command)
+
+
+def torch_group(inventory: Inventory) -> list[Node]:
+    """The nodes torchrun joins: the chief and the workers (Vertex's pools 0 and 1)."""
+    return members(inventory, "chief") + members(inventory, "worker")
+
+
 def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> list[str]:
     p = node_paths(node)
-    rank0 = inventory.rank0
-    target = torchrun_target(expand(spec.command, inventory, spec.run_id))
+    group = torch_group(inventory)
+    rank0 = group[0]
+    target = torchrun_target(expand(command_for(spec, inventory, node), inventory, spec.run_id))
     return [
         f"{p['venv']}/bin/torchrun",
-        f"--nnodes={len(inventory.nodes)}",
+        f"--nnodes={len(group)}",
         f"--nproc-per-node={spec.nproc_per_node}",
         "--rdzv-backend=c10d",
         f"--rdzv-endpoint={rank0.internal_ip}:{inventory.rendezvous_port}",
@@ -137,18 +167,30 @@ TF_PORT = 2222
 
 
 def tf_config(inventory: Inventory, node: Node) -> dict:
-    """TF_CONFIG exactly as AI Platform sets it: rank 0 is the chief, the rest are workers."""
-    ordered = sorted(inventory.nodes, key=lambda n: n.rank)
-    cluster = {"chief": [f"{ordered[0].internal_ip}:{TF_PORT}"]}
-    if len(ordered) > 1:
-        cluster["worker"] = [f"{n.internal_ip}:{TF_PORT}" for n in ordered[1:]]
-    index = [n.name for n in ordered].index(node.name)
-    task = {"type": "chief", "index": 0} if index == 0 else {"type": "worker", "index": index - 1}
-    return {"cluster": cluster, "task": task, "environment": "cloud"}
+    """TF_CONFIG exactly as AI Platform sets it: chief, workers and parameter servers make up
+    the cluster; an evaluator is not part of it, only its own task."""
+    cluster = {role: [f"{n.internal_ip}:{TF_PORT}" for n in members(inventory, role)]
+               for role in ("chief", "worker", "ps")}
+    role, index = task_of(inventory, node)
+    return {"cluster": {k: v for k, v in cluster.items() if v}, "task": {"type": role, "index": index},
+            "environment": "cloud"}
 
 
-def uses_torchrun(node: Node, spec: LaunchSpec) -> bool:
-    return spec.framework == "torch" and node.accelerator.kind != "tpu"
+POOL_ROLES = ("chief", "worker", "ps", "evaluator")  # Vertex AI's workerpool0..3
+
+
+def cluster_spec(inventory: Inventory, node: Node) -> dict:
+    """CLUSTER_SPEC as Vertex AI sets it: every pool, the evaluator's too, by pool number."""
+    pools = {f"workerpool{i}": [f"{n.internal_ip}:{TF_PORT}" for n in members(inventory, role)]
+             for i, role in enumerate(POOL_ROLES)}
+    role, index = task_of(inventory, node)
+    return {"cluster": {k: v for k, v in pools.items() if v}, "environment": "cloud",
+            "task": {"type": f"workerpool{POOL_ROLES.index(role)}", "index": index}}
+
+
+def uses_torchrun(node: Node, spec: LaunchSpec, inventory: Inventory) -> bool:
+    return (spec.framework == "torch" and node.accelerator.kind != "tpu"
+            and task_of(inventory, node)[0] in ("chief", "worker"))
 
 
 def tpu_type(node: Node) -> catalog.TpuType | None:
@@ -181,7 +223,7 @@ def tpu_env(node: Node, spec: LaunchSpec) -> dict[str, str]:
 
 def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]:
     """The user's command as is, with `python` meaning the node environment's interpreter."""
-    user = expand(spec.command, inventory, spec.run_id)
+    user = expand(command_for(spec, inventory, node), inventory, spec.run_id)
     if user[0] in ("python", "python3"):
         user = [f"{node_paths(node)['venv']}/bin/python", *user[1:]]
     return user
@@ -204,14 +246,16 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     if node.interface:
         # gloo otherwise binds to the address the hostname resolves to (loopback here).
         env["GLOO_SOCKET_IFNAME"] = node.interface
-    if uses_torchrun(node, spec):
+    if tpu_type(node) is None:
+        env["CLUSTER_SPEC"] = json.dumps(cluster_spec(inventory, node), separators=(",", ":"))
+    if uses_torchrun(node, spec, inventory):
         argv = torchrun_args(inventory, node, spec, attempt)
     else:
         del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
         argv = direct_args(inventory, node, spec)
         if tpu_type(node) is not None:
             env.update(tpu_env(node, spec))
-        else:
+        elif spec.framework == "tensorflow":
             env["TF_CONFIG"] = json.dumps(tf_config(inventory, node), separators=(",", ":"))
     return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(p['code'])} && {shell_env(env)}"
             f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; exec {join(argv)}")
@@ -232,8 +276,19 @@ def stop_command(run_id: str) -> str:
 
 
 def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0) -> dict[str, str]:
+    if spec.framework == "torch" and members(inventory, "ps"):
+        raise ConfigError("PyTorch has no parameter servers: this cluster's ps pool would sit idle; "
+                          "remove the ps pool (DDP needs only chief and workers), or run TensorFlow")
     return {node.name: node_command(inventory, node, spec, attempt)
             for node in program_nodes(inventory, spec)}
+
+
+def servers(inventory: Inventory) -> list[Node]:
+    """Parameter-server training: ps and worker replicas serve until the job is over, which
+    the chief decides (as on Vertex AI, the primary replica's end is the job's)."""
+    if not members(inventory, "ps"):
+        return []
+    return members(inventory, "ps") + members(inventory, "worker")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,6 +302,7 @@ class NodeOutcome:
     exit_code: int | None = None
     error: str = ""
     collateral: bool = False  # stopped by trainctl because another node failed first
+    released: bool = False  # a server stopped because the chief finished the job: not a failure
     preempted: bool = False  # its VM was reclaimed (spot): not the program's fault
     lost_at: float | None = None  # when trainctl learnt it was preempted (time.time())
     last_step: int | None = None  # the furthest step its program printed
@@ -279,7 +335,7 @@ class LaunchResult:
 
     @property
     def ok(self) -> bool:
-        return all(o.exit_code == 0 for o in self.outcomes)
+        return all(o.exit_code == 0 or o.released for o in self.outcomes)
 
     def preempted(self) -> list[str]:
         return [o.node for o in self.outcomes if o.preempted]
@@ -295,7 +351,7 @@ class LaunchResult:
 
     def failures(self) -> list[NodeOutcome]:
         """The nodes that caused the failure (not those stopped because of it)."""
-        return [o for o in self.outcomes if o.exit_code != 0 and not o.collateral]
+        return [o for o in self.outcomes if o.exit_code != 0 and not o.collateral and not o.released]
 
     def describe_failures(self) -> str:
         lines = []
@@ -627,6 +683,9 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in nodes}
     first_failure = threading.Event()
     stopping = threading.Event()
+    chief_done = threading.Event()
+    chief = members(inventory, "chief")[0].name if members(inventory, "chief") else None
+    serving = [n for n in servers(inventory) if n.name in commands]
     permanent: list[tuple[str, int]] = []
 
     def run_on(node: Node) -> None:
@@ -638,7 +697,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 permanent.append((node.name, code))
                 first_failure.set()
 
-        direct = not uses_torchrun(node, spec)
+        direct = not uses_torchrun(node, spec, inventory)
         printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
                               direct_rank=node.rank if direct else None, quiet=stopping)
         done = threading.Event()
@@ -660,7 +719,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                         # its processes (the watch among them) died of the VM's shutdown first
                         mark_preempted(outcome)
                         echo(f"[trainctl] {node.name}: {outcome.error}")
-                    if direct and result.exited and not outcome.preempted:
+                    if direct and result.exited and not outcome.preempted and not outcome.released:
                         worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
             outcome.exit_code = -1
@@ -668,7 +727,9 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         finally:
             done.set()
             printer.close()
-        if outcome.exit_code != 0:
+        if node.name == chief and outcome.exit_code == 0:
+            chief_done.set()
+        if outcome.exit_code != 0 and not outcome.released:
             if outcome.preempted:
                 first_failure.set()
             elif stopping.is_set() and not any(name == node.name for name, _ in permanent):
@@ -686,6 +747,12 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 echo(f"[trainctl] run {spec.run_id} cancelled: stopping it on every node")
                 _stop_until_ended(inventory, spec.run_id, nodes, futures)
                 break
+            if serving and chief_done.is_set() and not any(outcomes[n.name].released for n in serving):
+                # the job is done: its servers go (marked first, so their end is no failure)
+                for n in serving:
+                    outcomes[n.name].released = True
+                echo(f"[trainctl] the chief finished: stopping the servers ({', '.join(n.name for n in serving)})")
+                stop_run(inventory, spec.run_id, serving)
             if first_failure.wait(0.2):
                 stopping.set()
                 lost = [o.node for o in outcomes.values() if o.preempted]

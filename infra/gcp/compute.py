@@ -34,9 +34,13 @@ def node_name(spec: ClusterSpec, index: int) -> str:
 
 
 class GpuVmGroup(pulumi.ComponentResource):
+    """One worker pool's VMs (`spec` is the pool as a one-group spec, see ClusterSpec.groups);
+    their node indexes start at `first`, so names and ranks run on across pools."""
+
     def __init__(self, name: str, spec: ClusterSpec, *, subnet: pulumi.Input[str], tag: str,
                  metadata: dict[str, str], labels: dict[str, str],
                  service_account: pulumi.Input[str], startup_script: str | None = None,
+                 first: int = 0, role: str | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:GpuVmGroup", name, None, opts)
         child = child_opts(self, opts)
@@ -44,6 +48,7 @@ class GpuVmGroup(pulumi.ComponentResource):
         meta = dict(metadata)
         if startup_script:
             meta["startup-script"] = startup_script
+        self.first = first
         self.instances = [
             gcp.compute.Instance(
                 f"{name}-{i}",
@@ -63,12 +68,12 @@ class GpuVmGroup(pulumi.ComponentResource):
                 scheduling=scheduling(spec),
                 metadata=meta,
                 tags=[tag],
-                labels={**labels, "trainctl-rank": str(i)},
+                labels={**labels, "trainctl-rank": str(i), **({"trainctl-role": role} if role else {})},
                 service_account=gcp.compute.InstanceServiceAccountArgs(
                     email=service_account, scopes=["cloud-platform"]),
                 allow_stopping_for_update=True,
                 opts=child,
             )
-            for i in range(spec.node_count)
+            for i in range(first, first + spec.node_count)
         ]
         self.register_outputs({"names": [inst.name for inst in self.instances]})

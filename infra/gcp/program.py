@@ -34,7 +34,11 @@ def workdir(spec: ClusterSpec) -> str:
     return "/root/trainctl" if spec.ssh.user == "root" else f"/home/{spec.ssh.user}/trainctl"
 
 
-def _vm_nodes(spec: ClusterSpec, group: GpuVmGroup) -> pulumi.Output[list[dict[str, Any]]]:
+def _vm_nodes(spec: ClusterSpec, groups: list[GpuVmGroup]) -> pulumi.Output[list[dict[str, Any]]]:
+    tasks = spec.node_tasks
+    accelerators = {g.first + k: str(view.accelerator) for g, (_, _, view) in zip(groups, spec.groups())
+                    for k in range(view.node_count)}
+
     def node(i: int, inst: gcp.compute.Instance) -> pulumi.Output[dict[str, Any]]:
         def shape(nics: Sequence[Any]) -> dict[str, Any]:
             nic = nics[0]
@@ -46,9 +50,10 @@ def _vm_nodes(spec: ClusterSpec, group: GpuVmGroup) -> pulumi.Output[list[dict[s
                 external = first.get("nat_ip") if isinstance(first, dict) else first.nat_ip
             return {"name": node_name(spec, i), "rank": i, "role": "worker", "internal_ip": internal,
                     "ssh_host": external or internal, "ssh_user": spec.ssh.user,
-                    "accelerator": str(spec.accelerator), "workdir": workdir(spec), "interface": None}
+                    "accelerator": accelerators[i], "workdir": workdir(spec), "interface": None,
+                    "task": tasks[i][0]}
         return inst.network_interfaces.apply(shape)
-    return pulumi.Output.all(*[node(i, inst) for i, inst in enumerate(group.instances)])
+    return pulumi.Output.all(*[node(g.first + k, inst) for g in groups for k, inst in enumerate(g.instances)])
 
 
 def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, Any]]]:
@@ -124,10 +129,12 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     nodes: Any = []
     gsa: Any = None
     if spec.kind == "vm":
-        group = GpuVmGroup(spec.name, spec, subnet=net.subnet.id, tag=tag,
-                           metadata=ssh_metadata(spec, public_key or ""), labels=labels,
-                           service_account=account.email, opts=after_apis)
-        nodes = _vm_nodes(spec, group)
+        # one VM group per worker pool (one in all without pools), nodes numbered across them
+        groups = [GpuVmGroup(f"{spec.name}-{role}" if role else spec.name, view, subnet=net.subnet.id,
+                             tag=tag, metadata=ssh_metadata(spec, public_key or ""), labels=labels,
+                             service_account=account.email, first=first, role=role, opts=after_apis)
+                  for role, first, view in spec.groups()]
+        nodes = _vm_nodes(spec, groups)
     elif spec.kind == "tpu":
         tpu = TpuVm(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
                     metadata=ssh_metadata(spec, public_key or ""), labels=labels,

@@ -135,7 +135,8 @@ def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
 def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
     keys_ = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
              "nodeCount", "ipCidrRange")
-    return {k: inputs[k] for k in keys_ if k in inputs}
+    role = (inputs.get("labels") or {}).get("trainctl-role")
+    return {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
 
 
 def estimate(spec: ClusterSpec) -> Estimate:

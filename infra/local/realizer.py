@@ -282,8 +282,8 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
         nodes=tuple(
             Node(name=names.node(i), rank=i, internal_ip=addr.node(i), ssh_host=addr.node(i),
                  ssh_user="root", host_keys=tuple(host_keys[names.node(i)]), accelerator="cpu",
-                 workdir=str(nodes_dir / names.node(i) / "work"), interface=NODE_IFNAME)
-            for i in range(spec.node_count)),
+                 workdir=str(nodes_dir / names.node(i) / "work"), interface=NODE_IFNAME, task=task)
+            for i, (task, _) in enumerate(spec.node_tasks)),
         bucket_uri=f"gs://{names.bucket}",
         storage_emulator_host=f"http://{addr.bucket}:{EMULATOR_PORT}",
         ssh_private_key=str(client_key),
