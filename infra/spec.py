@@ -437,6 +437,11 @@ class ClusterSpec(SpecModel):
         return self.nodes
 
     @property
+    def has_machine_types(self) -> bool:
+        """Whether nodes are machines of a named type (GCP), or this machine's namespaces."""
+        return self.provider != "local"
+
+    @property
     def node_tasks(self) -> list[tuple[Role, int]]:
         """Each node's task (role, index within the role), in node order: the pools in
         Vertex's order, or one group whose first node is the chief and the rest workers."""

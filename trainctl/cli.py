@@ -331,18 +331,48 @@ def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None)
 
 
 @app.command()
-def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML")],
+def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an AI Platform "
+                                                        "config.yaml / Vertex AI CustomJob spec")],
         keep: Annotated[bool, typer.Option(help="keep the stack after the run (TTL still "
                                                 "applies)")] = False,
         runs_dir: Annotated[Path, typer.Option(help="where runs/<run-id>/ goes")] = Path("runs"),
         resume: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
-                                                      help="continue an interrupted sweep by its id")] = None) -> None:
+                                                      help="continue an interrupted sweep by its id")] = None,
+        stack: Annotated[Optional[str], typer.Option(help="job specs: the stack to run on (default local)")] = None,
+        code: Annotated[Optional[Path], typer.Option(help="job specs: the trainer's source folder "
+                                                          "(default: the spec's folder)")] = None,
+        requirements: Annotated[Optional[str], typer.Option(help="job specs: requirements file, "
+                                                                 "relative to --code")] = None,
+        framework: Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
+                                                              "(default: from the training image)")] = None,
+        show_plan: Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
+                                                               "mapping) and run nothing")] = False) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.experiment import run_experiment
     from trainctl.experiment_spec import load_experiment
     from trainctl.progress import NodeBoard
 
-    exp = load_experiment(experiment)
+    notes: list[str] = []
+    exp = load_experiment(experiment, stack=stack, code=code, requirements=requirements,
+                          framework=framework, notes=notes)
+    if show_plan:
+        import yaml
+
+        from infra.stack_config import load_stack
+
+        out(yaml.safe_dump(exp.model_dump(mode="json", exclude_defaults=True), sort_keys=False).rstrip())
+        for note in notes:
+            out(f"# note: {note}")
+        # the cluster it would get, validated as `run` validates it before anything exists
+        spec = load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True})
+        for role, _, group in spec.groups():
+            shape = group.machine_type or "local node"
+            gpu = f" + {group.accelerator}" if group.gpu else ""
+            out(f"# {role or 'nodes'}: {group.node_count} x {shape}{gpu}{' (spot)' if group.spot else ''}")
+        out(f"# estimated ${realizers.for_spec(spec).estimate(spec).per_hour:.2f}/hour")
+        return
+    for note in notes:
+        say(f"note: {note}")
 
     def board(inventory):
         from bootstrap.plan import STEPS

@@ -149,8 +149,28 @@ class Experiment(Model):
         return (self.base_dir / self.code).resolve()
 
 
-def load_experiment(path: Path) -> Experiment:
+def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,
+                    requirements: str | None = None, framework: str | None = None,
+                    notes: list[str] | None = None) -> Experiment:
+    """An experiment file, or an AI Platform / Vertex AI job spec mapped onto `stack` (its
+    code from `code`, default the spec's folder); what the mapping changed goes to `notes`."""
     data = read_yaml_mapping(path, "experiment file")
+    from trainctl.vertex_job import is_job_spec, to_experiment
+
+    if is_job_spec(data):
+        mapping = to_experiment(data, path=path, stack=stack or "local",
+                                code=(code or path.parent).resolve(), requirements=requirements,
+                                framework=framework)
+        data = mapping.experiment
+        if notes is not None:
+            notes.extend(mapping.notes)
+    elif stack or code or requirements or framework:
+        raise ConfigError(f"{path}: --stack, --code, --requirements and --framework apply to AI Platform / Vertex "
+                          "job specs; an experiment file names its own stack, code and requirements")
+    return build_experiment(data, path)
+
+
+def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
     if "base_dir" in data:
         raise ConfigError(f"{path}: unknown key 'base_dir'")
     try:
