@@ -95,3 +95,29 @@ def test_a_trial_the_controller_died_under_runs_again_and_is_not_counted_as_fini
     requeue_orphans(study)  # a second resume
     assert [t.number for t in finished_trials(study)] == [done.number, rerun.number]
     assert len(study.trials) == 3  # nothing queued twice
+
+
+def test_reports_written_by_an_unchanged_cloudml_hypertune_are_read() -> None:
+    """The lines cloudml-hypertune 0.1 writes (its HyperTune._dump_metrics_to_file): the value
+    under the metric's tag and the step, both as strings."""
+    from trainctl.sweep import parse_hypertune_file
+
+    text = ('{"global_step": "1", "test_accuracy": "0.91", "timestamp": 1795458371.3, "trial": "2"}\n'
+            '{"global_step": "2", "test_accuracy": "0.95", "timestamp": 1795458372.1, "trial": "2"}\n'
+            '{"global_st')  # a line the library was rewriting as it was read
+    assert parse_hypertune_file(text) == [{"tag": "test_accuracy", "value": 0.91, "step": 1},
+                                          {"tag": "test_accuracy", "value": 0.95, "step": 2}]
+    default_tag = '{"global_step": "0", "timestamp": 1.0, "training/hptuning/metric": "3.5", "trial": "0"}'
+    assert parse_hypertune_file(default_tag) == [{"tag": "training/hptuning/metric", "value": 3.5, "step": 0}]
+
+
+def test_every_run_tells_cloudml_hypertune_where_to_write_on_its_node() -> None:
+    import shlex
+
+    from test_plans import inventory
+    from trainctl.launch import LaunchSpec, hypertune_file, node_command
+
+    inv = inventory(2)
+    words = shlex.split(node_command(inv, inv.nodes[0], LaunchSpec(run_id="r-t3", command=("python", "t.py"))))
+    assert f"CLOUD_ML_HP_METRIC_FILE={hypertune_file(inv.nodes[0], 'r-t3')}" in words
+    assert hypertune_file(inv.nodes[0], "r-t3").endswith("/runs/r-t3/hypertune/output.metrics")

@@ -135,3 +135,17 @@ def test_torch_on_a_cluster_with_parameter_servers_is_refused_before_anything_ru
     inv = pooled(ClusterSpec(name="ps", pools=PS_POOLS))
     with pytest.raises(ConfigError, match="PyTorch has no parameter servers"):
         plan(inv, LaunchSpec(run_id="r", command=("python", "t.py")))
+
+
+def test_parallel_trials_do_not_split_worker_pools_and_a_split_share_has_its_own_chief() -> None:
+    from trainctl.launchers import OverSsh
+
+    pooled_spec = ClusterSpec(name="ps", pools=PS_POOLS)
+    with pytest.raises(ConfigError, match="parallel_mode: sequential"):
+        OverSsh().check_slots(pooled_spec, 2)
+    assert OverSsh().check_slots(pooled_spec, 1) == 5
+    plain = ClusterSpec(name="two", nodes=2)
+    shares = OverSsh().slots(plain, pooled(plain), 2)
+    for _, share in shares:
+        (node,) = share.nodes
+        assert task_of(share, node) == ("chief", 0)  # not "worker 0" of a cluster with no chief

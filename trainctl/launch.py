@@ -229,6 +229,13 @@ def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]
     return user
 
 
+HYPERTUNE_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
+
+
+def hypertune_file(node: Node, run_id: str) -> str:
+    return f"{node_paths(node)['state']}/runs/{run_id}/hypertune/output.metrics"
+
+
 def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> str:
     p = node_paths(node)
     run_dir = f"{p['state']}/runs/{spec.run_id}"
@@ -241,6 +248,9 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         # so `stop` finds workers that outlived their agent.
         "TRAINCTL_RUN_ID": spec.run_id,
         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": f"[{node.name} r${{rank}}]:",
+        # where an unchanged cloudml-hypertune writes its reports (default /tmp/hypertune/...):
+        # per run, on the node, for the sweep to read from the chief
+        HYPERTUNE_FILE_ENV: hypertune_file(node, spec.run_id),
         "PATH": f"{p['venv']}/bin:/usr/local/bin:/usr/bin:/bin",
     }
     if node.interface:

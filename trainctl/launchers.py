@@ -63,6 +63,10 @@ class Launcher(Protocol):
 
 
 def _share(cluster: ClusterSpec, parts: int) -> int:
+    if cluster.pools and parts > 1:
+        raise ConfigError(f"{parts} parallel trials would split stack {cluster.name}'s worker pools; "
+                          "a cluster with pools runs one trial at a time (sweep.parallel_mode: "
+                          "sequential)")
     size = cluster.node_count // parts
     if size < 1 or cluster.node_count % parts:
         raise ConfigError(f"{parts} parallel trials cannot share the {cluster.node_count} node(s) of "
@@ -94,7 +98,9 @@ class OverSsh:
         ordered = sorted(inventory.nodes, key=lambda n: n.rank)
         part = cluster.model_copy(update={"nodes": size})
         return [(part, inventory.model_copy(update={"nodes": tuple(
-                    n.model_copy(update={"rank": i}) for i, n in enumerate(ordered[g * size:(g + 1) * size]))}))
+                    # each share is a cluster of its own: its first node is its chief
+                    n.model_copy(update={"rank": i, "task": None})
+                    for i, n in enumerate(ordered[g * size:(g + 1) * size]))}))
                 for g in range(parts)]
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import csv
 import json
+import shlex
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +30,7 @@ from trainctl.collect import (bucket_fs, collect, draw_safely, new_figure, save_
                               takes_turns)
 from trainctl.experiment_spec import Parameter, SweepSection
 from trainctl.interrupts import raise_if_pending
-from trainctl.launch import LaunchSpec, job_dir
+from trainctl.launch import LaunchSpec, hypertune_file, job_dir, members
 from trainctl.launchers import Launcher, Slot
 
 POLL_SECONDS = 2.0
@@ -90,14 +92,51 @@ def parallelism(sweep: SweepSection) -> int:
     return 1 if sweep.parallel_mode == "sequential" else sweep.max_parallel_trials
 
 
-def read_reports(inventory: Inventory, trial_job_dir: str) -> list[dict[str, Any]]:
+def read_reports(inventory: Inventory, trial_job_dir: str, run_id: str) -> list[dict[str, Any]]:
+    """A trial's metric reports: from trainers.hypertune in the job dir, else from the file an
+    unchanged cloudml-hypertune (AI Platform's library) wrote on the chief."""
     fs = bucket_fs(inventory)
     path = f"{trial_job_dir}/hypertune/metrics.json"
     try:
         with fs.open(path, "rb") as fh:
             return json.loads(fh.read())
     except (FileNotFoundError, ValueError):
+        return chief_hypertune_reports(inventory, run_id)
+
+
+# Keys cloudml-hypertune writes beside the metric's own tag on each line.
+HYPERTUNE_FIELDS = {"timestamp", "trial", "global_step"}
+
+
+def parse_hypertune_file(text: str) -> list[dict[str, Any]]:
+    """cloudml-hypertune's file: one JSON object per report, the metric under its tag as a
+    string, `global_step` as a string (github.com/GoogleCloudPlatform/cloudml-hypertune)."""
+    reports = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line being rewritten while read
+        step = int(float(entry.get("global_step", 0) or 0))
+        for tag, value in entry.items():
+            if tag not in HYPERTUNE_FIELDS:
+                reports.append({"tag": tag, "value": float(value), "step": step})
+    return reports
+
+
+def chief_hypertune_reports(inventory: Inventory, run_id: str) -> list[dict[str, Any]]:
+    if inventory.target != "ssh":
+        return []  # a GKE pod's file is not reachable; trainers.hypertune's job-dir file is
+    from bootstrap.ssh import open_connection
+
+    chief = (members(inventory, "chief") or [inventory.rank0])[0]
+    try:
+        with open_connection(inventory, chief, deadline=time.monotonic() + 10) as conn:
+            answer = conn.run(f"cat {shlex.quote(hypertune_file(chief, run_id))}", hide=True, warn=True,
+                              in_stream=False)
+    except Exception:
         return []
+    return parse_hypertune_file(answer.stdout) if answer.ok else []
 
 
 def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sweep: SweepSection,
@@ -159,6 +198,7 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
     spec = base.model_copy(update={
         "run_id": run_id,
         "command": (*base.command, *(f"--{k}={v}" for k, v in params.items())),
+        "env": {**base.env, "CLOUD_ML_TRIAL_ID": str(trial.number)},  # as AI Platform sets it
     })
     trial_dir = job_dir(group, run_id)
     pruned = threading.Event()
@@ -167,7 +207,7 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
     def watch() -> None:
         seen = 0
         while not finished.wait(POLL_SECONDS):
-            reports = [r for r in read_reports(group, trial_dir) if r["tag"] == sweep.metric]
+            reports = [r for r in read_reports(group, trial_dir, run_id) if r["tag"] == sweep.metric]
             for r in reports[seen:]:
                 trial.report(r["value"], r["step"])
                 if trial.should_prune():
@@ -186,7 +226,7 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
         watcher.join()
     if pruned.is_set():
         return optuna.trial.TrialState.PRUNED, None
-    reports = [r for r in read_reports(group, trial_dir) if r["tag"] == sweep.metric]
+    reports = [r for r in read_reports(group, trial_dir, run_id) if r["tag"] == sweep.metric]
     if not result.ok or not reports:
         return optuna.trial.TrialState.FAIL, None
     return optuna.trial.TrialState.COMPLETE, reports[-1]["value"]
