@@ -23,14 +23,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
-from sklearn.preprocessing import StandardScaler
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from trainers import checkpoint, hypertune, storage
+from trainers.digits_data import default_job_dir, split
 from trainers.stop_request import EXIT_CODE, StopRequest
 
 
@@ -50,20 +48,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-code", type=int, default=3, help="exit code of the deliberate failure")
     p.add_argument("--epoch-sleep", type=float, default=0.0, help="testing aid: slow epochs down")
     args = p.parse_args(argv)
-    if args.job_dir is None:
-        model_dir = os.environ.get("AIP_MODEL_DIR")
-        args.job_dir = model_dir.rstrip("/").rsplit("/", 1)[0] if model_dir else "./job"
+    args.job_dir = args.job_dir or default_job_dir()
     return args
 
 
-def make_data(seed: int):
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(
-        x, y, test_size=0.2, random_state=seed, stratify=y)
-    scaler = StandardScaler().fit(x_train)
-    as_tensors = lambda a, b: TensorDataset(torch.tensor(scaler.transform(a), dtype=torch.float32),  # noqa: E731
-                                            torch.tensor(b, dtype=torch.long))
-    return as_tensors(x_train, y_train), as_tensors(x_test, y_test)
+def make_data(seed: int) -> tuple[TensorDataset, TensorDataset]:
+    x_train, y_train, x_test, y_test = split(seed)
+    return (TensorDataset(torch.from_numpy(x_train), torch.from_numpy(y_train)),
+            TensorDataset(torch.from_numpy(x_test), torch.from_numpy(y_test)))
 
 
 def make_model(hidden: int) -> nn.Module:

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from trainers import storage
+from trainers.digits_data import default_job_dir, split
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -34,9 +35,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32, help="per worker")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    if args.job_dir is None:
-        model_dir = os.environ.get("AIP_MODEL_DIR")
-        args.job_dir = model_dir.rstrip("/").rsplit("/", 1)[0] if model_dir else "./job"
+    args.job_dir = args.job_dir or default_job_dir()
     return args
 
 
@@ -67,14 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     workers = strategy.num_replicas_in_sync
     print(f"{task_type}:{task_index} strategy={kind} replicas={workers} job dir {args.job_dir}", flush=True)
 
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-    from sklearn.preprocessing import StandardScaler
-
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=args.seed, stratify=y)
-    scaler = StandardScaler().fit(x_train)
-    x_train, x_test = scaler.transform(x_train).astype("float32"), scaler.transform(x_test).astype("float32")
+    x_train, y_train, x_test, y_test = split(args.seed)
     global_batch = args.batch_size * workers
     dataset = (tf.data.Dataset.from_tensor_slices((x_train, y_train.astype("int64")))
                .shuffle(len(x_train), seed=args.seed, reshuffle_each_iteration=True)

@@ -26,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's C++ info lines would 
 import tensorflow as tf  # noqa: E402
 
 from trainers import storage  # noqa: E402
+from trainers.digits_data import default_job_dir, split  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,22 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-timeout", type=float, default=600.0,
                    help="evaluator: give up after this many seconds without a new checkpoint")
     args = p.parse_args(argv)
-    if args.job_dir is None:
-        model_dir = os.environ.get("AIP_MODEL_DIR")
-        args.job_dir = model_dir.rstrip("/").rsplit("/", 1)[0] if model_dir else "./job"
+    args.job_dir = args.job_dir or default_job_dir()
     return args
-
-
-def load_data(seed: int):
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-    from sklearn.preprocessing import StandardScaler
-
-    x, y = load_digits(return_X_y=True)
-    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
-    scaler = StandardScaler().fit(x_train)
-    return (scaler.transform(x_train).astype("float32"), y_train.astype("int64"),
-            scaler.transform(x_test).astype("float32"), y_test.astype("int64"))
 
 
 class Mlp(tf.Module):
@@ -100,7 +87,7 @@ def run_server(resolver: tf.distribute.cluster_resolver.ClusterResolver) -> int:
 
 
 def run_chief(args: argparse.Namespace, resolver: tf.distribute.cluster_resolver.ClusterResolver) -> int:
-    x_train, y_train, x_test, y_test = load_data(args.seed)
+    x_train, y_train, x_test, y_test = split(args.seed)
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     workers = resolver.cluster_spec().num_tasks("worker")
@@ -152,7 +139,7 @@ def run_chief(args: argparse.Namespace, resolver: tf.distribute.cluster_resolver
 
 def run_evaluator(args: argparse.Namespace) -> int:
     """A sidecar evaluator, as TF's docs describe it: checkpoints in, results out."""
-    _, _, x_test, y_test = load_data(args.seed)
+    _, _, x_test, y_test = split(args.seed)
     ckpt_dir = storage.join(args.job_dir, "checkpoints")
     seen, results = None, []
     deadline = time.monotonic() + args.eval_timeout
