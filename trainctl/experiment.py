@@ -119,12 +119,39 @@ def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[st
         return [n for n in nodes if status.get(n) != "RUNNING"]
 
     def recreate(lost: list[str]) -> Inventory:
+        wait_until_reclaimed(stack, lost, progress)
         repaired = realizers.for_stack(stack).repair(stack, lost, progress)
         SyncedNodes(stack).forget(lost)  # new disks: their rsync need not wait
         bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
         return repaired
 
     return Recovery(reclaimed=reclaimed, recreate=recreate)
+
+
+# GCE gives a reclaimed VM about 30 s of shutdown before it is stopped or deleted.
+RECLAIM_TIMEOUT_SECONDS = 120.0
+RECLAIMED = (None, "TERMINATED", "STOPPED", "SUSPENDED")  # gone, or stopped for good
+
+
+def wait_until_reclaimed(stack: str, nodes: list[str], progress: Callable[[str], None],
+                         timeout: float = RECLAIM_TIMEOUT_SECONDS) -> None:
+    """A preempted node runs its shutdown before the provider stops or deletes it; recreating it
+    earlier would find it still there (STOPPING on GCE)."""
+    deadline = time.monotonic() + timeout
+    said = False
+    while True:
+        status = realizers.for_stack(stack).instance_status(stack, nodes)
+        busy = [n for n in nodes if status.get(n) not in RECLAIMED]
+        if not busy:
+            return
+        if time.monotonic() > deadline:
+            raise RemoteError(f"{', '.join(busy)} still {status[busy[0]]} {timeout:.0f} s after the "
+                              "preemption notice; the provider has not finished reclaiming it")
+        if not said:
+            progress(f"waiting for {', '.join(busy)} to finish shutting down ({status[busy[0]]})")
+            said = True
+        raise_if_pending()
+        time.sleep(0.5)
 
 
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:

@@ -1,5 +1,5 @@
 """Spot training a user can walk away from: a 3-node spot run on the local stack, preempted twice
-as GCE does it (once STOP, once DELETE and then no capacity for a few seconds), is recovered each
+as GCE does it (once STOP, once DELETE and then no capacity for 8 s), is recovered each
 time (the lost node back under its name, bootstrapped, the job resumed from the checkpoint the
 trainer wrote during the shutdown's grace period, so no step is redone) and ends with the same step
 count and test accuracy as an undisturbed run of the same experiment; nothing is left behind."""
@@ -40,7 +40,8 @@ def test_a_spot_run_preempted_twice_finishes_as_an_undisturbed_one(trainctl_home
     assert realizer.preempt(run_id, "node1", grace=2, action="STOP") == "STOP"
     run.wait_for(r"recovery 1: recreating node1")
     run.wait_for(r"epoch [45]/6")
-    assert realizer.preempt(run_id, "node2", grace=2, action="DELETE", unavailable_for=3) == "DELETE"
+    # no capacity for 8 s after the deletion: the first try always falls inside it
+    assert realizer.preempt(run_id, "node2", grace=2, action="DELETE", unavailable_for=8) == "DELETE"
     run.wait_for(r"recovery 2: recreating node2")
     run.wait_for(r"no capacity for node2 .*: trying again in 5 s")
     output = run.finish(timeout=300)
@@ -50,7 +51,8 @@ def test_a_spot_run_preempted_twice_finishes_as_an_undisturbed_one(trainctl_home
     assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
     result = json.loads((run_dir / "logs" / "launch" / "result.json").read_text())
     assert result["ok"] and [r["nodes"] for r in result["recoveries"]] == [["node1"], ["node2"]]
-    assert [r["tries"] for r in result["recoveries"]] == [1, 2]  # the stockout was waited out
+    tries = [r["tries"] for r in result["recoveries"]]
+    assert tries[0] == 1 and tries[1] >= 2  # the stockout was waited out
     # the trainer saved its position when its peer went away: nothing was trained twice
     assert [r["steps_redone"] for r in result["recoveries"]] == [0, 0], output
     assert result["spot_saving_usd"] == 0  # a local stack bills nothing
