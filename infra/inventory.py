@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from infra.accelerator import Accelerator, Cpu
 from infra.errors import ConfigError
+from infra.spec import Role
 
 
 class Node(BaseModel):
@@ -34,7 +35,7 @@ class Node(BaseModel):
     tpu_name: str | None = None
     # Its worker pool's role (chief, worker, ps, evaluator); None in inventories written before
     # pools existed, where the first node is the chief and the others workers.
-    task: Literal["chief", "worker", "ps", "evaluator"] | None = None
+    task: Role | None = None
 
 
 class Inventory(BaseModel):

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from infra.spec import validate_name
+from infra.spec import Role, validate_name
 from infra.stack_config import ConfigError, format_validation_error, read_yaml_mapping
 from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 
@@ -27,7 +27,7 @@ class RunSection(Model):
     env: dict[str, str] = Field(default_factory=dict)
     # A worker pool's own program (e.g. an evaluator that evaluates checkpoints as they appear);
     # pools not named here run `command`.
-    commands: dict[Literal["chief", "worker", "ps", "evaluator"], tuple[str, ...]] = Field(default_factory=dict)
+    commands: dict[Role, tuple[str, ...]] = Field(default_factory=dict)
 
     @field_validator("command", mode="before")
     @classmethod

@@ -35,6 +35,7 @@ from bootstrap.ssh import join, open_connection, shell_env
 from infra.accelerator import Tpu
 from infra.errors import CapacityUnavailable, ConfigError
 from infra.inventory import Inventory, Node
+from infra.spec import POOL_ORDER, Role
 from infra.stack_home import stack_still_up
 from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.run_logs import RESULT_FILE
@@ -69,7 +70,7 @@ class LaunchSpec(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     max_recoveries: int | None = Field(None, ge=0, le=1000)
     # per worker-pool role, a command that replaces `command` on that pool's nodes
-    role_commands: dict[Literal["chief", "worker", "ps", "evaluator"], tuple[str, ...]] = Field(default_factory=dict)
+    role_commands: dict[Role, tuple[str, ...]] = Field(default_factory=dict)
 
     @field_validator("run_id")
     @classmethod
@@ -110,9 +111,6 @@ def torchrun_target(user: list[str]) -> list[str]:
         rest = user[1:]
         return ["--module", *rest[1:]] if rest[:1] == ["-m"] else rest
     return ["--no-python", *user]
-
-
-Role = Literal["chief", "worker", "ps", "evaluator"]
 
 
 def task_of(inventory: Inventory, node: Node) -> tuple[Role, int]:
@@ -176,16 +174,13 @@ def tf_config(inventory: Inventory, node: Node) -> dict:
             "environment": "cloud"}
 
 
-POOL_ROLES = ("chief", "worker", "ps", "evaluator")  # Vertex AI's workerpool0..3
-
-
 def cluster_spec(inventory: Inventory, node: Node) -> dict:
     """CLUSTER_SPEC as Vertex AI sets it: every pool, the evaluator's too, by pool number."""
     pools = {f"workerpool{i}": [f"{n.internal_ip}:{TF_PORT}" for n in members(inventory, role)]
-             for i, role in enumerate(POOL_ROLES)}
+             for i, role in enumerate(POOL_ORDER)}
     role, index = task_of(inventory, node)
     return {"cluster": {k: v for k, v in pools.items() if v}, "environment": "cloud",
-            "task": {"type": f"workerpool{POOL_ROLES.index(role)}", "index": index}}
+            "task": {"type": f"workerpool{POOL_ORDER.index(role)}", "index": index}}
 
 
 def uses_torchrun(node: Node, spec: LaunchSpec, inventory: Inventory) -> bool:

@@ -19,9 +19,10 @@ from typing import Any
 
 from infra import catalog
 from infra.errors import ConfigError
+from infra.spec import POOL_ORDER
 from infra.stack_config import load_stack
 
-ROLES = ("chief", "worker", "ps", "evaluator")  # workerPoolSpecs[0..3], AI Platform's master/worker/ps/evaluator
+ROLES = POOL_ORDER  # workerPoolSpecs[0..3]; AI Platform's master, worker, parameterServer, evaluator
 
 # AI Platform's scale tiers with a fixed shape (its machine-types page): counts per role; the
 # machine types are the target stack's.
