@@ -465,14 +465,22 @@ def watch_preemption(conn, node: Node, outcome: NodeOutcome, done: threading.Eve
     except Exception:
         return  # the session ended with the run, or the node is gone: the heartbeat says so
     if PREEMPTED_MARK.encode() in answer and not done.is_set():
-        mark_preempted(outcome)
-        echo(f"[trainctl] {node.name}: {outcome.error}")
+        if mark_preempted(outcome):
+            echo(f"[trainctl] {node.name}: {outcome.error}")
         on_preempted()
 
 
-def mark_preempted(outcome: NodeOutcome, why: str = "preempted: its spot VM is being reclaimed") -> None:
-    outcome.preempted, outcome.error = True, why
-    outcome.lost_at = outcome.lost_at or time.time()
+_MARKING = threading.Lock()
+
+
+def mark_preempted(outcome: NodeOutcome, why: str = "preempted: its spot VM is being reclaimed") -> bool:
+    """Mark the node lost to a preemption; False if the watch or the session's end already did."""
+    with _MARKING:
+        if outcome.preempted:
+            return False
+        outcome.preempted, outcome.error = True, why
+        outcome.lost_at = outcome.lost_at or time.time()
+        return True
 
 
 def is_preempted(conn) -> bool:
@@ -608,8 +616,7 @@ def find_reclaimed(result: LaunchResult, recovery: Recovery | None, echo: Callab
         echo(f"[trainctl] could not ask the provider about {', '.join(o.node for o in silent)}: {exc}")
         return
     for o in silent:
-        if o.node in reclaimed:
-            mark_preempted(o, "reclaimed: the provider stopped or deleted its VM")
+        if o.node in reclaimed and mark_preempted(o, "reclaimed: the provider stopped or deleted its VM"):
             echo(f"[trainctl] {o.node}: {o.error}")
 
 
@@ -722,8 +729,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                     outcome.exit_code = result.exited
                     if result.exited and not outcome.preempted and is_preempted(conn):
                         # its processes (the watch among them) died of the VM's shutdown first
-                        mark_preempted(outcome)
-                        echo(f"[trainctl] {node.name}: {outcome.error}")
+                        if mark_preempted(outcome):
+                            echo(f"[trainctl] {node.name}: {outcome.error}")
                     if direct and result.exited and not outcome.preempted and not outcome.released:
                         worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
