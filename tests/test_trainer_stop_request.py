@@ -61,7 +61,7 @@ def test_sigterm_mid_epoch_saves_the_position_and_the_resumed_run_ends_as_an_und
 # A checkpoint write that receives SIGTERM halfway through its bytes (as a reclaimed VM's
 # shutdown can land): with the trainer's handler the write completes; the process then leaves.
 WRITE_INTERRUPTED = textwrap.dedent("""
-    import os, signal, sys, torch
+    import contextlib, os, signal, sys, torch
     from trainers import checkpoint, storage
     from trainers.stop_request import EXIT_CODE, StopRequest
 
@@ -83,7 +83,8 @@ WRITE_INTERRUPTED = textwrap.dedent("""
 
     storage.write_bytes = write_with_notice
     for step in (1, 2):
-        checkpoint.save(sys.argv[1], step, {"step": step, "weights": torch.full((1_000_000,), float(step))})
+        with stop.busy() if stop else contextlib.nullcontext():  # as the trainer saves
+            checkpoint.save(sys.argv[1], step, {"step": step, "weights": torch.full((1_000_000,), float(step))})
     sys.exit(EXIT_CODE if stop and stop.requested else 0)
 """)
 
@@ -106,3 +107,29 @@ def test_a_stop_request_during_a_checkpoint_write_leaves_a_loadable_checkpoint(t
     loaded = subprocess.run([str(trainer_python), "-c", LOAD_LATEST, str(ckpt)], cwd=REPO,
                             capture_output=True, text=True, timeout=60)
     assert loaded.stdout.split() == [str(expected), str(float(expected))], loaded.stderr
+
+
+# A rank blocked where no step ends (a collective waiting on a peer that torchrun is restarting,
+# here a plain blocking read) must not outlive SIGTERM by much: torchrun waits 30 s for it.
+BLOCKED = textwrap.dedent("""
+    import os, sys, time
+    from trainers.stop_request import StopRequest
+
+    StopRequest.install()
+    print("ready", flush=True)
+    os.read(os.open(sys.argv[1], os.O_RDONLY), 1)  # blocks in C, as a gloo all-reduce would
+""")
+
+
+def test_a_process_blocked_in_a_collective_leaves_soon_after_sigterm(tmp_path, trainer_python):
+    fifo = tmp_path / "never-written"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([str(trainer_python), "-c", BLOCKED, str(fifo)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout and proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    try:
+        # the watch's grace (ACK_SECONDS) and no more; well under torchrun's 30 s
+        assert proc.wait(timeout=15) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()

@@ -113,13 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
 
     def save(epoch: int, batch: int, epoch_loss: float) -> None:
-        checkpoint.save(ckpt_dir, step, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                                         "epoch": epoch, "batch": batch, "epoch_loss": epoch_loss,
-                                         "step": step, "history": history})
+        with stop.busy():  # a SIGTERM now lets the write finish
+            checkpoint.save(ckpt_dir, step, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                                             "epoch": epoch, "batch": batch, "epoch_loss": epoch_loss,
+                                             "step": step, "history": history})
 
     def stop_here(epoch: int, batch: int, epoch_loss: float, why: str) -> None:
         # The optimizer has not stepped since `step`: every rank holds that same state, so rank
         # 0's copy is the job's, at a position the sampler can replay exactly.
+        stop.acknowledge()
         if rank == 0:
             save(epoch, batch, epoch_loss)
             print(f"rank 0: stopping at step {step} ({why}); checkpoint saved", flush=True)

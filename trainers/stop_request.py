@@ -3,27 +3,74 @@
 A spot VM being reclaimed (and `trainctl`'s stop) sends SIGTERM, then kills what is left ~30 s
 later. Python's default is to die on the spot, losing everything since the last checkpoint.
 With the handler installed, the signal only raises a flag: a checkpoint being written finishes,
-and the training loop saves its exact position and leaves with 128 + SIGTERM. No trainctl import.
+and the training loop saves its exact position and leaves with 128 + SIGTERM.
+
+A process blocked in a collective (its peer is gone, or being restarted by torchrun) never
+reaches a step boundary, and Python runs no handler while C++ blocks. So the signal is also
+taken from a wakeup fd by a thread: unless the loop acknowledges the request within
+ACK_SECONDS (it is saving its position), or is inside a `busy()` block (a checkpoint write),
+the process leaves at once, as it would have by default. No trainctl import.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import socket
 import threading
+import time
+from typing import Iterator
 
 EXIT_CODE = 128 + signal.SIGTERM
+ACK_SECONDS = 2.0
 
 
 class StopRequest:
     def __init__(self) -> None:
         self._flag = threading.Event()
+        self._acknowledged = threading.Event()
+        self._busy = 0
 
     @classmethod
     def install(cls) -> "StopRequest":
         request = cls()
         signal.signal(signal.SIGTERM, lambda _signum, _frame: request._flag.set())
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)
+        signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        request._wakeup = (reader, writer)  # kept open for the process's life
+        threading.Thread(target=request._watch, args=(reader,), daemon=True).start()
         return request
+
+    def _watch(self, reader: socket.socket) -> None:
+        while True:
+            data = reader.recv(64)
+            if not data:
+                return
+            if signal.SIGTERM in data:
+                self._flag.set()
+                deadline = time.monotonic() + ACK_SECONDS
+                while not self._acknowledged.wait(0.05):
+                    if self._busy:
+                        deadline = time.monotonic() + ACK_SECONDS
+                    elif time.monotonic() > deadline:
+                        os._exit(EXIT_CODE)  # stuck where no step ends: leave as the default would
+                return
 
     @property
     def requested(self) -> bool:
         return self._flag.is_set()
+
+    def acknowledge(self) -> None:
+        """The loop is saving its position: the watch lets it finish."""
+        self._acknowledged.set()
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Work a stop request must not cut short (a checkpoint being written)."""
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
