@@ -113,19 +113,29 @@ def torchrun_target(user: list[str]) -> list[str]:
     return ["--no-python", *user]
 
 
-def task_of(inventory: Inventory, node: Node) -> tuple[Role, int]:
-    """The node's task as AI Platform / Vertex AI name it: (chief|worker|ps|evaluator, index
-    within its role). Inventories without pools: the first node is the chief, the rest workers."""
+def tasks(inventory: Inventory) -> dict[str, tuple[Role, int]]:
+    """Every node's task as AI Platform / Vertex AI name it: (chief|worker|ps|evaluator, index
+    within its role), in one pass over the nodes in rank order. Inventories without pools: the
+    first node is the chief, the rest workers."""
     ordered = sorted(inventory.nodes, key=lambda n: n.rank)
-    if all(n.task is None for n in ordered):
-        index = [n.name for n in ordered].index(node.name)
-        return ("chief", 0) if index == 0 else ("worker", index - 1)
-    role: Role = node.task or "worker"
-    return role, [n.name for n in ordered if (n.task or "worker") == role].index(node.name)
+    pooled = any(n.task is not None for n in ordered)
+    seen: dict[Role, int] = {}
+    out: dict[str, tuple[Role, int]] = {}
+    for i, node in enumerate(ordered):
+        role: Role = (node.task or "worker") if pooled else ("chief" if i == 0 else "worker")
+        out[node.name] = (role, seen.get(role, 0))
+        seen[role] = seen.get(role, 0) + 1
+    return out
+
+
+def task_of(inventory: Inventory, node: Node) -> tuple[Role, int]:
+    return tasks(inventory)[node.name]
 
 
 def members(inventory: Inventory, role: str) -> list[Node]:
-    return [n for n in sorted(inventory.nodes, key=lambda n: n.rank) if task_of(inventory, n)[0] == role]
+    """The role's nodes in rank order."""
+    of = tasks(inventory)
+    return [n for n in sorted(inventory.nodes, key=lambda n: n.rank) if of[n.name][0] == role]
 
 
 def command_for(spec: LaunchSpec, inventory: Inventory, node: Node) -> tuple[str, ...]:
