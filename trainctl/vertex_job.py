@@ -212,6 +212,23 @@ def _vertex(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, Any]:
     return experiment
 
 
+def _scale(param: dict[str, Any], where: str) -> str:
+    """A parameter's scale (studySpec and AI Platform's hyperparameters share the names)."""
+    scale = SCALES.get(param.get("scaleType", "UNIT_LINEAR_SCALE"))
+    if scale is None:
+        raise _refuse(where, f"scaleType {param['scaleType']} is not offered; use UNIT_LINEAR_SCALE "
+                             "or UNIT_LOG_SCALE")
+    return scale
+
+
+def _algorithm(spec: dict[str, Any], where: str) -> str:
+    algorithm = spec.get("algorithm", "ALGORITHM_UNSPECIFIED")
+    if algorithm not in ALGORITHMS:
+        raise _refuse(where, f"{algorithm} is not offered; use ALGORITHM_UNSPECIFIED (Bayesian, "
+                             "here TPE) or RANDOM_SEARCH")
+    return ALGORITHMS[algorithm]
+
+
 def _study(study: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     metrics = study.get("metrics") or []
     if len(metrics) != 1:
@@ -219,9 +236,7 @@ def _study(study: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
     params = []
     for p in study.get("parameters") or []:
         pid, where = p.get("parameterId"), f"studySpec.parameters[{p.get('parameterId')}]"
-        scale = SCALES.get(p.get("scaleType", "UNIT_LINEAR_SCALE"))
-        if scale is None:
-            raise _refuse(where, f"scaleType {p['scaleType']} is not offered; use UNIT_LINEAR_SCALE or UNIT_LOG_SCALE")
+        scale = _scale(p, where)
         if "doubleValueSpec" in p:
             params.append({"name": pid, "type": "DOUBLE", "min": p["doubleValueSpec"]["minValue"],
                            "max": p["doubleValueSpec"]["maxValue"], "scale": scale})
@@ -235,12 +250,9 @@ def _study(study: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
         else:
             raise _refuse(where, "needs a doubleValueSpec, integerValueSpec, categoricalValueSpec or "
                                  "discreteValueSpec")
-    algorithm = study.get("algorithm", "ALGORITHM_UNSPECIFIED")
-    if algorithm not in ALGORITHMS:
-        raise _refuse("studySpec.algorithm", f"{algorithm} is not offered; use ALGORITHM_UNSPECIFIED "
-                                             "(Bayesian, here TPE) or RANDOM_SEARCH")
+    algorithm = _algorithm(study, "studySpec.algorithm")
     sweep = {"metric": metrics[0]["metricId"], "goal": metrics[0]["goal"], "parameters": params,
-             "algorithm": ALGORITHMS[algorithm], "max_trials": int(job.get("maxTrialCount", 6)),
+             "algorithm": algorithm, "max_trials": int(job.get("maxTrialCount", 6)),
              "max_parallel_trials": int(job.get("parallelTrialCount", 1)), "parallel_mode": "sequential"}
     if "medianAutomatedStoppingSpec" in study or "decayCurveStoppingSpec" in study:
         sweep["pruner"] = "median"
@@ -316,16 +328,11 @@ def _ai_platform(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, 
 
 
 def _hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
-    algorithm = hp.get("algorithm", "ALGORITHM_UNSPECIFIED")
-    if algorithm not in ALGORITHMS:
-        raise _refuse("hyperparameters.algorithm", f"{algorithm} is not offered; use "
-                                                   "ALGORITHM_UNSPECIFIED (Bayesian, here TPE) or RANDOM_SEARCH")
+    algorithm = _algorithm(hp, "hyperparameters.algorithm")
     params = []
     for p in hp.get("params") or []:
         where = f"hyperparameters.params[{p.get('parameterName')}]"
-        scale = SCALES.get(p.get("scaleType", "UNIT_LINEAR_SCALE"))
-        if scale is None:
-            raise _refuse(where, f"scaleType {p['scaleType']} is not offered; use UNIT_LINEAR_SCALE or UNIT_LOG_SCALE")
+        scale = _scale(p, where)
         kind = p.get("type")
         if kind in ("DOUBLE", "INTEGER"):
             params.append({"name": p["parameterName"], "type": kind, "min": p["minValue"],
@@ -337,7 +344,7 @@ def _hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
         else:
             raise _refuse(where, f"type {kind!r}: DOUBLE, INTEGER, CATEGORICAL or DISCRETE")
     sweep = {"metric": hp.get("hyperparameterMetricTag", "training/hptuning/metric"),
-             "goal": hp.get("goal", "MAXIMIZE"), "parameters": params, "algorithm": ALGORITHMS[algorithm],
+             "goal": hp.get("goal", "MAXIMIZE"), "parameters": params, "algorithm": algorithm,
              "max_trials": int(hp.get("maxTrials", 1)), "max_parallel_trials": int(hp.get("maxParallelTrials", 1)),
              "parallel_mode": "sequential"}
     if hp.get("enableTrialEarlyStopping"):
