@@ -286,7 +286,10 @@ class ClusterSpec(SpecModel):
         """The cluster resolved: the checks return the defaults that depend on other fields
         (node count, processes per node, a machine type's bundled GPU), filled in here, in one
         place. Every later layer reads `nodes` and `processes_per_node` as set."""
-        if self.instance_termination_action and not (self.spot or any(p.spot for p in self.pools)):
+        for pool in self.pools:  # a pool without its own spot flag takes the cluster's
+            if pool.spot is None:
+                resolve(pool, {"spot": self.spot})
+        if self.instance_termination_action and not self.has_spot:
             raise ValueError("instance_termination_action applies to spot VMs only (set spot: true, "
                              "or remove it)")
         if self.pools:
@@ -294,7 +297,7 @@ class ClusterSpec(SpecModel):
         updates = self._check_local() if self.provider == "local" else self._check_gcp()
         if self.pools:
             updates["nodes"] = sum(p.count for p in self.pools)
-        if (self.spot or any(p.spot for p in self.pools)) and self.instance_termination_action is None:
+        if self.has_spot and self.instance_termination_action is None:
             updates["instance_termination_action"] = "DELETE"
         return resolve(self, updates)
 
@@ -380,8 +383,7 @@ class ClusterSpec(SpecModel):
                 derived = self._check_gpu_machine(machine_type, gpu)
             except ValueError as exc:
                 raise ValueError(where + str(exc)) from None
-            resolve(pool, {"machine_type": machine_type, "gpu": derived.get("gpu", gpu),
-                           "spot": self.spot if pool.spot is None else pool.spot})
+            resolve(pool, {"machine_type": machine_type, "gpu": derived.get("gpu", gpu)})
         chief = self.pools[0]
         return {"machine_type": chief.machine_type, "gpu": chief.gpu}
 
@@ -435,6 +437,19 @@ class ClusterSpec(SpecModel):
     def node_count(self) -> int:
         assert self.nodes is not None  # set by validation
         return self.nodes
+
+    @property
+    def has_spot(self) -> bool:
+        """Whether any node is on spot capacity (the cluster's flag, or a pool's)."""
+        return self.spot or any(p.spot for p in self.pools)
+
+    def node_is_spot(self, index: int) -> bool:
+        return next(view.spot for _, first, view in self.groups() if first <= index < first + view.node_count)
+
+    def on_demand(self) -> ClusterSpec:
+        """The same nodes without spot capacity: what a spot run's saving is measured against."""
+        return self.model_copy(update={"spot": False, "pools": tuple(p.model_copy(update={"spot": False})
+                                                                    for p in self.pools)})
 
     @property
     def has_machine_types(self) -> bool:

@@ -149,3 +149,15 @@ def test_parallel_trials_do_not_split_worker_pools_and_a_split_share_has_its_own
     for _, share in shares:
         (node,) = share.nodes
         assert task_of(share, node) == ("chief", 0)  # not "worker 0" of a cluster with no chief
+
+
+def test_pools_take_the_clusters_spot_flag_unless_they_set_their_own_and_the_saving_compares_on_demand() -> None:
+    spec = load_stack("tf-ps-pools", overrides={"spot": True, "pools": [
+        {"role": "chief", "spot": False}, {"role": "worker", "count": 2}, {"role": "ps", "machine_type": "n2-standard-8"}]})
+    assert [p.spot for p in spec.pools] == [False, True, True] and spec.has_spot
+    assert [spec.node_is_spot(i) for i in range(spec.node_count)] == [False, True, True, True]
+    on_demand = spec.on_demand()
+    assert not on_demand.has_spot
+    assert cost.estimate(on_demand).per_hour > cost.estimate(spec).per_hour
+    local = ClusterSpec(name="l", spot=True, pools=[{"role": "chief"}, {"role": "worker", "spot": False}])
+    assert [local.node_is_spot(i) for i in range(2)] == [True, False]

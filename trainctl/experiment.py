@@ -157,7 +157,7 @@ def wait_until_reclaimed(stack: str, nodes: list[str], progress: Callable[[str],
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
     """What the run's spot nodes saved against the same nodes on demand (catalog list prices)."""
     realizer = realizers.for_spec(spec)
-    on_demand = realizer.estimate(spec.model_copy(update={"spot": False}))
+    on_demand = realizer.estimate(spec.on_demand())
     return round((on_demand.per_hour - realizer.estimate(spec).per_hour) * train_seconds / 3600, 2)
 
 
@@ -217,7 +217,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                 with phase("train"):
                     report.result = launcher.run(spec, inventory, lspec, report.run_dir / "logs" / "launch",
                                                  echo, recovery=recovery(run_id, bspec, report.run_dir, echo))
-                if spec.spot:
+                if spec.has_spot:
                     report.spot_saving_usd = spot_saving(spec, report.phases["train"])
                     record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
                 with phase("collect"):

@@ -369,7 +369,7 @@ def _start_metadata_server(spec: ClusterSpec, names: Names, addr: Addresses, sdi
 def metadata_record(spec: ClusterSpec, names: Names, addr: Addresses, i: int) -> dict[str, Any]:
     """One node as the metadata server describes it; a node created again gets a new id."""
     return {"name": names.node(i), "ip": addr.node(i), "id": secrets.randbits(63), "zone": "local-a",
-            "machine-type": "local", "spot": spec.spot,
+            "machine-type": "local", "spot": spec.node_is_spot(i),
             "attributes": {"enable-guest-attributes": "TRUE", "trainctl-stack": spec.name}}
 
 
@@ -588,13 +588,13 @@ def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
     if state is None:
         raise ConfigError(f"stack {stack!r} is not up")
     cluster = ClusterSpec.model_validate(state.data["spec"])
-    if not cluster.spot:
-        raise ConfigError(f"stack {stack} is not a spot stack: only spot VMs are preempted "
-                          f"(set spot: true)")
     names = Names(stack)
     index = next((i for i in range(cluster.node_count) if names.node(i) == node), None)
     if index is None:
         raise ConfigError(f"stack {stack} has no node {node!r}")
+    if not cluster.node_is_spot(index):
+        raise ConfigError(f"{node} of stack {stack} is not a spot VM: only spot VMs are preempted "
+                          f"(set spot: true)")
     ns = names.node_netns(index)
     if state.data.get("node_status", {}).get(node, "RUNNING") != "RUNNING":
         raise ConfigError(f"node {node} of stack {stack} is not running")
