@@ -161,3 +161,19 @@ def test_pools_take_the_clusters_spot_flag_unless_they_set_their_own_and_the_sav
     assert cost.estimate(on_demand).per_hour > cost.estimate(spec).per_hour
     local = ClusterSpec(name="l", spot=True, pools=[{"role": "chief"}, {"role": "worker", "spot": False}])
     assert [local.node_is_spot(i) for i in range(2)] == [True, False]
+
+
+def test_a_stack_with_one_on_demand_pool_among_spot_ones_declares_each_and_passes_the_policy_pack() -> None:
+    from infra.gcp.mocks import evaluate
+    from policy.rules import Resource, check_resources
+
+    spec = load_stack("tf-ps-pools", overrides={"spot": True, "pools": [
+        {"role": "chief", "spot": False}, {"role": "worker", "count": 2}, {"role": "ps", "machine_type": "n2-standard-8"}]})
+    declared = evaluate(spec, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCKKEY")
+    scheduling = {r.inputs["name"]: (r.inputs["scheduling"]["provisioningModel"],
+                                     r.inputs["scheduling"].get("instanceTerminationAction"))
+                  for r in declared.of_type("compute/instance:Instance")}
+    assert scheduling == {"tf-ps-pools-node-0": ("STANDARD", None), "tf-ps-pools-node-1": ("SPOT", "DELETE"),
+                          "tf-ps-pools-node-2": ("SPOT", "DELETE"), "tf-ps-pools-node-3": ("SPOT", "DELETE")}
+    assert check_resources([Resource(r.type, r.name, r.inputs, getattr(r, "options", None) or {})
+                            for r in declared.resources]) == []
