@@ -9,6 +9,10 @@ succeeds, and a step whose fingerprint is unchanged is skipped in the same round
            are none: it then needs nothing from the code)
   setup    the user's setup commands, with the node's rank and the node list in the environment
 On a node this controller never synced, the rsync starts at once, alongside `ready`.
+
+With an image (the code and its environment built into it), sync, env and setup give way to
+  runtime  podman present and configured for the node (bootstrap/containers.py)
+  pull     the image, by digest, into the node's own store
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from bootstrap import containers
 from bootstrap.ssh import join, openssh_command, shell_env
 from bootstrap.treesync import list_tree, unpack_command
 from infra.inventory import Inventory, Node
 
-STEPS = ("ready", "drivers", "sync", "env", "setup")
+STEPS = ("ready", "drivers", "sync", "env", "setup", "runtime", "pull")
 FP_MARK = "TRAINCTL_FP"
 # Google's documented installer for Compute Engine (Ubuntu/Debian/RHEL images); it reboots
 # once for the kernel module, so it is rerun until nvidia-smi works.
@@ -46,6 +51,8 @@ class BootstrapSpec(BaseModel):
     python: str = "python3"
     force: tuple[str, ...] = ()
     ready_timeout: float = 300.0
+    # An image by digest that holds the code and its environment: nodes pull it instead.
+    image: str | None = None
 
     @field_validator("force")
     @classmethod
@@ -54,6 +61,13 @@ class BootstrapSpec(BaseModel):
             if step not in STEPS:
                 raise ValueError(f"--force {step!r}: unknown step; valid: {', '.join(STEPS)}")
         return v
+
+    @model_validator(mode="after")
+    def setup_outside_images(self) -> BootstrapSpec:
+        if self.image and self.setup:
+            raise ValueError("setup commands prepare the node's uv environment; with an image, "
+                             "build what they do into the image instead")
+        return self
 
     @field_validator("requirements")
     @classmethod
@@ -223,12 +237,12 @@ def filter_args(spec: BootstrapSpec) -> list[str]:
     return ["--filter=:- .gitignore", *(f"--exclude={p}" for p in (*DEFAULT_EXCLUDES, *spec.excludes))]
 
 
-def requirements_digest(spec: BootstrapSpec, inventory: Inventory) -> str:
+def requirements_digest(spec: BootstrapSpec, node_env: dict[str, str]) -> str:
     content = ""
     if spec.requirements:
         path = spec.code_dir / spec.requirements
         content = path.read_text() if path.is_file() else ""
-    uv_env = ",".join(f"{k}={v}" for k, v in sorted(inventory.node_env.items()) if k.startswith("UV_"))
+    uv_env = ",".join(f"{k}={v}" for k, v in sorted(node_env.items()) if k.startswith("UV_"))
     return _digest("env", spec.python, spec.requirements or "", content, uv_env)
 
 
@@ -242,14 +256,20 @@ def prefetch_argv(inventory: Inventory, spec: BootstrapSpec, uv: str) -> tuple[l
     nodes' shared uv cache, so N nodes cost one download and no copies."""
     if not inventory.offline_nodes or not spec.requirements:
         return None
+    return seed_argv(inventory.node_env, spec, uv)
+
+
+def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[list[str], dict[str, str], Path]:
+    """The install into a seed environment that fills the uv cache named in `node_env`."""
     import shutil
 
+    assert spec.requirements
     python = shutil.which(spec.python, path=NODE_PATH) or spec.python
-    cache = inventory.node_env.get("UV_CACHE_DIR")
+    cache = node_env.get("UV_CACHE_DIR")
     if not cache:
         raise ValueError("offline nodes need UV_CACHE_DIR in the inventory's node_env")
-    seed = Path(cache).parent / "seed" / requirements_digest(spec, inventory)
-    env = {k: v for k, v in inventory.node_env.items() if k.startswith("UV_") and k != "UV_OFFLINE"}
+    seed = Path(cache).parent / "seed" / requirements_digest(spec, node_env)
+    env = {k: v for k, v in node_env.items() if k.startswith("UV_") and k != "UV_OFFLINE"}
     quoted = shlex.quote(str(seed))
     # Bytecode compiled once into the cache's unpacked wheels: uv hardlinks their __pycache__
     # into every node's environment with the sources, so no node compiles torch at its first
@@ -267,6 +287,13 @@ def prefetch_argv(inventory: Inventory, spec: BootstrapSpec, uv: str) -> tuple[l
     return ["sh", "-c", script], env, seed
 
 
+def _first_steps(inventory: Inventory, node: Node) -> list[Step]:
+    drivers, drivers_note = drivers_command(node)
+    return [Step("ready", "node", shell_env(inventory.node_env) + ready_command(node),
+                 note="SSH + startup finished + accelerator probe + stored fingerprints"),
+            Step("drivers", "node", drivers, note=drivers_note)]
+
+
 def check_inputs(spec: BootstrapSpec) -> None:
     """What must exist on the controller before anything is sent to a node."""
     if spec.requirements and not (spec.code_dir / spec.requirements).is_file():
@@ -275,10 +302,26 @@ def check_inputs(spec: BootstrapSpec) -> None:
         raise FileNotFoundError(f"code directory {spec.code_dir} does not exist")
 
 
+def container_steps(inventory: Inventory, node: Node, image: str) -> list[Step]:
+    prefix = shell_env({**inventory.node_env, **containers.container_env(node)})
+    runtime = containers.runtime_command(node)
+    runtime_fp = _digest("runtime", runtime)
+    return [Step("runtime", "node", prefix + recorded("runtime", node, runtime_fp, runtime),
+                 fingerprint=runtime_fp, note="podman installed where missing, node's limits"),
+            Step("pull", "node",
+                 prefix + recorded("pull", node, _digest("pull", image),
+                                   containers.pull_command(image, inventory.registry)),
+                 fingerprint=_digest("pull", image), note=f"podman pull {image}")]
+
+
 def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = None,
          listing: str | None = None) -> list[NodePlan]:
     check_inputs(spec)
-    env_fp = requirements_digest(spec, inventory)
+    if spec.image:
+        return [NodePlan(node, [*_first_steps(inventory, node), *container_steps(inventory, node, spec.image)],
+                         forced=frozenset(spec.force))
+                for node in nodes or list(inventory.nodes)]
+    env_fp = requirements_digest(spec, inventory.node_env)
     sync_fp = tree_digest(spec, tree_listing(spec) if listing is None else listing)
     # Setup reruns when its commands or the environment change; after a code change only with
     # --force setup (a setup that builds from the code says so explicitly).
@@ -286,12 +329,7 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
     prefix = shell_env(inventory.node_env)
     plans = []
     for node in nodes or list(inventory.nodes):
-        drivers, drivers_note = drivers_command(node)
-        steps = [
-            Step("ready", "node", prefix + ready_command(node),
-                 note="SSH + startup finished + accelerator probe + stored fingerprints"),
-            Step("drivers", "node", drivers, note=drivers_note),
-        ]
+        steps = _first_steps(inventory, node)
         sync = Step("sync", "controller", rsync_argv(inventory, node, spec), fingerprint=sync_fp,
                     note="rsync, only changed files",
                     instead=("if the node holds a tree this controller has a listing of: the changed "

@@ -344,13 +344,19 @@ def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
     workers = max(1, min(concurrency, len(selected)))
     with ThreadPoolExecutor(max_workers=workers) as rsyncs, \
             ThreadPoolExecutor(max_workers=workers + 1) as pool:
-        early = start_early_syncs(rsyncs, inventory, spec, selected, synced)
-        listing = tree_listing(spec)
-        plans = plan(inventory, spec, selected, listing=listing)
-        cache = TreeCache(tree_cache_dir(), spec.code_dir)
-        cache.save(tree_digest(spec, listing), listing)
-        trees = TreeSource(listing, cache)
-        prefetched = pool.submit(_prefetch, inventory, spec, log_dir)
+        early: dict[str, Future[tuple[int, str]]] = {}
+        trees: TreeSource | None = None
+        prefetched: Future | None = None
+        if spec.image:  # code and environment are in the image
+            plans = plan(inventory, spec, selected)
+        else:
+            early = start_early_syncs(rsyncs, inventory, spec, selected, synced)
+            listing = tree_listing(spec)
+            plans = plan(inventory, spec, selected, listing=listing)
+            cache = TreeCache(tree_cache_dir(), spec.code_dir)
+            cache.save(tree_digest(spec, listing), listing)
+            trees = TreeSource(listing, cache)
+            prefetched = pool.submit(_prefetch, inventory, spec, log_dir)
         results = list(pool.map(
             lambda p: run_node(inventory, p, log_dir, report, spec.ready_timeout, prefetched, trees,
                                synced, early.get(p.node.name)),

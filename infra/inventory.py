@@ -38,6 +38,25 @@ class Node(BaseModel):
     task: Role | None = None
 
 
+class Registry(BaseModel):
+    """Where the stack's container images live, as the controller and the nodes reach it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Images are named <repository>/<name>: "10.210.5.3:5000/trainctl" on the local stack,
+    # "us-central1-docker.pkg.dev/<project>/<repo>" for Artifact Registry.
+    repository: str
+    # CA certificates to trust for it (the local stack's own); None: the system's.
+    cert_dir: str | None = None
+    # Artifact Registry: nodes log in with their service account's token from the metadata
+    # server (what `gcloud auth configure-docker` arranges), read access granted to that account.
+    metadata_token: bool = False
+
+    @property
+    def host(self) -> str:
+        return self.repository.split("/", 1)[0]
+
+
 class Inventory(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -57,6 +76,7 @@ class Inventory(BaseModel):
     # The Google service account the cluster's Kubernetes service account acts as (Workload
     # Identity): pods write checkpoints to the bucket with its grant. GKE only.
     gke_service_account: str | None = None
+    registry: Registry | None = None
 
     @property
     def target(self) -> Literal["ssh", "gke"]:

@@ -72,13 +72,14 @@ def test_several_multi_host_slices_get_one_pool_each():
     ("gpu-t4x2", set()), ("tpu-v5e-8", {"tpu.googleapis.com"}),
     ("gke-l4", {"container.googleapis.com"}),
     ("gpu-l4-spot", {"cloudfunctions.googleapis.com", "run.googleapis.com",
-                     "cloudbuild.googleapis.com", "cloudscheduler.googleapis.com",
-                     "artifactregistry.googleapis.com"}),
+                     "cloudbuild.googleapis.com", "cloudscheduler.googleapis.com"}),
 ])
 def test_required_apis_are_enabled_and_left_on_at_destroy(stack, extra):
     services = evaluate(load_stack(stack), PUBKEY).of_type("projects/service:Service")
+    # Artifact Registry on every stack: the experiment's images live there
     assert {s.inputs["service"] for s in services} == {
-        "compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com"} | extra
+        "compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
+        "artifactregistry.googleapis.com"} | extra
     assert all(s.inputs["disableOnDestroy"] is False for s in services)
 
 

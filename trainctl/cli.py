@@ -206,6 +206,8 @@ def bootstrap(
     show_plan: Annotated[bool, typer.Option("--plan", help="print each node's commands; run nothing")] = False,
     concurrency: Annotated[int, typer.Option(help="nodes worked on at once")] = 32,
     retry_failed: Annotated[bool, typer.Option(help="only the nodes that failed last time")] = False,
+    image: Annotated[Optional[str], typer.Option(help="an image by digest (see `trainctl build`) "
+                                                 "that holds code and environment: pulled instead")] = None,
 ) -> None:
     """Make every node ready: SSH + startup, drivers, code sync, Python env, setup commands."""
     from bootstrap.plan import BootstrapSpec
@@ -224,6 +226,8 @@ def bootstrap(
             requirements = "requirements.txt"
         spec = _validated(BootstrapSpec, code_dir=code, requirements=requirements,
                           setup=tuple(setup or ()), force=tuple(force or ()))
+    if image:
+        spec = _validated(BootstrapSpec, **{**spec.model_dump(), "image": image})
     inventory = _nodes_over_ssh(stack, "bootstrap")
     log_dir = _stack_log_dir(stack) / "bootstrap"
     if retry_failed:
@@ -253,7 +257,9 @@ def bootstrap(
 def _steps(spec) -> list[str]:
     from bootstrap.plan import STEPS
 
-    return [s for s in STEPS if s != "setup" or spec.setup]
+    if spec.image:
+        return ["ready", "drivers", "runtime", "pull"]
+    return [s for s in STEPS if s not in ("runtime", "pull") and (s != "setup" or spec.setup)]
 
 
 def _validated(model, **kwargs):
@@ -283,6 +289,8 @@ def launch(
                                                            "manifests); run nothing")] = False,
     run_id: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
                                                   help="default: <stack>-<random>")] = None,
+    image: Annotated[Optional[str], typer.Option(help="an image by digest (see `trainctl build`) "
+                                                 "that holds code and environment: run in it")] = None,
 ) -> None:
     """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
     import secrets
@@ -296,7 +304,7 @@ def launch(
                           "`trainctl launch --stack local -- python train.py`")
     rid = run_id or f"{stack}-{secrets.token_hex(3)}"
     spec = _validated(LaunchSpec, run_id=rid, command=tuple(command), nproc_per_node=nproc_per_node,
-                      max_restarts=max_restarts, framework=framework, job_retries=job_retries)
+                      max_restarts=max_restarts, framework=framework, job_retries=job_retries, image=image)
     inventory = realizers.inventory(stack)
     launcher = launcher_for(inventory)
     cluster = realizers.spec(stack)
@@ -310,6 +318,35 @@ def launch(
         fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)
     say(f"[green]run {rid} finished[/]")
+
+
+@app.command()
+def build(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its code and requirements "
+                                                       "become the image")],
+          stack: Annotated[Optional[str], typer.Option("--stack", "-s", callback=lambda v: v and _stack_argument(v),
+                                                       help="push to this stack's registry")] = None,
+          show_plan: Annotated[bool, typer.Option("--plan", help="print the Containerfile; build nothing")] = False,
+          ) -> None:
+    """Build the experiment's container image (base from Debian's packages, then the requirements,
+    then the code); with --stack, push it to the stack's registry and print it by digest."""
+    from trainctl.experiment import bootstrap_spec
+    from trainctl.experiment_spec import load_experiment
+    from trainctl.image import ImageSpec, base_tar, build as build_image, containerfile, push
+
+    exp = load_experiment(experiment)
+    spec = ImageSpec(name=exp.name, code=bootstrap_spec(exp, "python3"))
+    if show_plan:
+        out(containerfile(spec, f"localhost/trainctl/base (from {base_tar()})"))
+        return
+    log = Path("runs") / f"image-{exp.name}" / "build.log"
+    built = build_image(spec, log, say)
+    out(built.local)
+    if stack is None:
+        return
+    inventory = realizers.inventory(stack)
+    if inventory.registry is None:
+        raise ConfigError(f"stack {stack} has no container registry")
+    out(push(built, inventory.registry, log, say))
 
 
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -14,14 +14,14 @@ import secrets
 import shutil
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import SyncedNodes, bootstrap, no_report
-from infra.errors import RemoteError
+from infra.errors import ConfigError, RemoteError
 from infra.inventory import Inventory
 from infra.spec import ClusterSpec
 from infra.stack_config import load_stack
@@ -79,6 +79,28 @@ def new_run_id(name: str) -> str:
 def bootstrap_spec(exp: Experiment, python: str) -> BootstrapSpec:
     return BootstrapSpec(code_dir=exp.code_dir, excludes=exp.excludes,
                          requirements=exp.requirements, setup=exp.setup, python=python)
+
+
+def start_image(exp: Experiment, bspec: BootstrapSpec, log: Path,
+                pool: ThreadPoolExecutor, echo: Callable[[str], None]) -> Future | None:
+    """The experiment's image, built while the stack comes up (it needs nothing from it)."""
+    if exp.container is None:
+        return None
+    from trainctl.image import BuiltImage, ImageSpec, build
+
+    if exp.container.image:
+        return pool.submit(BuiltImage.from_ref, exp.container.image)
+    return pool.submit(build, ImageSpec(name=exp.name, code=bspec), log, lambda m: echo(f"[trainctl] {m}"))
+
+
+def push_image(built: Future, inventory: Inventory, log: Path, echo: Callable[[str], None]) -> str:
+    from trainctl.image import push
+
+    image = built.result()
+    if inventory.registry is None:
+        raise ConfigError(f"stack {inventory.stack} has no container registry (the local stack starts "
+                          "one where Debian's docker-registry is installed: run scripts/install.sh)")
+    return push(image, inventory.registry, log, lambda m: echo(f"[trainctl] {m}"))
 
 
 def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec:
@@ -187,13 +209,22 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
     phase = PhaseClock(report, echo)
     inventory: Inventory | None = None
     drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="draw")
+    builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="image")
+    image_log = report.run_dir / "logs" / "image" / "build.log"
     echo(f"[trainctl] run {run_id}: {spec.node_count} node(s) on stack {exp.stack} "
          f"({spec.provider}), artifacts → {report.run_dir}")
     try:
         with signals_as_interrupt(), ttl_guard(exp.ttl_hours, echo):
             try:
+                built = start_image(exp, bspec, image_log, builder, echo)
                 with phase("up"):
                     inventory = realizers.for_spec(spec).up(spec, lambda m: echo(f"[trainctl] {m}"))
+                if built is not None:
+                    with phase("image"):
+                        image = push_image(built, inventory, image_log, echo)
+                    echo(f"[trainctl] image {image}")
+                    bspec = bspec.model_copy(update={"image": image})
+                    lspec = lspec.model_copy(update={"image": image})
                 if launcher.needs_bootstrap:
                     with phase("bootstrap"):
                         reporter = board(inventory) if board else None
@@ -240,5 +271,6 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                          f"`trainctl down --stack {run_id}` removes it")
     finally:
         drawer.shutdown(wait=True)  # draw_loss never raises: a failed picture only warns
+        builder.shutdown(wait=True, cancel_futures=True)
         (report.run_dir / "timings.json").write_text(json.dumps(report.phases, indent=2))
     return report

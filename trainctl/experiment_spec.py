@@ -88,6 +88,23 @@ class Parameter(Model):
         return self
 
 
+class ContainerSection(Model):
+    """Run in a container image instead of the node's uv environment: built by trainctl from
+    the code and requirements (a base from Debian's packages), or one already built
+    (`trainctl build`: localhost/trainctl/<name>:<id>), pushed to the stack's registry."""
+
+    image: str | None = None
+
+    @field_validator("image")
+    @classmethod
+    def buildable(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("localhost/trainctl/"):
+            raise ValueError(f"image {v!r}: trainctl runs images it built (localhost/trainctl/<name>:<id>, "
+                             "see `trainctl build`), which it pushes to the stack's own registry; leave "
+                             "image out to build one from code and requirements")
+        return v
+
+
 class SweepSection(Model):
     metric: str = "test_accuracy"
     goal: Literal["MAXIMIZE", "MINIMIZE"] = "MAXIMIZE"
@@ -121,6 +138,7 @@ class Experiment(Model):
     ttl_hours: float = Field(2.0, gt=0, le=24 * 7)
     artifacts: tuple[str, ...] = ("metrics.json", "model/")
     sweep: SweepSection | None = None
+    container: ContainerSection | None = None
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -179,6 +197,9 @@ def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
         raise ConfigError(format_validation_error(str(path), exc, Experiment)) from None
     if not exp.code_dir.is_dir():
         raise ConfigError(f"{path}: code: {exp.code_dir} is not a directory")
+    if exp.container and exp.setup:
+        raise ConfigError(f"{path}: setup commands prepare the node's uv environment; with container, "
+                          "build what they do into the image (its requirements) instead")
     if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
         raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
     if exp.sweep and exp.sweep.parallel_mode == "split":

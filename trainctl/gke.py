@@ -91,7 +91,7 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
               image: str | None = None, gsa: str | None = None) -> list[dict[str, Any]]:
     job, svc = names(spec)
     email = gke_service_account(inventory, gsa)
-    image = image or default_image(cluster, spec.framework)
+    image = image or spec.image or default_image(cluster, spec.framework)
     labels = {"app.kubernetes.io/managed-by": "trainctl", "trainctl/run": spec.run_id}
     user = expand(spec.command, inventory, spec.run_id)
     base = f"{inventory.bucket_uri.rstrip('/')}/{spec.run_id}"

@@ -11,6 +11,8 @@ TPU VMs:     PyTorch/XLA runs the same command on every worker (PJRT_DEVICE=TPU)
              `-pod` runtime starts on every worker by the slice's name (TPU_NAME), as Google's
              TPU pod recipes run it.
 Every program also gets the Vertex AI job-dir variables (AIP_MODEL_DIR, ...).
+With an image, each node runs the same command line inside it (bootstrap/containers.py), the
+environment passed by name, the node's network as is.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bootstrap import containers
 from bootstrap.plan import node_paths
 from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
@@ -71,6 +74,8 @@ class LaunchSpec(BaseModel):
     max_recoveries: int | None = Field(None, ge=0, le=1000)
     # per worker-pool role, a command that replaces `command` on that pool's nodes
     role_commands: dict[Role, tuple[str, ...]] = Field(default_factory=dict)
+    # An image by digest holding code and environment; None: the node's synced code and uv env.
+    image: str | None = None
 
     @field_validator("run_id")
     @classmethod
@@ -147,8 +152,15 @@ def torch_group(inventory: Inventory) -> list[Node]:
     return members(inventory, "chief") + members(inventory, "worker")
 
 
+def program_paths(node: Node, spec: LaunchSpec) -> dict[str, str]:
+    """Where the program and its environment are: in the image, or synced to the node."""
+    if spec.image:
+        return {"venv": containers.IMAGE_VENV, "code": containers.IMAGE_CODE}
+    return node_paths(node)
+
+
 def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> list[str]:
-    p = node_paths(node)
+    p = program_paths(node, spec)
     group = torch_group(inventory)
     rank0 = group[0]
     target = torchrun_target(expand(command_for(spec, inventory, node), inventory, spec.run_id))
@@ -230,7 +242,7 @@ def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]
     """The user's command as is, with `python` meaning the node environment's interpreter."""
     user = expand(command_for(spec, inventory, node), inventory, spec.run_id)
     if user[0] in ("python", "python3"):
-        user = [f"{node_paths(node)['venv']}/bin/python", *user[1:]]
+        user = [f"{program_paths(node, spec)['venv']}/bin/python", *user[1:]]
     return user
 
 
@@ -272,7 +284,14 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
             env.update(tpu_env(node, spec))
         elif spec.framework == "tensorflow":
             env["TF_CONFIG"] = json.dumps(tf_config(inventory, node), separators=(",", ":"))
-    return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(p['code'])} && {shell_env(env)}"
+    if spec.image:
+        inside = sorted(k for k in env if k != "PATH")  # the image's own PATH leads to its venv
+        env.update(containers.container_env(node))
+        argv = containers.run_argv(node, spec.image, inside, [run_dir], argv)
+        workdir = run_dir
+    else:
+        workdir = p["code"]
+    return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && {shell_env(env)}"
             f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; exec {join(argv)}")
 
 

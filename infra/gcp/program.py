@@ -19,6 +19,7 @@ from infra.gcp.common import expiry_ignore, network_tag, ssh_metadata
 from infra.gcp.compute import GpuVmGroup, node_name
 from infra.gcp.gke import GkeCluster
 from infra.gcp.network import Network
+from infra.gcp.registry import ImageRegistry
 from infra.gcp.scheduled_reaper import ScheduledReaper
 from infra.gcp.storage import Storage, kept_on_down
 from infra.gcp.tpu import TpuVm, tpu_name
@@ -76,14 +77,15 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
 
 def required_apis(spec: ClusterSpec) -> list[str]:
     """The services a stack's resources need; a fresh project has few of them on."""
-    apis = ["compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com"]
+    apis = ["compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
+            "artifactregistry.googleapis.com"]
     if spec.kind == "tpu":
         apis.append("tpu.googleapis.com")
     if spec.kind == "gke":
         apis.append("container.googleapis.com")
     if spec.scheduled_reaper:
         apis += ["cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com",
-                 "cloudscheduler.googleapis.com", "artifactregistry.googleapis.com"]
+                 "cloudscheduler.googleapis.com"]
     return apis
 
 
@@ -119,6 +121,8 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
         member=account.email.apply(lambda e: f"serviceAccount:{e}"))
+    images = ImageRegistry(spec.name, spec, labels, account.email.apply(lambda e: f"serviceAccount:{e}"),
+                           opts=after_apis)
     if spec.scheduled_reaper:
         ScheduledReaper(spec.name, spec, storage.bucket.name, labels, opts=after_apis)
     outputs: dict[str, Any] = {"bucket": storage.uri, "bucket_kept_on_down": kept_on_down(spec)}
@@ -153,5 +157,6 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
         gsa = account.email
     outputs["inventory"] = pulumi.Output.all(storage.uri, nodes, gsa).apply(lambda a: {
         "stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
-        "kind": spec.kind, **({"gke_service_account": a[2]} if a[2] else {})})
+        "kind": spec.kind, "registry": {"repository": images.path, "metadata_token": True},
+        **({"gke_service_account": a[2]} if a[2] else {})})
     return outputs

@@ -18,7 +18,7 @@ from infra import cost, keys
 from infra.cost import Estimate
 from infra.errors import CapacityUnavailable
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
-from infra.inventory import Inventory, Node
+from infra.inventory import Inventory, Node, Registry
 from infra.realizers import Progress, StackInfo, unsupported
 from infra.host_keys import key_lines, wait_for_host_keys
 from infra.spec import ClusterSpec
@@ -202,7 +202,8 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
         ssh_private_key=str(client_key or ""),  # GKE: pods are reached through Kubernetes
         known_hosts=str(sdir / "keys" / "known_hosts"),
         kubeconfig=str(kubeconfig) if kubeconfig else None,
-        gke_service_account=partial.get("gke_service_account"))
+        gke_service_account=partial.get("gke_service_account"),
+        registry=Registry(**partial["registry"]) if partial.get("registry") else None)
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
     inventory.write(sdir / "inventory.json")
     return inventory

@@ -2,7 +2,8 @@
 
 Layout of a stack with N nodes on subnet 10.210.S.0/24 (S derived from the stack name):
   bridge  tcb<hash>     10.210.S.1   the controller's address (this process, root namespace)
-  netns   tc-<stack>-bucket  .2     the GCS emulator (the bucket)
+  netns   tc-<stack>-bucket  .2     the GCS emulator (the bucket) and the GCE metadata server
+  netns   tc-<stack>-registry .3    the container registry (docker-registry, TLS)
   netns   tc-<stack>-n<i>    .10+i  node i: sshd as PID 1 of its own PID + mount namespace
 Firewall rules from the spec become iptables rules inside each namespace.
 """
@@ -28,9 +29,9 @@ from typing import Any, Callable
 from infra import keys
 from infra.cost import Estimate
 from infra.errors import CapacityUnavailable, ProvisionError
-from infra.inventory import Inventory, Node
+from infra.inventory import Inventory, Node, Registry
 from infra.host_keys import key_lines, wait_for_host_keys
-from infra.local import metadata, metadata_admin, netns, sshd
+from infra.local import metadata, metadata_admin, netns, registry, sshd
 from infra.local.state import StackState, load_state, new_state
 from infra.realizers import Progress, StackInfo
 from infra.spec import ClusterSpec
@@ -92,6 +93,14 @@ class Names:
         return f"trainctl-{self.stack}"
 
     @property
+    def registry_netns(self) -> str:
+        return f"tc-{self.stack}-registry"
+
+    @property
+    def registry_veth(self) -> str:
+        return f"tcv{self.digest[:6]}rg"
+
+    @property
     def netns_prefix(self) -> str:
         return f"tc-{self.stack}-"
 
@@ -107,6 +116,10 @@ class Addresses:
     @property
     def bucket(self) -> str:
         return str(self.subnet.network_address + 2)
+
+    @property
+    def registry(self) -> str:
+        return str(self.subnet.network_address + 3)
 
     def node(self, index: int) -> str:
         return str(self.subnet.network_address + 10 + index)
@@ -141,6 +154,9 @@ def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
         {"kind": "netns", "name": names.bucket_netns, "role": "bucket",
          "service": f"gcs-emulator :{EMULATOR_PORT}", "bucket": f"gs://{names.bucket}"},
     ]
+    if registry.available():
+        resources.append({"kind": "netns", "name": names.registry_netns, "role": "registry",
+                          "service": f"docker-registry :{registry.REGISTRY_PORT} (TLS)"})
     for i in range(spec.node_count):
         resources.append({"kind": "netns", "name": names.node_netns(i), "role": "node",
                           "node": names.node(i), "service": "sshd :22",
@@ -172,6 +188,14 @@ def bucket_rules(addr: Addresses, node_ips: list[str]) -> list[list[str]]:
                       "--dport", "80", "-j", "ACCEPT"])
     rules.append(["-p", "tcp", "-s", f"{addr.controller}/32", "-d", f"{addr.bucket}/32",
                   "--dport", str(metadata.ADMIN_PORT), "-j", "ACCEPT"])
+    return rules
+
+
+def registry_rules(addr: Addresses, node_ips: list[str]) -> list[list[str]]:
+    rules = [["-i", "lo", "-j", "ACCEPT"],
+             ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
+    rules += [["-p", "tcp", "-s", f"{ip}/32", "--dport", str(registry.REGISTRY_PORT), "-j", "ACCEPT"]
+              for ip in [addr.controller, *node_ips]]
     return rules
 
 
@@ -243,6 +267,7 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
     netns.apply_iptables(names.bucket_netns, bucket_rules(addr, node_ips))
     _start_emulator(names, addr, sdir)
     _start_metadata_server(spec, names, addr, sdir)
+    stack_registry = _start_registry(state, names, addr, sdir, node_ips) if registry.available() else None
 
     nodes_dir = sdir / "nodes"
 
@@ -267,6 +292,8 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
 
     waits = [(f"node {i}", addr.node(i), 22) for i in range(spec.node_count)]
     waits.append(("bucket emulator", addr.bucket, EMULATOR_PORT))
+    if stack_registry:
+        waits.append(("registry", addr.registry, registry.REGISTRY_PORT))
     with ThreadPoolExecutor(max_workers=len(waits)) as pool:
         answered = list(pool.map(lambda w: sshd.wait_for_port(w[1], w[2], 20.0), waits))
     late = [w[0] for w, ok in zip(waits, answered) if not ok]
@@ -291,6 +318,7 @@ def _create(spec: ClusterSpec, state: StackState, progress: Callable[[str], None
         rendezvous_port=RENDEZVOUS_PORT,
         node_env=_node_env(addr, cache),
         offline_nodes=True,
+        registry=stack_registry,
     )
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
     os.chmod(inventory.known_hosts, 0o600)
@@ -389,10 +417,18 @@ def hosts_file(names: Names, addr: Addresses, count: int) -> str:
 
 
 def _node_env(addr: Addresses, cache: Path) -> dict[str, str]:
-    env = {
+    return {
         "STORAGE_EMULATOR_HOST": f"http://{addr.bucket}:{EMULATOR_PORT}",
         # gcsfs otherwise probes buckets over gRPC/TLS and stalls ~60 s per call on the emulator.
         "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+        **offline_uv_env(cache),
+    }
+
+
+def offline_uv_env(cache: Path) -> dict[str, str]:
+    """uv's settings for installing without a route off the machine (local nodes, and image
+    builds, which share the cache)."""
+    env = {
         # One cache for all nodes on this machine, on the same filesystem as their workdirs:
         # uv hardlinks from it, so N environments cost one copy of torch.
         "UV_CACHE_DIR": str(cache / "uv"),
@@ -404,6 +440,26 @@ def _node_env(addr: Addresses, cache: Path) -> dict[str, str]:
     if os.path.isdir(LOCAL_WHEELHOUSE):
         env["UV_FIND_LINKS"] = LOCAL_WHEELHOUSE
     return env
+
+
+def _start_registry(state: StackState, names: Names, addr: Addresses, sdir: Path,
+                    node_ips: list[str]) -> Registry:
+    """The stack's image registry: reachable from the controller and the nodes only, its
+    certificate trusted through the stack's cert dir (which local nodes see at the same path)."""
+    record = state.intend("netns", name=names.registry_netns, veth=names.registry_veth)
+    netns.create_node_netns(names.registry_netns, names.registry_veth, names.bridge,
+                            addr.cidr(addr.registry))
+    state.created(record)
+    netns.apply_iptables(names.registry_netns, registry_rules(addr, node_ips))
+    rdir = sdir / "registry"
+    registry.seed(rdir / "data", cache_dir() / "registry")
+    cert_dir, key = rdir / "certs", rdir / "tls" / "registry.key"
+    registry.write_certificate(cert_dir, key, addr.registry, names.stack)
+    conf = rdir / "config.yml"
+    conf.write_text(registry.config(rdir / "data", f"{addr.registry}:{registry.REGISTRY_PORT}",
+                                    cert_dir / "ca.crt", key))
+    registry.start(names.registry_netns, conf, rdir / "registry.log")
+    return Registry(repository=f"{addr.registry}:{registry.REGISTRY_PORT}/trainctl", cert_dir=str(cert_dir))
 
 
 def _start_emulator(names: Names, addr: Addresses, sdir: Path) -> None:
@@ -478,6 +534,7 @@ def _destroy(state: StackState, names: Names, progress: Callable[[str], None]) -
         for record, exc in zip(node_records, pool.map(_capture(remove_ns), node_records)):
             if exc:
                 errors.append(f"{record['name']}: {exc}")
+    registry.keep(state.path.parent / "registry" / "data", cache_dir() / "registry")
     for record in reversed(state.resources):
         try:
             if record["kind"] == "host_rule":

@@ -56,12 +56,36 @@ PUBLISH_HOST_KEY = ("curl -sSf --retry 20 --retry-delay 0 --retry-max-time 20 --
                     "hostkeys/$(cut -d' ' -f1 {pub})")
 
 
+def cgroup_mounts(mountinfo: str) -> list[str]:
+    """The host's cgroup hierarchies, mounted again inside a node: `ip netns exec` puts a fresh
+    sysfs over /sys, which hides them, and a machine without cgroups cannot run containers (a
+    VM has its own). Mounting a v1 hierarchy with the same subsystems attaches to the existing
+    one, so the node sees the host's tree, as the host's own container runtime would."""
+    commands = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if " - " not in line or not fields[4].startswith("/sys/fs/cgroup"):
+            continue
+        point = fields[4]
+        fstype, source, options = line.split(" - ", 1)[1].split()[:3]
+        if fstype == "tmpfs":
+            commands.append(f"mount -t tmpfs -o mode=0755 cgroup {shlex.quote(point)}")
+        elif fstype in ("cgroup", "cgroup2"):
+            subsystems = ",".join(o for o in options.split(",") if o not in ("rw", "ro"))
+            opts = f" -o {shlex.quote(subsystems)}" if subsystems else ""
+            commands.append(f"mkdir -p {shlex.quote(point)} && mount -t {fstype}{opts} {fstype} {shlex.quote(point)}")
+    return commands
+
+
 def node_boot_script(hostname: str, private_root: Path, private_tmp: Path, config: Path,
                      log: Path, host_key_pub: Path) -> str:
     q = shlex.quote
+    cgroups = " && ".join(cgroup_mounts(Path("/proc/self/mountinfo").read_text()))
     return "; ".join([
         "set -e",
         f"hostname {q(hostname)}",
+        # Without them the node still works, but cannot run containers: not a boot failure.
+        *([f"{{ {cgroups}; }} || echo 'cgroups not mounted: no containers on this node' >&2"] if cgroups else []),
         "mount -t tmpfs -o mode=0755 tmpfs /run",
         "mkdir -p /run/sshd",
         "mount -t tmpfs -o mode=0755 tmpfs /var/log",

@@ -1,0 +1,262 @@
+"""Container images from the user's code: a base built from Debian's packages, a layer with the
+requirements, a layer with the code. buildah builds them with its layer cache, so a change to
+one file of the code rebuilds and pushes only the code layer; images are named by content
+(their image id) and nodes pull them by manifest digest.
+
+The base is a Debian rootfs made once by debootstrap (scripts/base-rootfs.sh, run by
+scripts/install.sh): nothing is pulled from a public registry. Its Python is the controller's
+(Debian's 3.11), so the wheels in the controller's uv cache install into it offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from bootstrap.containers import IMAGE_CODE, IMAGE_VENV, cert_args
+from bootstrap.plan import BootstrapSpec, filter_args, seed_argv
+from infra.errors import ConfigError, ProvisionError
+from infra.inventory import Registry
+from infra.stack_home import cache_dir
+
+BASE_TAR = "base/debian-bookworm-python3.tar"
+LOCAL_PREFIX = "localhost/trainctl/"
+BASE_NAME = f"{LOCAL_PREFIX}base"
+# Inside the build only: the controller's uv, its cache and wheelhouse, mounted for one RUN.
+BUILD_UV = "/trainctl-build/uv"
+BUILD_CACHE = "/trainctl-build/uv-cache"
+BUILD_WHEELS = "/trainctl-build/wheels"
+IMAGE_PATH = f"{IMAGE_VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class ImageError(ProvisionError):
+    title = "image build failed"
+
+
+class ImageSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str  # the experiment's name: the image's repository name
+    code: BootstrapSpec  # code folder, excludes, requirements: what bootstrap would sync
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    name: str
+    tag: str  # the image id's first 16 hex digits: named by content
+
+    @property
+    def local(self) -> str:
+        return f"{LOCAL_PREFIX}{self.name}:{self.tag}"
+
+    @classmethod
+    def from_ref(cls, ref: str) -> BuiltImage:
+        """An image `trainctl build` made earlier: localhost/trainctl/<name>:<tag>."""
+        name, _, tag = ref.removeprefix(LOCAL_PREFIX).partition(":")
+        if not ref.startswith(LOCAL_PREFIX) or not name or not tag:
+            raise ConfigError(f"image {ref!r}: expected {LOCAL_PREFIX}<name>:<tag>, as `trainctl build` prints")
+        if not _exists(ref):
+            raise ConfigError(f"image {ref!r} is not in trainctl's image store; `trainctl build` makes it")
+        return cls(name, tag)
+
+
+def base_tar() -> Path:
+    return cache_dir() / BASE_TAR
+
+
+def containerfile(spec: ImageSpec, base: str) -> str:
+    """Least-changing first: the base, then the environment, then the code."""
+    lines = [f"FROM {base}",
+             f"ENV VIRTUAL_ENV={IMAGE_VENV} PATH={IMAGE_PATH} PYTHONUNBUFFERED=1",
+             f"RUN python3 -m venv --without-pip {IMAGE_VENV}"]
+    if spec.code.requirements:
+        uv_env = (f"UV_CACHE_DIR={BUILD_CACHE} UV_LINK_MODE=copy UV_OFFLINE=1 UV_PYTHON_DOWNLOADS=never "
+                  f"UV_COMPILE_BYTECODE=1 UV_FIND_LINKS={BUILD_WHEELS}")
+        lines += ["COPY requirements.txt /opt/trainctl/requirements.txt",
+                  f"RUN {uv_env} {BUILD_UV} pip install -q --python {IMAGE_VENV}/bin/python "
+                  "-r /opt/trainctl/requirements.txt"]
+    lines += [f"COPY code/ {IMAGE_CODE}/", f"WORKDIR {IMAGE_CODE}"]
+    return "\n".join(lines) + "\n"
+
+
+def _limits() -> list[str]:
+    """Build containers get this process's own limits: podman's defaults for root exceed what a
+    process without CAP_SYS_RESOURCE may set. runc was seen refusing an NPROC above pid_max
+    (even one below the hard limit), so it is capped there."""
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1] % (1 << 62),
+                int(Path("/proc/sys/kernel/pid_max").read_text()))
+    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+
+
+def build_env() -> dict[str, str]:
+    """The controller's image store, trainctl's own (a cache, like the uv cache)."""
+    d = cache_dir() / "containers"
+    d.mkdir(parents=True, exist_ok=True)
+    storage = d / "storage.conf"
+    if not storage.exists():
+        storage.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{d / "storage"}"\n'
+                           'runroot = "/run/trainctl-build"\n')
+    return {**os.environ, "CONTAINERS_STORAGE_CONF": str(storage)}
+
+
+def _buildah(args: list[str], log: Path, what: str) -> str:
+    return _tool("buildah", args, log, what)
+
+
+def _tool(tool: str, args: list[str], log: Path, what: str) -> str:
+    exe = shutil.which(tool)
+    if exe is None:
+        raise ConfigError(f"{tool} is not installed: run scripts/install.sh (Debian's buildah, skopeo, "
+                          "podman, runc and docker-registry)")
+    with open(log, "a") as out:
+        out.write(f"$ {tool} {shlex.join(args)}\n")
+        out.flush()
+        done = subprocess.run([exe, *args], env=build_env(), stdout=subprocess.PIPE,
+                              stderr=out, text=True)
+        out.write(done.stdout)
+    if done.returncode != 0:
+        raise ImageError(f"{what}: {tool} exited {done.returncode}; see {log}")
+    return done.stdout
+
+
+def _exists(ref: str) -> bool:
+    exe = shutil.which("buildah") or "buildah"
+    return subprocess.run([exe, "inspect", "--type", "image", ref], env=build_env(),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def ensure_base(log: Path) -> str:
+    """The base image, imported once from the debootstrapped rootfs; named by the tar's identity."""
+    tar = base_tar()
+    if not tar.is_file():
+        raise ConfigError(f"no base image rootfs at {tar}: run scripts/install.sh (it builds it "
+                          "with debootstrap from Debian's packages)")
+    st = tar.stat()
+    ref = f"{BASE_NAME}:{hashlib.sha256(f'{st.st_size}:{st.st_mtime_ns}'.encode()).hexdigest()[:16]}"
+    if not _exists(ref):
+        context = tar.parent
+        (context / "Containerfile.base").write_text(f"FROM scratch\nADD {tar.name} /\nCMD [\"bash\"]\n")
+        _buildah(["bud", "--quiet", "-f", str(context / "Containerfile.base"), "-t", ref, str(context)],
+                 log, "importing the base rootfs")
+    return ref
+
+
+def prepare_context(spec: ImageSpec) -> Path:
+    """The build context: the code as bootstrap would sync it (same filters), and the
+    requirements. Kept between builds, so rsync sends only what changed."""
+    context = cache_dir() / "containers" / "context" / spec.name
+    (context / "code").mkdir(parents=True, exist_ok=True)
+    src = str(spec.code.code_dir.resolve()) + "/"
+    done = subprocess.run(["rsync", "-a", "--delete", "--delete-excluded", *filter_args(spec.code),
+                           src, str(context / "code") + "/"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ImageError(f"copying {src} into the build context: {done.stderr.strip()}")
+    req = context / "requirements.txt"
+    if spec.code.requirements:
+        shutil.copyfile(spec.code.code_dir / spec.code.requirements, req)
+    else:
+        req.unlink(missing_ok=True)
+    return context
+
+
+def fill_uv_cache(spec: ImageSpec, log: Path) -> dict[str, str]:
+    """The requirements into the controller's uv cache (as bootstrap's prefetch does for offline
+    nodes), so the build installs them without a network."""
+    from infra.local.realizer import offline_uv_env
+
+    uv_env = offline_uv_env(cache_dir())
+    uv = shutil.which("uv") or "uv"
+    argv, env, _ = seed_argv(uv_env, spec.code, uv)
+    with open(log, "a") as out:
+        done = subprocess.run(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise ImageError(f"installing {spec.code.requirements} into the uv cache failed; see {log}")
+    return uv_env
+
+
+def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _: None) -> BuiltImage:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    base = ensure_base(log)
+    context = prepare_context(spec)
+    volumes: list[str] = []
+    if spec.code.requirements:
+        uv_env = fill_uv_cache(spec, log)
+        uv = shutil.which("uv")
+        if uv is None:
+            raise ConfigError("uv is not on PATH: run scripts/install.sh")
+        volumes += ["--volume", f"{uv}:{BUILD_UV}:ro",
+                    "--volume", f"{uv_env['UV_CACHE_DIR']}:{BUILD_CACHE}:rw"]
+        wheels = uv_env.get("UV_FIND_LINKS")
+        volumes += ["--volume", f"{wheels}:{BUILD_WHEELS}:ro"] if wheels else []
+    (context / "Containerfile").write_text(containerfile(spec, base))
+    progress(f"building image {spec.name} (base {base})")
+    iidfile = context / "image-id"
+    _buildah(["bud", "--layers", "--quiet", "--runtime", "runc", "--network", "none", *_limits(),
+              *volumes, "--iidfile", str(iidfile), "-f", str(context / "Containerfile"),
+              "-t", f"localhost/trainctl/{spec.name}:latest", str(context)], log, f"building {spec.name}")
+    built = BuiltImage(spec.name, iidfile.read_text().strip().removeprefix("sha256:")[:16])
+    _buildah(["tag", f"localhost/trainctl/{spec.name}:latest", built.local], log, "tagging")
+    return built
+
+
+def _login(registry: Registry, log: Path) -> None:
+    """Artifact Registry takes an OAuth access token as the password of `oauth2accesstoken`:
+    the controller's application-default credentials, passed on stdin (never in argv)."""
+    import google.auth
+    import google.auth.transport.requests
+
+    credentials, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+    credentials.refresh(google.auth.transport.requests.Request())
+    exe = shutil.which("buildah") or "buildah"
+    done = subprocess.run([exe, "login", "--username", "oauth2accesstoken", "--password-stdin", registry.host],
+                          input=credentials.token, env=build_env(), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ImageError(f"logging in to {registry.host}: {done.stderr.strip()}")
+
+
+def oci_layout() -> Path:
+    return cache_dir() / "containers" / "oci"
+
+
+def in_layout(built: BuiltImage) -> bool:
+    import json
+
+    index = oci_layout() / "index.json"
+    if not index.is_file():
+        return False
+    refs = {m.get("annotations", {}).get("org.opencontainers.image.ref.name")
+            for m in json.loads(index.read_text()).get("manifests", [])}
+    return f"{built.name}:{built.tag}" in refs
+
+
+def push(built: BuiltImage, registry: Registry, log: Path,
+         progress: Callable[[str], None] = lambda _: None) -> str:
+    """Push to the stack's registry; returns the reference by digest.
+
+    The image goes through an OCI layout on the controller first, where its layers are
+    compressed once: a layer that is already there (torch, after the first build) is not
+    compressed again, and a registry that already has a layer (a local stack's registry starts
+    with the layers of earlier ones) is asked for it by that compressed digest, so only changed
+    layers travel."""
+    layout = f"oci:{oci_layout()}:{built.name}:{built.tag}"
+    if not in_layout(built):  # named by content: there already means identical
+        _buildah(["push", "--quiet", built.local, layout], log, f"compressing {built.name}")
+    target = f"{registry.repository}/{built.name}:{built.tag}"
+    digest_file = log.parent / f"{built.name}.digest"
+    progress(f"pushing {target}")
+    if registry.metadata_token:
+        _login(registry, log)
+    certs = ["--dest-cert-dir", registry.cert_dir] if registry.cert_dir else []
+    _tool("skopeo", ["copy", "--quiet", *certs, "--digestfile", str(digest_file), layout, f"docker://{target}"],
+          log, f"pushing {built.name}")
+    return f"{registry.repository}/{built.name}@{digest_file.read_text().strip()}"
