@@ -35,19 +35,20 @@ def runtime_command(node: Node) -> str:
     without CAP_SYS_RESOURCE may grant, as on the local stack's nodes; runc refuses an NPROC
     above pid_max. runc drives the cgroups, v1 or v2, whichever the machine mounts."""
     d = _dir(node)
+    # runroot: per user (a non-root SSH user runs rootless podman), cleared with /tmp at boot
     storage = (f'[storage]\ndriver = "overlay"\ngraphroot = "{d}/storage"\n'
-               f'runroot = "/run/trainctl-containers"\n')
+               'runroot = "/tmp/trainctl-containers-%s"\n')
     conf = ('[containers]\n'
             'default_ulimits = ["nofile=%s:%s", "nproc=%s:%s"]\n'
             '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n')
     as_root = 'if [ "$(id -u)" = 0 ]; then AS_ROOT=""; else AS_ROOT="sudo -n"; fi'
-    install = ("command -v podman >/dev/null && command -v runc >/dev/null || { "
-               f"{as_root}; $AS_ROOT apt-get update -qq && $AS_ROOT env DEBIAN_FRONTEND=noninteractive "
-               "apt-get install -y -qq podman runc catatonit >/dev/null; }")
+    install = ("{ command -v podman >/dev/null && command -v runc >/dev/null || { "
+               "$AS_ROOT apt-get update -qq && $AS_ROOT env DEBIAN_FRONTEND=noninteractive "
+               "apt-get install -y -qq podman runc catatonit >/dev/null; }; }")
     nproc = ('{ NPROC=$(ulimit -Hu); PID_MAX=$(cat /proc/sys/kernel/pid_max); '
              'if [ "$NPROC" = unlimited ] || [ "$NPROC" -gt "$PID_MAX" ]; then NPROC=$PID_MAX; fi; }')
-    lines = [install, nproc, f"mkdir -p {shlex.quote(d)}",
-             f"printf %s {shlex.quote(storage)} > {shlex.quote(d + '/storage.conf')}",
+    lines = [as_root, install, nproc, f"mkdir -p {shlex.quote(d)}",
+             f"printf {shlex.quote(storage)} \"$(id -u)\" > {shlex.quote(d + '/storage.conf')}",
              # the limits are the node's, read there
              f'printf {shlex.quote(conf)} "$(ulimit -Hn)" "$(ulimit -Hn)" "$NPROC" "$NPROC" '
              f"> {shlex.quote(d + '/containers.conf')}"]
@@ -57,9 +58,8 @@ def runtime_command(node: Node) -> str:
         lines.append("command -v nvidia-ctk >/dev/null || { echo 'the NVIDIA Container Toolkit "
                      "(nvidia-ctk) is not installed on this GPU node: use a Deep Learning VM image, "
                      "or install nvidia-container-toolkit' >&2; exit 6; }")
-        lines.append('[ -f /etc/cdi/nvidia.yaml ] || { if [ "$(id -u)" = 0 ]; then AS_ROOT=""; '
-                     'else AS_ROOT="sudo -n"; fi; $AS_ROOT nvidia-ctk cdi generate '
-                     '--output=/etc/cdi/nvidia.yaml >/dev/null; }')
+        lines.append("{ [ -f /etc/cdi/nvidia.yaml ] || $AS_ROOT nvidia-ctk cdi generate "
+                     "--output=/etc/cdi/nvidia.yaml >/dev/null; }")
     return " && ".join(lines)
 
 
@@ -77,16 +77,17 @@ def pull_command(image: str, registry: Registry | None) -> str:
     token = (f"curl -sSf -H 'Metadata-Flavor: Google' {TOKEN_URL} | "
              "python3 -c 'import json,sys; print(json.load(sys.stdin)[\"access_token\"])'")
     # the token goes through a pipe, never an argument that `ps` would show
+    # the image's own registry: an Artifact Registry image may live outside the stack's repository
     return (f"{token} | podman login -u oauth2accesstoken --password-stdin "
-            f"{shlex.quote(registry.host)} >/dev/null && {pull}")
+            f"{shlex.quote(image.split('/', 1)[0])} >/dev/null && {pull}")
 
 
 def run_argv(node: Node, image: str, env_names: list[str], mounts: list[str], argv: list[str]) -> list[str]:
     """The program in the image, as on the node itself: the node's network (addresses, ports and
     the metadata server as they are), its IPC (shared memory between local ranks), an init that
-    passes signals on (SIGTERM for a checkpoint), the job's environment by name."""
-    args = ["podman", "run", "--rm", "--init", "--network", "host", "--ipc", "host",
-            "--workdir", IMAGE_CODE]
+    passes signals on (SIGTERM for a checkpoint), the job's environment by name; the image's own
+    working directory (trainctl's images: the code)."""
+    args = ["podman", "run", "--rm", "--init", "--network", "host", "--ipc", "host"]
     for name in env_names:
         args += ["--env", name]  # the value comes from podman's own environment
     for path in mounts:

@@ -51,6 +51,9 @@ class Registry(BaseModel):
     # Artifact Registry: nodes log in with their service account's token from the metadata
     # server (what `gcloud auth configure-docker` arranges), read access granted to that account.
     metadata_token: bool = False
+    # Made for this stack alone (the local stack's): pushes go through the controller's stable
+    # alias for it, so layers that earlier stacks' registries had are not sent again.
+    per_stack: bool = False
 
     @property
     def host(self) -> str:

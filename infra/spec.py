@@ -439,6 +439,12 @@ class ClusterSpec(SpecModel):
         return self.nodes
 
     @property
+    def nodes_reach_google(self) -> bool:
+        """Whether the nodes reach Google's APIs and registries (Artifact Registry): GCP's do;
+        local nodes have no route off the machine."""
+        return self.provider == "gcp"
+
+    @property
     def has_spot(self) -> bool:
         """Whether any node is on spot capacity (the cluster's flag, or a pool's)."""
         return self.spot or any(p.spot for p in self.pools)

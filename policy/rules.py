@@ -397,6 +397,29 @@ def _service_not_disabled_on_destroy(r: Resource) -> Iterator[str]:
                "disable_on_destroy=False")
 
 
+T_AR_REPOSITORY = "gcp:artifactregistry/repository:Repository"
+AR_IAM = ("gcp:artifactregistry/repositoryIamMember:RepositoryIamMember",
+          "gcp:artifactregistry/repositoryIamBinding:RepositoryIamBinding")
+AR_REPOSITORY_ID = re.compile(r"^[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def _registry_repository_id(r: Resource) -> Iterator[str]:
+    if r.type == T_AR_REPOSITORY:
+        rid = str(r.props.get("repositoryId", ""))
+        if not AR_REPOSITORY_ID.match(rid):
+            yield (f"repository id {rid!r}: lowercase letters, digits and hyphens, a letter first, "
+                   "a letter or digit last, at most 63 characters")
+
+
+def _registry_not_public(r: Resource) -> Iterator[str]:
+    if r.type in AR_IAM:
+        members = [r.props.get("member")] + list(_list(r.props.get("members")))
+        public = [m for m in members if m in ("allUsers", "allAuthenticatedUsers")]
+        if public:
+            yield (f"{r.name!r} grants {r.props.get('role')} on the image repository to {public[0]}: "
+                   "images hold the training code; grant the cluster's service account only")
+
+
 RULES: tuple[Rule, ...] = (
     Rule("gke-release-channel-auto-upgrade",
          "GKE node pools of a cluster enrolled in a release channel must keep auto-upgrade on.",
@@ -450,6 +473,14 @@ RULES: tuple[Rule, ...] = (
          "not roles/cloudfunctions.invoker.",
          "https://cloud.google.com/functions/docs/securing/authenticating",
          check=_function_invoker_role),
+    Rule("artifact-registry-repository-id",
+         "Artifact Registry repository ids follow its naming rules.",
+         "https://cloud.google.com/artifact-registry/docs/repositories/create-repos",
+         check=_registry_repository_id),
+    Rule("artifact-registry-not-public",
+         "No image repository is readable by allUsers or allAuthenticatedUsers.",
+         "https://cloud.google.com/artifact-registry/docs/access-control",
+         check=_registry_not_public),
     Rule("api-service-not-disabled-on-destroy",
          "APIs enabled by a stack stay enabled when it is destroyed (disableOnDestroy false).",
          "https://cloud.google.com/service-usage/docs/enable-disable",

@@ -8,10 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Containers (trainctl build, `container:` experiments): buildah builds, skopeo pushes, podman + runc run them on
+# Containers (trainctl build, `container:` experiments): buildah builds and pushes, podman + runc run them on
 # nodes, docker-registry is the local stack's registry, debootstrap makes the base image.
 PKGS=(openssh-server openssh-client rsync iproute2 iptables util-linux procps python3 python3-venv ca-certificates
-      buildah skopeo podman runc catatonit docker-registry debootstrap)
+      buildah podman runc catatonit docker-registry debootstrap)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

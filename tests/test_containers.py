@@ -49,6 +49,7 @@ def test_the_image_puts_what_changes_least_first(code):
              for p in ("COPY requirements.txt", "RUN UV_CACHE_DIR", "COPY code/")]
     assert order == sorted(order)  # a code change leaves the environment layer cached
     assert "UV_OFFLINE=1" in with_reqs  # built from the controller's cache, no network in the build
+    assert f"PATH={IMAGE_VENV}/bin:" in with_reqs  # `python` and `torchrun` are the environment's
     bare = containerfile(ImageSpec(name="d", code=BootstrapSpec(code_dir=code)), "localhost/trainctl/base:1")
     assert "requirements" not in bare and "COPY code/" in bare
 
@@ -92,12 +93,12 @@ def test_launch_runs_the_same_program_inside_the_image():
     passed = {podman[i + 1] for i, a in enumerate(podman) if a == "--env"}
     assert {"TRAINCTL_RUN_ID", "AIP_MODEL_DIR", "CLUSTER_SPEC", "GLOO_SOCKET_IFNAME"} <= passed
     assert "PATH" not in passed  # the image's PATH leads to its environment
-    assert program[0] == f"{IMAGE_VENV}/bin/torchrun"
+    assert program[0] == "torchrun"  # the image's PATH leads to its own environment
     assert "--rdzv-endpoint=10.0.0.10:29400" in program
     assert program[-4:] == ["--module", "trainers.digits_ddp", "--job-dir", "gs://bkt/r-1"]
     assert "CONTAINERS_CONF=/w/node1/.trainctl/containers/containers.conf" in command
     tf = node_command(inv, inv.nodes[0], spec.model_copy(update={"framework": "tensorflow"}))
-    assert f"{IMAGE} {IMAGE_VENV}/bin/python -m trainers.digits_ddp" in tf
+    assert f"{IMAGE} python -m trainers.digits_ddp" in tf
 
 
 @pytest.mark.parametrize("accelerator, flag", [("gpu:1xnvidia-l4", "nvidia.com/gpu=all"), ("tpu:v5litepod-8", "--privileged")])
@@ -153,3 +154,29 @@ def test_nodes_mount_the_hosts_cgroup_hierarchies_again():
         "mkdir -p /sys/fs/cgroup/unified && mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified"]
     assert cgroup_mounts("1 0 0:1 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate") == [
         "mkdir -p /sys/fs/cgroup && mount -t cgroup2 -o nsdelegate cgroup2 /sys/fs/cgroup"]
+
+
+def test_an_artifact_registry_image_is_used_as_is_on_gcp_and_refused_on_the_local_stack(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainctl.experiment import bootstrap_spec, start_image
+
+    image = "us-central1-docker.pkg.dev/p/repo/trainer:1"
+    exp = build_experiment({"name": "c", "code": ".", "run": {"command": "python t.py"},
+                            "container": {"image": image}}, tmp_path / "e.yaml")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with pytest.raises(ConfigError, match="local nodes cannot reach"):
+            start_image(exp, load_stack("local"), bootstrap_spec(exp, "python3"), tmp_path / "b.log", pool, print)
+        got = start_image(exp, load_stack("gpu-t4x2"), bootstrap_spec(exp, "python3"), tmp_path / "b.log", pool, print)
+        assert got is not None and got.result() == image  # nothing built, nothing pushed
+
+
+def test_gke_jobs_run_the_experiments_image():
+    from trainctl.gke import manifests
+
+    inv = Inventory(stack="g", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="", known_hosts="")
+    spec = LaunchSpec(run_id="r1", command=("python", "-m", "trainers.digits_ddp"),
+                      image="us-central1-docker.pkg.dev/p/g-images/d@sha256:" + "d" * 64)
+    *_, job = manifests(load_stack("gke-l4"), inv, spec, gsa="g-sa@p.iam.gserviceaccount.com")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == spec.image

@@ -212,6 +212,24 @@ def test_enabled_apis_stay_enabled_on_destroy() -> None:
                      Resource(rules.T_SERVICE, "api", {**svc, "disableOnDestroy": False}))
 
 
+@pytest.mark.parametrize("rid, ok", [("s-images", True), ("a", True), ("1abc", False), ("abc-", False),
+                                     ("Abc", False), ("a_b", False), ("a" * 63, True), ("a" * 64, False)])
+def test_artifact_registry_repository_ids_follow_its_rules(rid: str, ok: bool) -> None:
+    repo = Resource(rules.T_AR_REPOSITORY, "r", {"repositoryId": rid, "format": "DOCKER"})
+    assert bool(fired("artifact-registry-repository-id", repo)) is not ok
+
+
+def test_image_repositories_are_never_public() -> None:
+    grant = {"repository": "s-images", "role": "roles/artifactregistry.reader", "member": "allUsers"}
+    (v,) = fired("artifact-registry-not-public", Resource(rules.AR_IAM[0], "g", grant))
+    assert "allUsers" in v.message
+    assert not fired("artifact-registry-not-public",
+                     Resource(rules.AR_IAM[0], "g", {**grant, "member": "serviceAccount:s-sa@p.iam.gserviceaccount.com"}))
+    assert fired("artifact-registry-not-public",
+                 Resource(rules.AR_IAM[1], "g", {"role": "roles/artifactregistry.reader",
+                                                 "members": ["serviceAccount:x", "allAuthenticatedUsers"]}))
+
+
 def test_every_rule_has_a_firing_test() -> None:
     text = Path(__file__).read_text()
     missing = [r.name for r in RULES if f'"{r.name}"' not in text.split("def test_every_rule_has")[0]]

@@ -101,6 +101,19 @@ POOL = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
         "pythonPackageSpec": {"pythonModule": "trainers.digits_ddp"}}
 
 
+def test_container_pools_run_their_command_in_the_image(tmp_path: Path) -> None:
+    image = "us-central1-docker.pkg.dev/p/repo/trainer@sha256:" + "c" * 64
+    ctr = {"imageUri": image, "command": ["python", "-m", "trainers.digits_ddp"], "args": ["--epochs", "3"],
+           "env": [{"name": "MODE", "value": "fast"}]}
+    exp, notes = mapped(spec_file(tmp_path, {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1, "containerSpec": ctr},
+        {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 2, "containerSpec": ctr}]}),
+        stack="gpu-t4x2")
+    assert exp.container is not None and exp.container.image == image
+    assert exp.run.command == ("python", "-m", "trainers.digits_ddp", "--epochs", "3")
+    assert exp.run.env == {"MODE": "fast"} and not exp.run.commands
+
+
 @pytest.mark.parametrize("job, message", [
     ({"trainingInput": {"scaleTier": "BASIC_GPU", "pythonModule": "m"}}, "K80 GPU, which Google retired"),
     ({"trainingInput": {"scaleTier": "BASIC_TPU", "pythonModule": "m"}}, "TPU VM stack"),
@@ -116,8 +129,13 @@ POOL = {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
     ({"workerPoolSpecs": [POOL, {}, {"containerSpec": {"imageUri": "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"},
                                      "replicaCount": 2, "machineSpec": {"machineType": "n1-highcpu-16"}}]},
      "Reduction Server pool is Vertex-only"),
-    ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "gcr.io/p/trainer:1"}, "replicaCount": 1}]},
-     "containerSpec .*needs container support"),
+    ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "gcr.io/p/trainer:1", "command": ["t"]}, "replicaCount": 1}]},
+     "containerSpec: image 'gcr.io/p/trainer:1' cannot be had"),
+    ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "localhost/trainctl/t:1"}, "replicaCount": 1}]},
+     "give command"),
+    ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "localhost/trainctl/t:1", "command": ["t"]}},
+                          {"containerSpec": {"imageUri": "localhost/trainctl/u:1", "command": ["t"]}, "replicaCount": 1}]},
+     "one image per job"),
     ({"workerPoolSpecs": [{**POOL, "nfsMounts": [{"server": "10.0.0.2"}]}]}, "nfsMounts are not supported"),
     ({"workerPoolSpecs": [POOL], "scheduling": {"strategy": "FLEX_START"}}, "FLEX_START"),
     ({"workerPoolSpecs": [POOL], "tensorboard": "projects/p/locations/l/tensorboards/1"}, "tensorboard: is Vertex-only"),

@@ -81,22 +81,33 @@ def bootstrap_spec(exp: Experiment, python: str) -> BootstrapSpec:
                          requirements=exp.requirements, setup=exp.setup, python=python)
 
 
-def start_image(exp: Experiment, bspec: BootstrapSpec, log: Path,
+def start_image(exp: Experiment, spec: ClusterSpec, bspec: BootstrapSpec, log: Path,
                 pool: ThreadPoolExecutor, echo: Callable[[str], None]) -> Future | None:
-    """The experiment's image, built while the stack comes up (it needs nothing from it)."""
+    """The experiment's image, built while the stack comes up (it needs nothing from it); an
+    image in Artifact Registry is used as it is."""
     if exp.container is None:
         return None
+    from trainctl.experiment_spec import in_artifact_registry
     from trainctl.image import BuiltImage, ImageSpec, build
 
-    if exp.container.image:
-        return pool.submit(BuiltImage.from_ref, exp.container.image)
+    image = exp.container.image
+    if image and in_artifact_registry(image):
+        if not spec.nodes_reach_google:
+            raise ConfigError(f"container.image {image} is in Artifact Registry, which local nodes cannot "
+                              "reach; build the image with trainctl (container: {} or `trainctl build`)")
+        return pool.submit(lambda: image)
+    if image:
+        return pool.submit(BuiltImage.from_ref, image)
     return pool.submit(build, ImageSpec(name=exp.name, code=bspec), log, lambda m: echo(f"[trainctl] {m}"))
 
 
 def push_image(built: Future, inventory: Inventory, log: Path, echo: Callable[[str], None]) -> str:
+    """The image by digest in the stack's registry, where every node can pull it."""
     from trainctl.image import push
 
     image = built.result()
+    if isinstance(image, str):
+        return image
     if inventory.registry is None:
         raise ConfigError(f"stack {inventory.stack} has no container registry (the local stack starts "
                           "one where Debian's docker-registry is installed: run scripts/install.sh)")
@@ -216,7 +227,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
     try:
         with signals_as_interrupt(), ttl_guard(exp.ttl_hours, echo):
             try:
-                built = start_image(exp, bspec, image_log, builder, echo)
+                built = start_image(exp, spec, bspec, image_log, builder, echo)
                 with phase("up"):
                     inventory = realizers.for_spec(spec).up(spec, lambda m: echo(f"[trainctl] {m}"))
                 if built is not None:

@@ -90,19 +90,26 @@ class Parameter(Model):
 
 class ContainerSection(Model):
     """Run in a container image instead of the node's uv environment: built by trainctl from
-    the code and requirements (a base from Debian's packages), or one already built
-    (`trainctl build`: localhost/trainctl/<name>:<id>), pushed to the stack's registry."""
+    the code and requirements (a base from Debian's packages) or already built (`trainctl
+    build`: localhost/trainctl/<name>:<tag>), pushed to the stack's registry; or an image in
+    Artifact Registry, which GCP nodes pull as it is."""
 
     image: str | None = None
 
     @field_validator("image")
     @classmethod
-    def buildable(cls, v: str | None) -> str | None:
-        if v is not None and not v.startswith("localhost/trainctl/"):
-            raise ValueError(f"image {v!r}: trainctl runs images it built (localhost/trainctl/<name>:<id>, "
-                             "see `trainctl build`), which it pushes to the stack's own registry; leave "
-                             "image out to build one from code and requirements")
+    def obtainable(cls, v: str | None) -> str | None:
+        if v is not None and not (v.startswith("localhost/trainctl/") or in_artifact_registry(v)):
+            raise ValueError(f"image {v!r} cannot be had: trainctl runs images it built "
+                             "(localhost/trainctl/<name>:<tag>, see `trainctl build`), pushed to the "
+                             "stack's own registry, or images in Artifact Registry "
+                             "(<region>-docker.pkg.dev/...) on GCP stacks; leave image out to build "
+                             "one from code and requirements")
         return v
+
+
+def in_artifact_registry(image: str) -> bool:
+    return image.split("/", 1)[0].endswith("-docker.pkg.dev")
 
 
 class SweepSection(Model):

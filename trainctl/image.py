@@ -10,6 +10,7 @@ scripts/install.sh): nothing is pulled from a public registry. Its Python is the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import resource
@@ -110,22 +111,18 @@ def build_env() -> dict[str, str]:
 
 
 def _buildah(args: list[str], log: Path, what: str) -> str:
-    return _tool("buildah", args, log, what)
-
-
-def _tool(tool: str, args: list[str], log: Path, what: str) -> str:
-    exe = shutil.which(tool)
+    exe = shutil.which("buildah")
     if exe is None:
-        raise ConfigError(f"{tool} is not installed: run scripts/install.sh (Debian's buildah, skopeo, "
+        raise ConfigError("buildah is not installed: run scripts/install.sh (Debian's buildah, "
                           "podman, runc and docker-registry)")
     with open(log, "a") as out:
-        out.write(f"$ {tool} {shlex.join(args)}\n")
+        out.write(f"$ buildah {shlex.join(args)}\n")
         out.flush()
         done = subprocess.run([exe, *args], env=build_env(), stdout=subprocess.PIPE,
                               stderr=out, text=True)
         out.write(done.stdout)
     if done.returncode != 0:
-        raise ImageError(f"{what}: {tool} exited {done.returncode}; see {log}")
+        raise ImageError(f"{what}: buildah exited {done.returncode}; see {log}")
     return done.stdout
 
 
@@ -224,39 +221,19 @@ def _login(registry: Registry, log: Path) -> None:
         raise ImageError(f"logging in to {registry.host}: {done.stderr.strip()}")
 
 
-def oci_layout() -> Path:
-    return cache_dir() / "containers" / "oci"
-
-
-def in_layout(built: BuiltImage) -> bool:
-    import json
-
-    index = oci_layout() / "index.json"
-    if not index.is_file():
-        return False
-    refs = {m.get("annotations", {}).get("org.opencontainers.image.ref.name")
-            for m in json.loads(index.read_text()).get("manifests", [])}
-    return f"{built.name}:{built.tag}" in refs
-
-
 def push(built: BuiltImage, registry: Registry, log: Path,
          progress: Callable[[str], None] = lambda _: None) -> str:
-    """Push to the stack's registry; returns the reference by digest.
+    """Push to the stack's registry (layers it has are not sent); returns the reference by
+    digest, which names the same image under any address of the registry."""
+    from infra.local.registry import loopback_alias
 
-    The image goes through an OCI layout on the controller first, where its layers are
-    compressed once: a layer that is already there (torch, after the first build) is not
-    compressed again, and a registry that already has a layer (a local stack's registry starts
-    with the layers of earlier ones) is asked for it by that compressed digest, so only changed
-    layers travel."""
-    layout = f"oci:{oci_layout()}:{built.name}:{built.tag}"
-    if not in_layout(built):  # named by content: there already means identical
-        _buildah(["push", "--quiet", built.local, layout], log, f"compressing {built.name}")
-    target = f"{registry.repository}/{built.name}:{built.tag}"
+    _, _, path = registry.repository.partition("/")
     digest_file = log.parent / f"{built.name}.digest"
-    progress(f"pushing {target}")
+    progress(f"pushing {registry.repository}/{built.name}:{built.tag}")
     if registry.metadata_token:
         _login(registry, log)
-    certs = ["--dest-cert-dir", registry.cert_dir] if registry.cert_dir else []
-    _tool("skopeo", ["copy", "--quiet", *certs, "--digestfile", str(digest_file), layout, f"docker://{target}"],
-          log, f"pushing {built.name}")
+    with loopback_alias(registry.host) if registry.per_stack else contextlib.nullcontext() as alias:
+        target = f"{alias}/{path}" if alias else registry.repository
+        _buildah(["push", "--quiet", *cert_args(registry), "--digestfile", str(digest_file), built.local,
+                  f"docker://{target}/{built.name}:{built.tag}"], log, f"pushing {built.name}")
     return f"{registry.repository}/{built.name}@{digest_file.read_text().strip()}"

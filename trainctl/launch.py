@@ -152,20 +152,18 @@ def torch_group(inventory: Inventory) -> list[Node]:
     return members(inventory, "chief") + members(inventory, "worker")
 
 
-def program_paths(node: Node, spec: LaunchSpec) -> dict[str, str]:
-    """Where the program and its environment are: in the image, or synced to the node."""
-    if spec.image:
-        return {"venv": containers.IMAGE_VENV, "code": containers.IMAGE_CODE}
-    return node_paths(node)
+def program_tool(node: Node, spec: LaunchSpec, tool: str) -> str:
+    """torchrun or python of the program's environment: the node's uv environment, or whatever
+    the image's PATH finds (its own environment first, in images trainctl builds)."""
+    return tool if spec.image else f"{node_paths(node)['venv']}/bin/{tool}"
 
 
 def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> list[str]:
-    p = program_paths(node, spec)
     group = torch_group(inventory)
     rank0 = group[0]
     target = torchrun_target(expand(command_for(spec, inventory, node), inventory, spec.run_id))
     return [
-        f"{p['venv']}/bin/torchrun",
+        program_tool(node, spec, "torchrun"),
         f"--nnodes={len(group)}",
         f"--nproc-per-node={spec.nproc_per_node}",
         "--rdzv-backend=c10d",
@@ -242,7 +240,7 @@ def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]
     """The user's command as is, with `python` meaning the node environment's interpreter."""
     user = expand(command_for(spec, inventory, node), inventory, spec.run_id)
     if user[0] in ("python", "python3"):
-        user = [f"{program_paths(node, spec)['venv']}/bin/python", *user[1:]]
+        user = [program_tool(node, spec, "python"), *user[1:]]
     return user
 
 

@@ -115,20 +115,40 @@ def _command(module: str | None, args: list[str], where: str) -> list[str]:
 KNOWN_POOL_FIELDS = {"machineSpec", "replicaCount", "diskSpec", "pythonPackageSpec", "containerSpec", "nfsMounts"}
 
 
-def _vertex_pool(i: int, pool: dict[str, Any], notes: list[str]) -> tuple[dict[str, Any], list[str] | None]:
+def _container(where: str, container: dict[str, Any], env: dict[str, str]) -> tuple[list[str], str]:
+    """A containerSpec as the pool's command in its image: the images trainctl can run (see
+    ContainerSection), the command and args as Vertex joins them, env for the job."""
+    from pydantic import ValidationError
+
+    from trainctl.experiment_spec import ContainerSection
+
+    image = container.get("imageUri", "")
+    try:
+        ContainerSection(image=image)
+    except ValidationError as exc:
+        raise _refuse(f"{where}.containerSpec", exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
+    if not container.get("command"):
+        raise _refuse(f"{where}.containerSpec", f"give command (with args): trainctl runs the pool's command "
+                                                f"in {image}; it does not read the image's entrypoint")
+    for item in container.get("env", []):
+        env[item["name"]] = str(item["value"])
+    return [*container["command"], *(str(a) for a in container.get("args", []))], image
+
+
+def _vertex_pool(i: int, pool: dict[str, Any], notes: list[str],
+                 env: dict[str, str]) -> tuple[dict[str, Any], list[str] | None, str | None]:
     where = f"workerPoolSpecs[{i}]"
     unknown = set(pool) - KNOWN_POOL_FIELDS
     if unknown:
         raise _refuse(where, f"unknown field(s) {', '.join(sorted(unknown))}")
     if pool.get("nfsMounts"):
         raise _refuse(where, "nfsMounts are not supported: keep data in the job's bucket (gs://)")
+    image = None
     if "containerSpec" in pool:
         image = pool["containerSpec"].get("imageUri", "")
         if i == 2 and "reductionserver" in image.replace("-", "").lower():
             raise _refuse(where, "a Reduction Server pool is Vertex-only; leave pool 2 out (NCCL "
                                  "all-reduce runs between the workers) or use parameter servers")
-        raise _refuse(where, f"containerSpec (image {image or '?'}) needs container support, which "
-                             "trainctl does not have yet; give a pythonPackageSpec")
     spec = pool.get("pythonPackageSpec") or {}
     if spec.get("packageUris"):
         notes.append(f"{where}: packageUris {spec['packageUris']} are not fetched: the code comes "
@@ -148,9 +168,13 @@ def _vertex_pool(i: int, pool: dict[str, Any], notes: list[str]) -> tuple[dict[s
     if disk.get("bootDiskType") not in (None, "pd-ssd", "pd-standard", "pd-balanced"):
         raise _refuse(f"{where}.diskSpec", f"bootDiskType {disk['bootDiskType']!r} is not offered")
     command = _command(spec.get("pythonModule"), spec.get("args", []), f"{where}.pythonPackageSpec") if spec else None
-    if spec.get("env"):
+    for item in spec.get("env", []):
+        env[item["name"]] = str(item["value"])
+    if "containerSpec" in pool:
+        command, image = _container(where, pool["containerSpec"], env)
+    if spec.get("env") or (pool.get("containerSpec") or {}).get("env"):
         notes.append(f"{where}: env is set for every pool (trainctl has one environment per job)")
-    return out, command
+    return out, command, image
 
 
 def _vertex(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, Any]:
@@ -162,20 +186,28 @@ def _vertex(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, Any]:
         raise _refuse("workerPoolSpecs", "workerPoolSpecs[0] (the primary replica) is required")
     if len(pools_in) > 4:
         raise _refuse("workerPoolSpecs", f"{len(pools_in)} pools; Vertex AI has at most 4")
-    pools, commands, env, boot = [], {}, {}, set()
+    pools: list[dict[str, Any]] = []
+    commands: dict[str, list[str]] = {}
+    env: dict[str, str] = {}
+    boot: set[int] = set()
+    containers: dict[str, str] = {}
     for i, pool in enumerate(pools_in):
         if not pool:
             continue  # an empty spec keeps the positions of the pools after it, as on Vertex
-        mapped, command = _vertex_pool(i, pool, notes)
+        mapped, command, image = _vertex_pool(i, pool, notes, env)
         pools.append(mapped)
         if command:
             commands[ROLES[i]] = command
-        for item in (pool.get("pythonPackageSpec") or {}).get("env", []):
-            env[item["name"]] = str(item["value"])
+        if image is not None:
+            containers[ROLES[i]] = image
         if (pool.get("diskSpec") or {}).get("bootDiskSizeGb"):
             boot.add(int(pool["diskSpec"]["bootDiskSizeGb"]))
     if "chief" not in commands:
-        raise _refuse("workerPoolSpecs[0]", "a pythonPackageSpec with pythonModule is required")
+        raise _refuse("workerPoolSpecs[0]", "a pythonPackageSpec with pythonModule, or a containerSpec "
+                                            "with command, is required")
+    if containers and (len(set(containers.values())) > 1 or len(containers) != len(commands)):
+        raise _refuse("workerPoolSpecs", "every pool runs in one image on trainctl (one image per job): "
+                                         f"give all pools the same containerSpec.imageUri (got {containers})")
     images = [(p.get("pythonPackageSpec") or {}).get("executorImageUri", "") for p in pools_in if p]
     experiment: dict[str, Any] = {"name": name, "overrides": {"pools": pools},
                                   "run": {"command": commands.pop("chief"),
@@ -186,6 +218,8 @@ def _vertex(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, Any]:
             del experiment["run"]["commands"]
     if env:
         experiment["run"]["env"] = env
+    if containers:
+        experiment["container"] = {"image": next(iter(containers.values()))}
     if boot:
         experiment["overrides"]["boot_disk_gb"] = max(boot)
     scheduling = spec.get("scheduling") or {}

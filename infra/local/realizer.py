@@ -459,7 +459,8 @@ def _start_registry(state: StackState, names: Names, addr: Addresses, sdir: Path
     conf.write_text(registry.config(rdir / "data", f"{addr.registry}:{registry.REGISTRY_PORT}",
                                     cert_dir / "ca.crt", key))
     registry.start(names.registry_netns, conf, rdir / "registry.log")
-    return Registry(repository=f"{addr.registry}:{registry.REGISTRY_PORT}/trainctl", cert_dir=str(cert_dir))
+    return Registry(repository=f"{addr.registry}:{registry.REGISTRY_PORT}/trainctl", cert_dir=str(cert_dir),
+                    per_stack=True)
 
 
 def _start_emulator(names: Names, addr: Addresses, sdir: Path) -> None:

@@ -9,16 +9,24 @@ Every run's stack is new, and so is its registry: pushing the same torch layer i
 copy hundreds of MB per run. The layers outlive the stack in the controller's cache instead
 (`keep` at `down`, `seed` at `up`): blobs are content-addressed and never written in place, so
 they are shared as hardlinks; the small per-repository index is copied. A push then finds its
-layers present and sends only what changed.
+layers present and sends only what changed, provided the pusher asks: containers/image skips a
+layer without compressing it only where its blob-info cache knows the layer's compressed digest
+at that registry name. Each stack's registry has its own address, so the controller pushes
+through one stable name instead, a loopback port relayed to the current stack's registry for
+the duration of the push.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import shutil
+import socket
 import subprocess
+import threading
 from pathlib import Path
+from typing import Iterator
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -26,6 +34,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 REGISTRY_PORT = 5000
+# The controller pushes to every local stack's registry under this one name (`loopback_alias`).
+ALIAS_HOST = "127.0.0.1"
+ALIAS_PORT = 5099
 REGISTRY_BINARY = "docker-registry"
 
 
@@ -34,8 +45,9 @@ def available() -> bool:
 
 
 def write_certificate(cert_dir: Path, key_path: Path, ip: str, stack: str) -> None:
-    """A self-signed certificate for the registry's address; `cert_dir/ca.crt` is what clients
-    trust (containers/image reads *.crt there as CAs)."""
+    """A self-signed certificate for the registry's address and the controller's loopback alias
+    (`loopback_alias`); `cert_dir/ca.crt` is what clients trust (containers/image reads *.crt
+    there as CAs)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"trainctl registry {stack}")])
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -43,7 +55,8 @@ def write_certificate(cert_dir: Path, key_path: Path, ip: str, stack: str) -> No
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=8))  # longer than any stack's TTL
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]),
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip)),
+                                                        x509.IPAddress(ipaddress.ip_address(ALIAS_HOST))]),
                            critical=False)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .sign(key, hashes.SHA256()))
@@ -100,3 +113,51 @@ def keep(data_dir: Path, cache: Path) -> None:
     if (data_dir / REPOSITORIES).is_dir():
         subprocess.run(["cp", "-a", "--no-clobber", str(data_dir / REPOSITORIES), str((cache / REPOSITORIES).parent)],
                        capture_output=True)
+
+
+@contextlib.contextmanager
+def loopback_alias(target: str) -> Iterator[str | None]:
+    """`ALIAS_HOST:ALIAS_PORT` relayed to `target` (host:port) while the block runs; None when
+    another push holds the port (that push then goes to the stack's own address)."""
+    try:
+        server = socket.create_server((ALIAS_HOST, ALIAS_PORT))
+    except OSError:
+        yield None
+        return
+    host, port = target.rsplit(":", 1)
+    stop = threading.Event()
+
+    def pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def relay(client: socket.socket) -> None:
+        with client, socket.create_connection((host, int(port)), timeout=30) as upstream:
+            upstream.settimeout(None)
+            back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
+            back.start()
+            pipe(client, upstream)
+            back.join()
+
+    def serve() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                client, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=relay, args=(client,), daemon=True).start()
+
+    acceptor = threading.Thread(target=serve, daemon=True)
+    acceptor.start()
+    try:
+        yield f"{ALIAS_HOST}:{ALIAS_PORT}"
+    finally:
+        stop.set()
+        acceptor.join()
+        server.close()
