@@ -19,6 +19,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 mkdir -p /run/sshd
+# Debian's docker-registry package starts a registry on :5000 for the whole machine; trainctl runs
+# one per stack in the stack's own namespace, so the system-wide one is stopped and disabled.
+if [ -x /etc/init.d/docker-registry ]; then
+  if command -v systemctl >/dev/null 2>&1; then systemctl disable --now docker-registry >/dev/null 2>&1 || true; fi
+  /etc/init.d/docker-registry stop >/dev/null 2>&1 || true
+  if command -v update-rc.d >/dev/null 2>&1; then update-rc.d docker-registry disable >/dev/null 2>&1 || true; fi
+fi
 
 VENV=.venv
 stamp="$VENV/.installed-$(cat pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"
