@@ -52,3 +52,18 @@ def test_top_level_help_in_a_pipe_lists_commands_unbroken():
     shown = trainctl("--help", env={"COLUMNS": "", "TERMINAL_WIDTH": ""}).stdout
     assert "Provision, bootstrap, launch and tear down distributed training clusters." in shown
     assert not any(line.rstrip().endswith("…") for line in shown.splitlines()), shown
+
+
+def test_lines_echoed_from_many_node_threads_never_run_into_each_other():
+    """Through a pipe, as `trainctl run | tee` or a CI log reads them."""
+    import subprocess
+    import sys
+
+    script = ("import threading\nfrom trainctl.cli import out\n"
+              "def node(i):\n    for k in range(2000):\n        out(f'[node{i} r{i}]:rank {i}/8 line {k}')\n"
+              "ts = [threading.Thread(target=node, args=(i,)) for i in range(8)]\n"
+              "[t.start() for t in ts]; [t.join() for t in ts]\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 8 * 2000
+    assert all(line.count("[node") == 1 and line.startswith("[node") for line in lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -85,8 +86,15 @@ def table(title: str, columns: tuple[str, ...]):
     return shown
 
 
+_OUT = threading.Lock()
+
+
 def out(line: str) -> None:
-    print(line, flush=True)
+    """One whole line at a time: every node's stream is echoed from its own thread, and print()
+    writes the text and its newline separately, so two nodes' lines could run into one."""
+    with _OUT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def _nodes_over_ssh(stack: str, verb: str):
@@ -248,18 +256,17 @@ def bootstrap(
                 if step.instead:
                     out(f"[{step.name}] instead, {step.instead}")
         return
-    with NodeBoard(f"bootstrap {stack}", [n.name for n in selected], _steps(spec)) as board:
+    with NodeBoard(f"bootstrap {stack}", [n.name for n in selected], _steps(bool(spec.setup), spec.image is not None)) as board:
         run_bootstrap(inventory, spec, log_dir, nodes=[n.name for n in selected],
                       concurrency=concurrency, report=board)
     say(f"[green]bootstrap done[/] (logs: {log_dir})")
 
 
-def _steps(spec) -> list[str]:
-    from bootstrap.plan import STEPS
-
-    if spec.image:
+def _steps(setup: bool, image: bool) -> list[str]:
+    """The bootstrap board's columns: the steps that will run."""
+    if image:
         return ["ready", "drivers", "runtime", "pull"]
-    return [s for s in STEPS if s not in ("runtime", "pull") and (s != "setup" or spec.setup)]
+    return ["ready", "drivers", "sync", "env", *(["setup"] if setup else [])]
 
 
 def _validated(model, **kwargs):
@@ -412,10 +419,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an 
         say(f"note: {note}")
 
     def board(inventory):
-        from bootstrap.plan import STEPS
-
-        steps = [s for s in STEPS if s != "setup" or exp.setup]
-        return NodeBoard(f"bootstrap {inventory.stack}", [n.name for n in inventory.nodes], steps)
+        return NodeBoard(f"bootstrap {inventory.stack}", [n.name for n in inventory.nodes],
+                         _steps(bool(exp.setup), exp.container is not None))
 
     if resume and not (runs_dir / resume / "optuna.db").exists():
         raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")

@@ -17,6 +17,7 @@ environment passed by name, the node's network as is.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shlex
@@ -655,10 +656,33 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     it failed for good. torchrun itself restarts failed workers up to max_restarts times.
     Setting `cancel` stops the job on every node, without a rerun (a sweep's pruned trial).
     Preempted nodes are recreated through `recovery` and the job resumes: a recovery (up to
-    max_recoveries, waiting out capacity shortages), not one of the job's reruns."""
-    result = launch_once(inventory, spec, log_dir, echo, 0, cancel)
-    attempt = reruns = 0
+    max_recoveries, waiting out capacity shortages), not one of the job's reruns. Recreating
+    starts as soon as the loss is seen, while the survivors are still being stopped."""
     recoveries: list[RecoveryRecord] = []
+    recreating: dict[tuple[str, ...], Future[tuple[Inventory, int]]] = {}
+    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate")
+
+    def on_lost(lost: list[str]) -> None:
+        if recovery is None or (spec.max_recoveries is not None and len(recoveries) >= spec.max_recoveries):
+            return
+        echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)} while the others "
+             "stop, then resuming from the latest checkpoint")
+        recreating[tuple(lost)] = background.submit(recreate_with_backoff, recovery, lost, echo, sleep)
+
+    try:
+        return _launch_until_done(inventory, spec, log_dir, echo, cancel, recovery, sleep, recoveries,
+                                  recreating, on_lost)
+    finally:
+        background.shutdown(wait=True, cancel_futures=True)
+
+
+def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, echo: Callable[[str], None],
+                       cancel: threading.Event | None, recovery: Recovery | None,
+                       sleep: Callable[[float], None], recoveries: list[RecoveryRecord],
+                       recreating: dict[tuple[str, ...], Future[tuple[Inventory, int]]],
+                       on_lost: Callable[[list[str]], None]) -> LaunchResult:
+    result = launch_once(inventory, spec, log_dir, echo, 0, cancel, on_lost=on_lost)
+    attempt = reruns = 0
     pending: RecoveryRecord | None = None
     while not result.ok and not result.cancelled:
         find_reclaimed(result, recovery, echo)
@@ -672,11 +696,19 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 echo(f"[trainctl] {', '.join(lost)} preempted again: max_recoveries "
                      f"({spec.max_recoveries}) reached")
                 break
-            echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)}, then "
-                 "resuming from the latest checkpoint")
             lost_at, furthest = result.lost_at(), result.last_step()
-            # the survivors were stopped when the loss was seen (launch_once)
-            inventory, tries = recreate_with_backoff(recovery, lost, echo, sleep)
+            # the survivors were stopped when the loss was seen (launch_once); recreating began then
+            started = recreating.pop(tuple(lost), None)
+            for other in list(recreating.values()):  # a subset, before more nodes went too
+                with contextlib.suppress(Exception):
+                    other.result()
+            recreating.clear()
+            if started is None:
+                echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)}, then "
+                     "resuming from the latest checkpoint")
+                inventory, tries = recreate_with_backoff(recovery, lost, echo, sleep)
+            else:
+                inventory, tries = started.result()
             pending = RecoveryRecord(lost, lost_at, time.time(), tries, furthest)
             recoveries.append(pending)
         elif reruns >= spec.job_retries:
@@ -692,7 +724,7 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             echo(f"[trainctl] job failed; rerun {reruns}/{spec.job_retries} from the latest checkpoint")
             stop_run(inventory, spec.run_id)
         attempt += 1
-        result = launch_once(inventory, spec, log_dir, echo, attempt, cancel)
+        result = launch_once(inventory, spec, log_dir, echo, attempt, cancel, on_lost=on_lost)
         if pending is not None:
             pending.resumed_from_step, pending = result.resumed_step(), None
     result.attempts = attempt + 1
@@ -714,8 +746,10 @@ def write_result(log_dir: Path, result: LaunchResult) -> None:
 
 def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 echo: Callable[[str], None], attempt: int,
-                cancel: threading.Event | None = None) -> LaunchResult:
-    """Run the plan on every node; on the first failure stop the rest. Blocks until done."""
+                cancel: threading.Event | None = None,
+                on_lost: Callable[[list[str]], None] = lambda _: None) -> LaunchResult:
+    """Run the plan on every node; on the first failure stop the rest. Blocks until done.
+    `on_lost` hears of preempted nodes before the others are stopped."""
     log_dir.mkdir(parents=True, exist_ok=True)
     commands = plan(inventory, spec, attempt)
     nodes = [n for n in inventory.nodes if n.name in commands]
@@ -798,6 +832,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
                        else f"{', '.join(lost)} preempted" if lost else "a node failed")
                 echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
+                if lost and not permanent:
+                    on_lost(sorted(lost))
                 _stop_until_ended(inventory, spec.run_id, nodes, futures)
                 break
     except BaseException:
