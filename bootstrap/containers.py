@@ -14,10 +14,6 @@ import shlex
 from bootstrap.ssh import join
 from infra.inventory import Node, Registry
 
-# Where an image built by trainctl holds the program and its environment.
-IMAGE_CODE = "/opt/trainctl/code"
-IMAGE_VENV = "/opt/trainctl/venv"
-
 
 def _dir(node: Node) -> str:
     return f"{node.workdir.rstrip('/')}/.trainctl/containers"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bootstrap.containers import IMAGE_VENV, pull_command, runtime_command
+from bootstrap.containers import pull_command, runtime_command
 from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
 from infra.gcp.mocks import evaluate
 from infra.inventory import Inventory, Node, Registry
 from infra.local.sshd import cgroup_mounts
 from infra.stack_config import ConfigError, load_stack
 from trainctl.experiment_spec import build_experiment
-from trainctl.image import ImageSpec, containerfile
+from trainctl.image import IMAGE_VENV, ImageSpec, containerfile
 from trainctl.launch import LaunchSpec, node_command
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"

@@ -23,12 +23,15 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from bootstrap.containers import IMAGE_CODE, IMAGE_VENV, cert_args
+from bootstrap.containers import cert_args
 from bootstrap.plan import BootstrapSpec, filter_args, seed_argv
 from infra.errors import ConfigError, ProvisionError
 from infra.inventory import Registry
 from infra.stack_home import cache_dir
 
+# Where an image built by trainctl holds the program and its environment.
+IMAGE_CODE = "/opt/trainctl/code"
+IMAGE_VENV = "/opt/trainctl/venv"
 BASE_TAR = "base/debian-bookworm-python3.tar"
 LOCAL_PREFIX = "localhost/trainctl/"
 BASE_NAME = f"{LOCAL_PREFIX}base"
