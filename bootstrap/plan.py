@@ -251,16 +251,10 @@ def requirements_digest(spec: BootstrapSpec, node_env: dict[str, str]) -> str:
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def prefetch_argv(inventory: Inventory, spec: BootstrapSpec, uv: str) -> tuple[list[str], dict[str, str], Path] | None:
-    """For offline nodes: one install on the controller into a seed environment fills the
-    nodes' shared uv cache, so N nodes cost one download and no copies."""
-    if not inventory.offline_nodes or not spec.requirements:
-        return None
-    return seed_argv(inventory.node_env, spec, uv)
-
-
 def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[list[str], dict[str, str], Path]:
-    """The install into a seed environment that fills the uv cache named in `node_env`."""
+    """One install on the controller into a seed environment fills the uv cache named in
+    `node_env`: offline nodes (and image builds) install from it, so N nodes cost one download
+    and no copies."""
     import shutil
 
     assert spec.requirements

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from bootstrap.plan import (MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, check_inputs,
-                            delta_sync_command, parse_fingerprints, plan, prefetch_argv, record_fingerprint, rsync_argv,
+                            delta_sync_command, parse_fingerprints, plan, record_fingerprint, rsync_argv, seed_argv,
                             tree_digest, tree_listing)
 from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache
@@ -83,17 +83,25 @@ class StepFailed(Exception):
         self.exit_code = exit_code
 
 
+def controller_uv() -> str:
+    return shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
+
+
+def fill_uv_cache(node_env: dict[str, str], spec: BootstrapSpec, log_path: Path) -> int:
+    """The requirements into the uv cache `node_env` names, installed once on the controller
+    (seed_argv); returns the install's exit code, its output in `log_path`."""
+    argv, env, _seed = seed_argv(node_env, spec, controller_uv())
+    with open(log_path, "a") as log:
+        return subprocess.run(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT).returncode
+
+
 def _prefetch(inventory: Inventory, spec: BootstrapSpec, log_dir: Path) -> None:
-    uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
-    job = prefetch_argv(inventory, spec, uv or "uv")
-    if job is None:
+    if not inventory.offline_nodes or not spec.requirements:
         return
-    argv, env, _seed = job
-    with open(log_dir / "controller-prefetch.log", "a") as log:
-        proc = subprocess.run(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
+    code = fill_uv_cache(inventory.node_env, spec, log_dir / "controller-prefetch.log")
+    if code != 0:
         raise PrefetchFailed(f"filling the nodes' package cache on the controller failed "
-                             f"(exit {proc.returncode}); see {log_dir / 'controller-prefetch.log'}")
+                             f"(exit {code}); see {log_dir / 'controller-prefetch.log'}")
 
 
 class _Tee:

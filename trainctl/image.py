@@ -24,7 +24,8 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict
 
 from bootstrap.containers import cert_args
-from bootstrap.plan import BootstrapSpec, filter_args, seed_argv
+from bootstrap.plan import BootstrapSpec, filter_args
+from bootstrap.runner import controller_uv, fill_uv_cache
 from infra.errors import ConfigError, ProvisionError
 from infra.inventory import Registry
 from infra.stack_home import cache_dir
@@ -169,31 +170,22 @@ def prepare_context(spec: ImageSpec) -> Path:
     return context
 
 
-def fill_uv_cache(spec: ImageSpec, log: Path) -> dict[str, str]:
-    """The requirements into the controller's uv cache (as bootstrap's prefetch does for offline
-    nodes), so the build installs them without a network."""
-    from infra.local.realizer import offline_uv_env
-
-    uv_env = offline_uv_env(cache_dir())
-    uv = shutil.which("uv") or "uv"
-    argv, env, _ = seed_argv(uv_env, spec.code, uv)
-    with open(log, "a") as out:
-        done = subprocess.run(argv, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        raise ImageError(f"installing {spec.code.requirements} into the uv cache failed; see {log}")
-    return uv_env
-
-
 def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _: None) -> BuiltImage:
     log.parent.mkdir(parents=True, exist_ok=True)
     base = ensure_base(log)
     context = prepare_context(spec)
     volumes: list[str] = []
     if spec.code.requirements:
-        uv_env = fill_uv_cache(spec, log)
-        uv = shutil.which("uv")
+        from infra.local.realizer import offline_uv_env
+
+        # the requirements into the controller's uv cache (as bootstrap's prefetch does for
+        # offline nodes), so the build installs them without a network
+        uv_env = offline_uv_env(cache_dir())
+        if fill_uv_cache(uv_env, spec.code, log) != 0:
+            raise ImageError(f"installing {spec.code.requirements} into the uv cache failed; see {log}")
+        uv = shutil.which(controller_uv())
         if uv is None:
-            raise ConfigError("uv is not on PATH: run scripts/install.sh")
+            raise ConfigError("uv is not installed: run scripts/install.sh")
         volumes += ["--volume", f"{uv}:{BUILD_UV}:ro",
                     "--volume", f"{uv_env['UV_CACHE_DIR']}:{BUILD_CACHE}:rw"]
         wheels = uv_env.get("UV_FIND_LINKS")
@@ -203,9 +195,9 @@ def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _
     iidfile = context / "image-id"
     _buildah(["bud", "--layers", "--quiet", "--runtime", "runc", "--network", "none", *_limits(),
               *volumes, "--iidfile", str(iidfile), "-f", str(context / "Containerfile"),
-              "-t", f"localhost/trainctl/{spec.name}:latest", str(context)], log, f"building {spec.name}")
+              "-t", f"{LOCAL_PREFIX}{spec.name}:latest", str(context)], log, f"building {spec.name}")
     built = BuiltImage(spec.name, iidfile.read_text().strip().removeprefix("sha256:")[:16])
-    _buildah(["tag", f"localhost/trainctl/{spec.name}:latest", built.local], log, "tagging")
+    _buildah(["tag", f"{LOCAL_PREFIX}{spec.name}:latest", built.local], log, "tagging")
     return built
 
 

@@ -169,17 +169,21 @@ def firewall_summary() -> str:
             "all from cluster nodes")
 
 
+def _loopback_and_replies() -> list[list[str]]:
+    """What every namespace accepts before its own rules: itself, and answers to its requests."""
+    return [["-i", "lo", "-j", "ACCEPT"],
+            ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
+
+
 def node_rules(addr: Addresses, node_ips: list[str], ssh_sources: list[str]) -> list[list[str]]:
-    rules = [["-i", "lo", "-j", "ACCEPT"],
-             ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
+    rules = _loopback_and_replies()
     rules += [["-p", "tcp", "-s", src, "--dport", "22", "-j", "ACCEPT"] for src in ssh_sources]
     rules += [["-s", f"{ip}/32", "-j", "ACCEPT"] for ip in node_ips]
     return rules
 
 
 def bucket_rules(addr: Addresses, node_ips: list[str]) -> list[list[str]]:
-    rules = [["-i", "lo", "-j", "ACCEPT"],
-             ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
+    rules = _loopback_and_replies()
     for ip in [addr.controller, *node_ips]:
         rules.append(["-p", "tcp", "-s", f"{ip}/32", "--dport", str(EMULATOR_PORT), "-j", "ACCEPT"])
     # The metadata server: its GCE address for the nodes, its controller side for trainctl only.
@@ -192,8 +196,7 @@ def bucket_rules(addr: Addresses, node_ips: list[str]) -> list[list[str]]:
 
 
 def registry_rules(addr: Addresses, node_ips: list[str]) -> list[list[str]]:
-    rules = [["-i", "lo", "-j", "ACCEPT"],
-             ["-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"]]
+    rules = _loopback_and_replies()
     rules += [["-p", "tcp", "-s", f"{ip}/32", "--dport", str(registry.REGISTRY_PORT), "-j", "ACCEPT"]
               for ip in [addr.controller, *node_ips]]
     return rules

@@ -67,7 +67,7 @@ def cgroup_mounts(mountinfo: str) -> list[str]:
         if " - " not in line or not fields[4].startswith("/sys/fs/cgroup"):
             continue
         point = fields[4]
-        fstype, source, options = line.split(" - ", 1)[1].split()[:3]
+        fstype, _source, options = line.split(" - ", 1)[1].split()[:3]
         if fstype == "tmpfs":
             commands.append(f"mount -t tmpfs -o mode=0755 cgroup {shlex.quote(point)}")
         elif fstype in ("cgroup", "cgroup2"):
