@@ -198,8 +198,10 @@ def env_command(node: Node, spec: BootstrapSpec) -> str:
         f'[ -x {venv_python} ] || "$UV" venv -q --python {shlex.quote(spec.python)} {shlex.quote(p["venv"])}',
     ]
     if spec.requirements:
-        req = shlex.quote(f"{p['code']}/{spec.requirements}")
-        lines.append(f'"$UV" pip install -q --python {venv_python} -r {req}')
+        # from the code folder: relative paths in the file (a package staged from packageUris,
+        # `./libs/x`) mean what they mean on the controller, where uv reads them from its cwd
+        lines.append(f'cd {shlex.quote(p["code"])} && "$UV" pip install -q --python {venv_python} '
+                     f'-r {shlex.quote(spec.requirements)}')
     return " && ".join(lines)
 
 
@@ -275,7 +277,8 @@ def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[l
                      " >/dev/null 2>&1")
     script = (f"[ -f {quoted}/.complete ] || {{ "
               f"{join([uv, 'venv', '-q', '--allow-existing', '--python', python, str(seed)])} && "
-              f"{join([uv, 'pip', 'install', '-q', '--python', str(seed / 'bin' / 'python'), '-r', str(spec.code_dir / spec.requirements)])} && "
+              f"cd {shlex.quote(str(spec.code_dir))} && "
+              f"{join([uv, 'pip', 'install', '-q', '--python', str(seed / 'bin' / 'python'), '-r', spec.requirements])} && "
               f"touch {quoted}/.complete; }} || exit 1; "
               f"[ -f {quoted}/.compiled ] || {{ {compile_cache}; touch {quoted}/.compiled; }}")
     return ["sh", "-c", script], env, seed

@@ -5,11 +5,14 @@ exists. The real build, registry and run: tests/test_containers_run.py."""
 from __future__ import annotations
 
 import shlex
+import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 
 from bootstrap.containers import pull_command, runtime_command
+from conftest import TEST_HOMES
 from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
 from infra.gcp.mocks import evaluate
 from infra.inventory import Inventory, Node, Registry
@@ -46,12 +49,32 @@ def test_the_image_puts_what_changes_least_first(code):
     lines = with_reqs.splitlines()
     assert lines[0] == "FROM localhost/trainctl/base:1"
     order = [next(i for i, line in enumerate(lines) if line.startswith(p))
-             for p in ("COPY requirements.txt", "RUN UV_CACHE_DIR", "COPY code/")]
+             for p in ("COPY requirements/", "RUN cd /opt/trainctl/requirements", "COPY code/")]
     assert order == sorted(order)  # a code change leaves the environment layer cached
     assert "UV_OFFLINE=1" in with_reqs  # built from the controller's cache, no network in the build
     assert f"PATH={IMAGE_VENV}/bin:" in with_reqs  # `python` and `torchrun` are the environment's
     bare = containerfile(ImageSpec(name="d", code=BootstrapSpec(code_dir=code)), "localhost/trainctl/base:1")
     assert "requirements" not in bare and "COPY code/" in bare
+
+
+def test_the_requirements_layer_carries_the_local_files_its_requirements_name(code, monkeypatch):
+    from trainctl.image import prepare_context
+
+    cache = TEST_HOMES / f"cache-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv("TRAINCTL_CACHE", str(cache))
+    try:
+        (code / "ab12").mkdir()
+        (code / "ab12" / "trainer-0.1-py3-none-any.whl").write_bytes(b"PK")  # staged from packageUris
+        (code / "requirements.txt").write_text("# gs://b/trainer-0.1.tar.gz\n./ab12/trainer-0.1-py3-none-any.whl\nnumpy\n")
+        spec = ImageSpec(name="d", code=BootstrapSpec(code_dir=code, requirements="requirements.txt"))
+        layer = prepare_context(spec) / "requirements"
+        assert sorted(str(p.relative_to(layer)) for p in layer.rglob("*") if p.is_file()) == [
+            "ab12/trainer-0.1-py3-none-any.whl", "requirements.txt"]
+        (code / "requirements.txt").write_text("./missing.whl\n")
+        with pytest.raises(ConfigError, match="names missing.whl"):
+            prepare_context(spec)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def test_bootstrap_with_an_image_pulls_it_instead_of_syncing(code):

@@ -184,7 +184,7 @@ def load_experiment(path: Path, *, stack: str | None = None, code: Path | None =
 
     if is_job_spec(data):
         mapping = to_experiment(data, path=path, stack=stack or "local",
-                                code=(code or path.parent).resolve(), requirements=requirements,
+                                code=code, requirements=requirements,
                                 framework=framework)
         data = mapping.experiment
         if notes is not None:

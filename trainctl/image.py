@@ -33,6 +33,8 @@ from infra.stack_home import cache_dir
 # Where an image built by trainctl holds the program and its environment.
 IMAGE_CODE = "/opt/trainctl/code"
 IMAGE_VENV = "/opt/trainctl/venv"
+IMAGE_REQUIREMENTS = "/opt/trainctl/requirements"
+REQUIREMENTS_FILE = "requirements.txt"
 BASE_TAR = "base/debian-bookworm-python3.tar"
 LOCAL_PREFIX = "localhost/trainctl/"
 BASE_NAME = f"{LOCAL_PREFIX}base"
@@ -86,9 +88,11 @@ def containerfile(spec: ImageSpec, base: str) -> str:
     if spec.code.requirements:
         uv_env = (f"UV_CACHE_DIR={BUILD_CACHE} UV_LINK_MODE=copy UV_OFFLINE=1 UV_PYTHON_DOWNLOADS=never "
                   f"UV_COMPILE_BYTECODE=1 UV_FIND_LINKS={BUILD_WHEELS}")
-        lines += ["COPY requirements.txt /opt/trainctl/requirements.txt",
-                  f"RUN {uv_env} {BUILD_UV} pip install -q --python {IMAGE_VENV}/bin/python "
-                  "-r /opt/trainctl/requirements.txt"]
+        # with the local files it names (wheels staged from packageUris, `./libs/x`), read
+        # from its folder as on the nodes: a change to one of them rebuilds this layer
+        lines += [f"COPY requirements/ {IMAGE_REQUIREMENTS}/",
+                  f"RUN cd {IMAGE_REQUIREMENTS} && {uv_env} {BUILD_UV} pip install -q --python {IMAGE_VENV}/bin/python "
+                  f"-r {REQUIREMENTS_FILE}"]
     lines += [f"COPY code/ {IMAGE_CODE}/", f"WORKDIR {IMAGE_CODE}"]
     return "\n".join(lines) + "\n"
 
@@ -162,12 +166,30 @@ def prepare_context(spec: ImageSpec) -> Path:
                            src, str(context / "code") + "/"], capture_output=True, text=True)
     if done.returncode != 0:
         raise ImageError(f"copying {src} into the build context: {done.stderr.strip()}")
-    req = context / "requirements.txt"
+    req = context / "requirements"
+    shutil.rmtree(req, ignore_errors=True)
     if spec.code.requirements:
-        shutil.copyfile(spec.code.code_dir / spec.code.requirements, req)
-    else:
-        req.unlink(missing_ok=True)
+        source = spec.code.code_dir / spec.code.requirements
+        req.mkdir()
+        shutil.copyfile(source, req / REQUIREMENTS_FILE)
+        for local in local_requirements(source.read_text()):
+            found = spec.code.code_dir / local
+            if not found.exists():
+                raise ConfigError(f"{source} names {local}, which is not in {spec.code.code_dir}")
+            (req / local).parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if found.is_dir() else shutil.copy2)(found, req / local)
     return context
+
+
+def local_requirements(text: str) -> list[str]:
+    """The paths inside the code folder that a requirements file installs from (`./x.whl`,
+    `./libs/pkg`, `-e ./pkg`), as uv reads them relative to the folder it runs in."""
+    paths = []
+    for line in text.splitlines():
+        for word in line.split("#", 1)[0].split():
+            if word.startswith("./") and ".." not in Path(word).parts:
+                paths.append(str(Path(word)))
+    return paths
 
 
 def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _: None) -> BuiltImage:

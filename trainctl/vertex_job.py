@@ -2,7 +2,8 @@
 (`trainingInput`) or a Vertex AI CustomJob (`workerPoolSpecs`, also under `jobSpec:`, with an
 optional hyperparameter `studySpec`) becomes an experiment with worker pools on a trainctl stack.
 
-Every field is mapped or refused by name with the nearest alternative; none is ignored. What a
+Every field is mapped or refused by name with the nearest alternative; none is ignored. A job's
+packageUris are fetched and installed (trainctl/packages.py) unless --code gives the source. What a
 mapping changes (e.g. machine types on the local stack, whose nodes are CPU namespaces) is said
 in the notes that `trainctl run --plan` prints. Field names follow the public references:
   AI Platform TrainingInput  https://cloud.google.com/ai-platform/training/docs/reference/rest/v1/projects.jobs#TrainingInput
@@ -150,9 +151,6 @@ def _vertex_pool(i: int, pool: dict[str, Any], notes: list[str],
             raise _refuse(where, "a Reduction Server pool is Vertex-only; leave pool 2 out (NCCL "
                                  "all-reduce runs between the workers) or use parameter servers")
     spec = pool.get("pythonPackageSpec") or {}
-    if spec.get("packageUris"):
-        notes.append(f"{where}: packageUris {spec['packageUris']} are not fetched: the code comes "
-                     "from --code (the package's source), synced to every node")
     if spec.get("executorImageUri"):
         notes.append(f"{where}: executorImageUri {spec['executorImageUri']} is not used: nodes run "
                      "a uv environment with the experiment's requirements")
@@ -340,8 +338,6 @@ def _ai_platform(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, 
         if ti.get(vertex_only):
             raise _refuse(f"trainingInput.{vertex_only}", "has no trainctl counterpart (the stack "
                                                            "declares network, keys and service account)")
-    if ti.get("packageUris"):
-        notes.append(f"packageUris {ti['packageUris']} are not fetched: the code comes from --code")
     for ignored in ("region", "runtimeVersion", "pythonVersion"):
         if ti.get(ignored):
             notes.append(f"{ignored} {ti[ignored]!r}: the target stack decides where and with which "
@@ -389,7 +385,40 @@ def _hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
     return sweep
 
 
-def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path,
+def package_uris(job: dict[str, Any]) -> list[str]:
+    """Every pool's packageUris, once each (trainctl has one environment per job)."""
+    if "trainingInput" in job:
+        return list((job["trainingInput"] or {}).get("packageUris") or [])
+    spec = job.get("trialJobSpec") or job.get("jobSpec") or job
+    uris = [uri for pool in spec.get("workerPoolSpecs") or [] if pool
+            for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris") or []]
+    return list(dict.fromkeys(uris))
+
+
+def _code_and_requirements(job: dict[str, Any], *, path: Path, reaches_google: bool, code: Path | None,
+                           requirements: str | None, notes: list[str]) -> tuple[Path, str | None]:
+    """The trainer's code: --code when given (the package's source), else the job's packageUris
+    fetched and staged as wheels (trainctl.packages), else the spec's folder."""
+    uris = package_uris(job)
+    if code or not uris:
+        if uris:
+            notes.append(f"packageUris {uris} are not fetched: the code comes from --code (the "
+                         "package's source), synced to every node")
+        return (code or path.parent).resolve(), requirements
+    from trainctl.packages import REQUIREMENTS, stage
+
+    extra = (path.parent / requirements).resolve() if requirements else None
+    if extra and not extra.is_file():
+        raise ConfigError(f"--requirements: {extra} does not exist")
+    folder = stage(uris, reaches_google=reaches_google, requirements=extra)
+    notes.append(f"packageUris {uris}: fetched, built into wheels and installed on every node "
+                 f"({folder}); the job runs from there" +
+                 ("" if extra else "; the executor image's framework is not installed: give it with "
+                                   "--requirements unless the package requires it"))
+    return folder, REQUIREMENTS
+
+
+def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | None,
                   requirements: str | None, framework: str | None = None) -> Mapping:
     """The job spec as an experiment on `stack`, with notes on what the mapping changed."""
     notes: list[str] = []
@@ -397,12 +426,22 @@ def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path,
     if not name or not name[0].isalpha():
         name = f"job-{name}"[:30].rstrip("-")
     experiment = _ai_platform(job, name, notes) if "trainingInput" in job else _vertex(job, name, notes)
+    target = load_stack(stack)
+    code, requirements = _code_and_requirements(job, path=path, reaches_google=target.nodes_reach_google,
+                                                code=code, requirements=requirements, notes=notes)
     experiment.update({"stack": stack, "code": str(code)})
+    from trainctl.launchers import launcher_for_cluster
+
+    if "container" not in experiment and not launcher_for_cluster(target).needs_bootstrap:
+        # nothing is synced to the stack's pods: the code and packages reach them in an image
+        experiment["container"] = {}
+        notes.append(f"stack {stack}: its pods run an image, so trainctl builds one from the code and "
+                     "requirements and pushes it to the stack's registry")
     if framework:
         experiment["run"]["framework"] = framework
     if requirements:
         experiment["requirements"] = requirements
-    if not load_stack(stack).has_machine_types:
+    if not target.has_machine_types:
         # the stack's nodes have no machine shape to give (namespaces on this machine): said
         for pool in experiment["overrides"]["pools"]:
             if pool.pop("machine_type", None):
