@@ -114,9 +114,17 @@ def record_fingerprint(step: str, node: Node, fingerprint: str) -> str:
     return f"mkdir -p {fp_dir} && echo {fingerprint} > {fp_dir}/{step}"
 
 
-def delta_sync_command(node: Node, deletions: list[str], fingerprint: str) -> str:
-    """The node's side of a delta sync: unpack the archive on stdin, remove what went, record."""
-    return f"{unpack_command(node_paths(node)['code'], deletions)} && {record_fingerprint('sync', node, fingerprint)}"
+def delta_sync_command(node: Node, deletions: list[str], fingerprint: str, *, base: str | None = None) -> str:
+    """The node's side of a delta sync: unpack the archive on stdin, remove what went, record.
+    With `base`, only onto that tree: any other leaves the node untouched (exit BASE_DIFFERS)."""
+    apply = f"{unpack_command(node_paths(node)['code'], deletions)} && {record_fingerprint('sync', node, fingerprint)}"
+    if base is None:
+        return apply
+    stored = shlex.quote(f"{node_paths(node)['state']}/fp/sync")
+    return f'if [ "$(cat {stored} 2>/dev/null)" != {base} ]; then cat >/dev/null; exit {BASE_DIFFERS}; fi; {apply}'
+
+
+BASE_DIFFERS = 99
 
 
 def recorded(step: str, node: Node, fingerprint: str, body: str) -> str:

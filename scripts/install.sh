@@ -34,7 +34,10 @@ if [ ! -f "$stamp" ]; then
   [ -x "$VENV/bin/uv" ] || "$VENV/bin/pip" install -q uv
   # Bytecode compiled once here: where PYTHONDONTWRITEBYTECODE is set (or the tree is
   # read-only) every trainctl command would otherwise compile ~1,000 modules before starting.
-  "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -e '.[test]'
+  # editable_mode=compat: a path in a .pth instead of setuptools' import finder, which cost
+  # every Python start in this environment ~8 ms (`python -X importtime -c pass`: site 11 -> 2 ms).
+  "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" \
+    --config-settings editable_mode=compat -e '.[test]'
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bootstrap.plan import BootstrapSpec
-from bootstrap.runner import FAILED_FILE, BootstrapFailed, bootstrap
+from bootstrap.runner import FAILED_FILE, BootstrapFailed, SyncedNodes, bootstrap
 from infra.local import netns
 
 pytestmark = pytest.mark.e2e
@@ -46,12 +46,26 @@ def test_second_run_skips_and_changed_inputs_rerun(local_stack, code, tmp_path):
     assert all("started alongside `ready`" in last_run(tmp_path / "logs", n.name) for n in inv.nodes)
     second = statuses(bootstrap(inv, spec, tmp_path / "logs"))
     assert all(s["sync"] == s["env"] == s["setup"] == "skipped" for s in second.values())
+    synced = SyncedNodes(inv.stack)
+    before = synced.last("node0")
     (code / "pkg" / "main.py").write_text("print('changed')\n")
     third = statuses(bootstrap(inv, spec, tmp_path / "logs"))
     assert all(s["sync"] == "done" and s["env"] == s["setup"] == "skipped" for s in third.values())
-    # Synced before: `ready` told which tree the node holds, and only the change was sent.
-    assert all("delta archive" in last_run(tmp_path / "logs", n.name) and
-               "alongside" not in last_run(tmp_path / "logs", n.name) for n in inv.nodes)
+    # Synced before by this controller: only the change was sent, alongside `ready`.
+    assert all("delta archive applied alongside `ready`" in last_run(tmp_path / "logs", n.name)
+               for n in inv.nodes)
+    # node0 now holds another tree than this controller remembers (as after another controller's
+    # sync): the early delta is refused there, untouched, and `ready`'s fingerprint decides.
+    synced.mark("node0", before)
+    (code / "pkg" / "main.py").write_text("print('again')\n")
+    fourth = statuses(bootstrap(inv, spec, tmp_path / "logs"))
+    assert all(s["sync"] == "done" for s in fourth.values())
+    assert "delta archive of" in last_run(tmp_path / "logs", "node0")
+    assert "applied alongside" in last_run(tmp_path / "logs", "node1")
+    for n in inv.nodes:
+        main = subprocess.run(["ip", "netns", "exec", f"tc-idem-n{n.rank}", "cat", f"{n.workdir}/code/pkg/main.py"],
+                              capture_output=True, text=True).stdout
+        assert main == "print('again')\n"
     forced = statuses(bootstrap(inv, spec.model_copy(update={"force": ("env",)}), tmp_path / "logs"))
     assert all(s["env"] == "done" for s in forced.values())
     # .gitignore'd files never reach the nodes; code arrived intact.

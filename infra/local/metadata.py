@@ -23,7 +23,6 @@ Run: python -m infra.local.metadata --config FILE --listen IP:PORT --admin IP:PO
 from __future__ import annotations
 
 import argparse
-import asyncio
 import copy
 import hashlib
 import json
@@ -86,6 +85,8 @@ class Instances:
         self.names: dict[str, str] = {}  # node name -> ip
         for node in config["nodes"]:
             self.put(node)
+        import asyncio  # the server's alone: the realizer imports this module for its constants
+
         self.changed = asyncio.Condition()
 
     def put(self, node: dict[str, Any]) -> None:
@@ -177,6 +178,8 @@ def node_app(instances: Instances) -> web.Application:
         if request.query.get("wait_for_change") == "true":
             seen = request.query.get("last_etag") or etag(body)
             timeout = float(request.query.get("timeout_sec", DEFAULT_WAIT_SECONDS))
+            import asyncio
+
             try:
                 async with asyncio.timeout(timeout):
                     while etag(body) == seen:
@@ -263,6 +266,8 @@ async def serve(config: dict[str, Any], listen: tuple[str, int], admin: tuple[st
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
         runners.append(runner)
+    import asyncio
+
     await asyncio.Event().wait()
 
 
@@ -277,6 +282,8 @@ def main() -> None:
     parser.add_argument("--listen", type=address, default=(METADATA_IP, 80))
     parser.add_argument("--admin", type=address, required=True)
     args = parser.parse_args()
+    import asyncio
+
     asyncio.run(serve(json.loads(args.config.read_text()), args.listen, args.admin))
 
 

@@ -28,10 +28,6 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 REGISTRY_PORT = 5000
 # The controller pushes to every local stack's registry under this one name (`loopback_alias`).
@@ -48,6 +44,11 @@ def write_certificate(cert_dir: Path, key_path: Path, ip: str, stack: str) -> No
     """A self-signed certificate for the registry's address and the controller's loopback alias
     (`loopback_alias`); `cert_dir/ca.crt` is what clients trust (containers/image reads *.crt
     there as CAs)."""
+    from cryptography import x509  # at `up` only: every other command loads the realizer too
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"trainctl registry {stack}")])
     now = datetime.datetime.now(datetime.timezone.utc)
