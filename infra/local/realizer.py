@@ -534,21 +534,25 @@ def _destroy(state: StackState, names: Names, progress: Callable[[str], None]) -
         netns.delete_netns(record["name"])
         netns.delete_link(record["veth"])
 
+    def remove_shared(record: dict[str, Any]) -> None:
+        if record["kind"] == "host_rule":
+            netns.delete_host_rule(record["rule"])
+        elif record["kind"] == "bridge":  # detaches whatever veths are still attached
+            netns.delete_link(record["name"])
+
+    # All at once: each is a few `ip`/`iptables` calls that wait on the kernel, none needs another.
+    shared = [r for r in state.resources if r["kind"] in ("host_rule", "bridge")]
     with ThreadPoolExecutor(max_workers=16) as pool:
-        for record, exc in zip(node_records, pool.map(_capture(remove_ns), node_records)):
-            if exc:
-                errors.append(f"{record['name']}: {exc}")
-    registry.keep(state.path.parent / "registry" / "data", cache_dir() / "registry")
-    for record in reversed(state.resources):
-        try:
-            if record["kind"] == "host_rule":
-                netns.delete_host_rule(record["rule"])
-            elif record["kind"] == "bridge":
-                netns.delete_link(record["name"])
-            elif record["kind"] == "dir":
-                shutil.rmtree(record["name"], ignore_errors=True)
-        except Exception as exc:  # keep removing the rest; report at the end
-            errors.append(f"{record['kind']} {record.get('name', '')}: {exc}")
+        kept = pool.submit(_capture(lambda _: registry.keep(state.path.parent / "registry" / "data",
+                                                           cache_dir() / "registry")), None)
+        removed = pool.map(_capture(remove_ns), node_records)
+        rules = pool.map(_capture(remove_shared), shared)
+        for record, exc in [*zip(node_records, removed), *zip(shared, rules), ({"name": "registry cache"}, kept.result())]:
+            if exc:  # keep removing the rest; report at the end
+                errors.append(f"{record['name'] if 'name' in record else record['kind']}: {exc}")
+    for record in reversed(state.resources):  # their processes are gone with the namespaces
+        if record["kind"] == "dir":
+            shutil.rmtree(record["name"], ignore_errors=True)
     leftovers = [x for x in discover(names) if not x.startswith(str(state_dir(names.stack)))]
     if leftovers:
         _destroy_discovered(names, progress)
