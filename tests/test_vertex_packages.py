@@ -6,6 +6,7 @@ wheel, offline."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -60,12 +61,9 @@ def gcs(monkeypatch, cache):
     server.stop()
 
 
-def sdist(tmp_path: Path, message: str, name: str = "trainer") -> Path:
-    """A package as AI Platform's docs make one (`python setup.py sdist`): here with uv."""
-    src = tmp_path / f"src-{message}"
-    (src / "trainer").mkdir(parents=True)
-    (src / "trainer" / "__init__.py").write_text("")
-    (src / "trainer" / "task.py").write_text(f"print({message!r})\n")
+def build_sdist(src: Path, name: str, packages: list[str], dependencies: list[str] | None = None) -> Path:
+    """`src` as a package the way AI Platform's docs make one (`python setup.py sdist`), here
+    with uv, offline, against Debian's setuptools wheel."""
     (src / "pyproject.toml").write_text(textwrap.dedent(f"""\
         [build-system]
         requires = ["setuptools>=61"]
@@ -73,9 +71,22 @@ def sdist(tmp_path: Path, message: str, name: str = "trainer") -> Path:
         [project]
         name = "{name}"
         version = "0.1"
+        dependencies = {json.dumps(dependencies or [])}
+        [tool.setuptools]
+        packages = {json.dumps(packages)}
         """))
-    subprocess.run([UV, "build", "-q", "--sdist", "--out-dir", str(src / "dist"), str(src)], check=True)
-    return next((src / "dist").glob("*.tar.gz"))
+    subprocess.run([UV, "build", "-q", "--sdist", "--out-dir", str(src / "dist"), str(src)], check=True,
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(src), "UV_OFFLINE": "1",
+                        "UV_FIND_LINKS": str(DEBIAN_WHEELS)})
+    return src / "dist" / f"{name}-0.1.tar.gz"
+
+
+def sdist(tmp_path: Path, message: str) -> Path:
+    src = tmp_path / f"src-{message}"
+    (src / "trainer").mkdir(parents=True)
+    (src / "trainer" / "__init__.py").write_text("")
+    (src / "trainer" / "task.py").write_text(f"print({message!r})\n")
+    return build_sdist(src, "trainer", ["trainer"])
 
 
 def job_spec(tmp_path: Path, uris: list[str]) -> Path:

@@ -8,38 +8,23 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, leftovers, run_id_of, trainctl
-from test_vertex_packages import UV, free_port
+from test_vertex_packages import build_sdist, free_port
 
 pytestmark = pytest.mark.e2e
 
 
 def trainer_sdist(tmp_path):
+    """The reference trainers as one package, their requirements as its dependencies."""
     src = tmp_path / "trainer"
     shutil.copytree(REPO / "trainers", src / "trainers", ignore=shutil.ignore_patterns("__pycache__", "*.txt"))
     requirements = [line for line in (REPO / "trainers" / "requirements.txt").read_text().splitlines()
                     if line and not line.startswith("#")]
-    (src / "pyproject.toml").write_text(textwrap.dedent(f"""\
-        [build-system]
-        requires = ["setuptools>=61"]
-        build-backend = "setuptools.build_meta"
-        [project]
-        name = "trainer"
-        version = "0.1"
-        dependencies = {json.dumps(requirements)}
-        [tool.setuptools]
-        packages = ["trainers"]
-        """))
-    subprocess.run([UV, "build", "-q", "--sdist", "--out-dir", str(tmp_path / "dist"), str(src)], check=True,
-                   env={"PATH": "/usr/bin:/bin", "UV_OFFLINE": "1", "UV_FIND_LINKS": "/usr/share/python-wheels",
-                        "HOME": str(tmp_path)})
-    return tmp_path / "dist" / "trainer-0.1.tar.gz"
+    return build_sdist(src, "trainer", ["trainers"], requirements)
 
 
 def test_a_vertex_job_runs_from_its_package_uris_without_the_source(tmp_path, trainctl_home, monkeypatch):

@@ -60,13 +60,12 @@ def check_uris(uris: list[str]) -> None:
         raise ConfigError(f"packageUris: two packages share a file name ({', '.join(names)})")
 
 
-def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = None,
-          fs: Any = None, uv: str | None = None) -> Path:
+def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = None) -> Path:
     """The packages as a folder of wheels plus `requirements.txt` (the wheels, then the lines
     of `requirements`), kept by content in the cache: the same packages give the same folder,
-    and a rerun neither downloads (beyond a size check) nor builds again."""
+    which a rerun finds after downloading them (to compare) without building again."""
     check_uris(uris)
-    fs = fs or bucket_client(reaches_google)
+    fs = bucket_client(reaches_google)
     with tempfile.TemporaryDirectory(prefix="packages-", dir=_packages_root()) as tmp:
         fetched = [Path(tmp) / uri.rsplit("/", 1)[1] for uri in uris]
         for uri, local in zip(uris, fetched):
@@ -74,8 +73,8 @@ def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = 
                 fs.get(uri, str(local))
             except FileNotFoundError:
                 raise ConfigError(f"packageUris: {uri} does not exist") from None
-            except OSError as exc:  # gcsfs' HttpError (403, 5xx) is an OSError
-                raise ConfigError(f"packageUris: {uri} cannot be read: {exc}") from None
+            except Exception as exc:  # 403, 5xx after gcsfs' retries, no credentials
+                raise ConfigError(f"packageUris: {uri} cannot be read: {type(exc).__name__}: {exc}") from None
         extra = requirements.read_text() if requirements else ""
         digest = hashlib.sha256(extra.encode())
         for local in fetched:
@@ -91,7 +90,7 @@ def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = 
                 shutil.copy2(local, built / local.name)
                 continue
             # (uv also writes a .gitignore of `*` there, which would hide the folder from sync)
-            done = subprocess.run([uv or _uv(), "build", "-q", "--wheel", "--out-dir", str(built), str(local)],
+            done = subprocess.run([_uv(), "build", "-q", "--wheel", "--out-dir", str(built), str(local)],
                                   capture_output=True, text=True)
             if done.returncode:
                 raise ConfigError(f"packageUris: {uri} does not build into a wheel:\n{done.stderr.strip()[-2000:]}")
