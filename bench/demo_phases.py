@@ -4,7 +4,7 @@ their floors, measured in this one run on real local nodes.
   demo       the CLI as a user runs it; its phase times (runs/<id>/timings.json)
   collect    trainctl's collect of the same artifacts (gcsfs warmed while the job trained, as in
              a run) / a plain copy of the same objects from the emulator: urllib GETs of the
-             JSON API's list and media URLs, nothing else (median of 5, alternating)
+             JSON API's list and media URLs, nothing else (median of 15, alternating)
   down       `trainctl down` of a kept demo stack / removing another kept demo stack's
              namespaces, veths, bridge and forward rule by hand with ip and iptables, its
              directory moved aside as trainctl does (median of 3 stacks each)
@@ -37,7 +37,7 @@ from trainctl.launch import job_dir
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "examples" / "digits-ddp.yaml"
-SAMPLES = 5
+SAMPLES = 15  # collect takes milliseconds: more samples than the seconds-long phases
 STACKS = 3
 
 
@@ -68,11 +68,12 @@ def down_by_hand(stack: str) -> None:
     for ns in spaces:
         pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
         if pids:
-            subprocess.run(["kill", "-9", *pids])
+            subprocess.run(["kill", "-9", *pids], stderr=subprocess.DEVNULL)  # some have left already
         subprocess.run(["ip", "netns", "del", ns])
     for link in os.listdir("/sys/class/net"):
         if link.startswith(f"tcv{names.digest[:6]}"):
-            subprocess.run(["ip", "link", "del", link])
+            # a veth whose namespace end is gone already went with it
+            subprocess.run(["ip", "link", "del", link], stderr=subprocess.DEVNULL)
     subprocess.run(["iptables", "-D", *netns.host_forward_rule(names.bridge)])
     subprocess.run(["ip", "link", "del", names.bridge])
     discard(state_dir(stack))

@@ -20,7 +20,7 @@ def _inventory(stack: str) -> Inventory:
 def _failing_launches(monkeypatch) -> list[int]:
     attempts: list[int] = []
 
-    def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=None):
+    def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=None, joining=None):
         attempts.append(attempt)
         return LaunchResult(spec.run_id, [NodeOutcome("node0", 0, error="connection refused")])
 

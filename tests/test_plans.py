@@ -9,7 +9,8 @@ import pytest
 
 from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
 from infra.inventory import Inventory, Node
-from trainctl.launch import LaunchSpec, node_command, plan as launch_plan, stop_command, torchrun_args
+from trainctl.launch import (JOINERS_TIMEOUT_SECONDS, LaunchSpec, node_command, plan as launch_plan, stop_command,
+                             torchrun_args)
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 
@@ -34,6 +35,16 @@ def test_torchrun_command_per_node_is_exact():
             f"--rdzv-conf=is_host={'true' if node.rank == 0 else 'false'}",
             f"--local-addr=10.0.0.{10 + node.rank}", "--max-restarts=3", "--monitor-interval=1",
             "--tee=3", "--module", "trainers.digits_ddp", "--job-dir", "gs://bkt/r-1"]
+
+
+def test_after_a_recovery_the_agents_wait_for_the_nodes_still_being_bootstrapped():
+    inv = inventory(3)
+    spec = LaunchSpec(run_id="r-1", command=("python", "train.py"))
+    later = launch_plan(inv, spec, attempt=1, joiners=True)
+    for node in inv.nodes:
+        host = "true" if node.rank == 0 else "false"
+        assert f"--rdzv-conf=is_host={host},join_timeout={JOINERS_TIMEOUT_SECONDS}" in shlex.split(later[node.name])
+        assert "join_timeout" not in launch_plan(inv, spec, attempt=1)[node.name]  # torch's default otherwise
 
 
 def test_script_and_non_python_commands():

@@ -4,6 +4,9 @@ read from the program's own lines."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import Future
+
 import pytest
 
 from infra.errors import CapacityUnavailable, ProvisionError
@@ -15,6 +18,7 @@ from trainctl.launch import (
     NodeOutcome,
     Recovery,
     RecoveryRecord,
+    _joined,
     find_reclaimed,
     recreate_with_backoff,
 )
@@ -104,3 +108,19 @@ def test_steps_redone_come_from_the_programs_own_lines(tmp_path) -> None:
                             resumed_from_step=LaunchResult("r", [after]).resumed_step())
     assert (record.steps_redone, record.seconds) == (0, 12.5)
     assert RecoveryRecord(["n"], 0, 1, 1, furthest_step=None).steps_redone is None  # a silent program
+
+
+def test_a_node_joining_late_starts_when_bootstrapped_never_once_the_run_stops() -> None:
+    stopping = threading.Event()
+    ready: Future[None] = Future()
+    threading.Timer(0.3, ready.set_result, args=(None,)).start()
+    assert _joined(ready, stopping) is True
+
+    never: Future[None] = Future()
+    threading.Timer(0.3, stopping.set).start()
+    assert _joined(never, stopping) is False  # the others failed meanwhile: it is not started
+
+    failed: Future[None] = Future()
+    failed.set_exception(ProvisionError("bootstrap failed on node1"))
+    with pytest.raises(ProvisionError, match="bootstrap failed"):
+        _joined(failed, threading.Event())

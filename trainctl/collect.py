@@ -46,38 +46,48 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
     listed = fs.find(root, detail=True)
     missing: list[str] = []
     wanted: dict[str, Path] = {}  # remote path -> local file in staging
+    for artifact in artifacts:
+        name = artifact.rstrip("/")
+        remote = f"{root}/{name}"
+        if artifact.endswith("/"):
+            found = {p: staging / name / p[len(remote) + 1:] for p in listed
+                     if p.startswith(remote + "/") and not p.endswith("/")}  # not a folder marker
+        else:
+            found = {remote: staging / name} if remote in listed else {}
+        if not found:
+            missing.append(artifact)
+        wanted.update(found)
     try:
-        for artifact in artifacts:
-            name = artifact.rstrip("/")
-            remote = f"{root}/{name}"
-            if artifact.endswith("/"):
-                found = {p: staging / name / p[len(remote) + 1:] for p in listed
-                         if p.startswith(remote + "/") and not p.endswith("/")}  # not a folder marker
-            else:
-                found = {remote: staging / name} if remote in listed else {}
-            if not found:
-                missing.append(artifact)
-            wanted.update(found)
-        for local in wanted.values():
-            local.parent.mkdir(parents=True, exist_ok=True)
-        small = [p for p in wanted if int(listed[p].get("size") or 0) <= SMALL_FILE]
-        if small:
-            for path, data in fs.cat(small).items():
-                wanted[fs._strip_protocol(path)].write_bytes(data)
-        large = [p for p in wanted if p not in small]
-        if large:
-            fs.get(large, [str(wanted[p]) for p in large])
+        if wanted:
+            _download(fs, listed, wanted)
         dest.mkdir(parents=True, exist_ok=True)
-        for item in staging.iterdir() if staging.exists() else ():
-            target = dest / item.name
+        for item in os.listdir(staging) if wanted else ():
+            target = dest / item
             if target.is_dir():
                 shutil.rmtree(target)
-            shutil.move(str(item), str(target))
-    finally:
+            os.replace(staging / item, target)
+        if wanted:
+            staging.rmdir()
+    except BaseException:  # an interrupted or failed download leaves nothing behind
         shutil.rmtree(staging, ignore_errors=True)
+        raise
     if draw:
         draw_loss(dest)
     return missing
+
+
+def _download(fs: Any, listed: dict[str, dict], wanted: dict[str, Path]) -> None:
+    # Each local folder once: beyond its requests, a collect of a few small files costs
+    # little more than its syscalls.
+    for folder in {local.parent for local in wanted.values()}:
+        folder.mkdir(parents=True, exist_ok=True)
+    small = [p for p in wanted if int(listed[p].get("size") or 0) <= SMALL_FILE]
+    if small:
+        for path, data in fs.cat(small).items():
+            wanted[fs._strip_protocol(path)].write_bytes(data)
+    large = [p for p in wanted if p not in small]
+    if large:
+        fs.get(large, [str(wanted[p]) for p in large])
 
 
 SMALL_FILE = 16 << 20  # read into memory whole; larger artifacts stream to disk

@@ -142,8 +142,9 @@ class PhaseClock:
 
 
 def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[str], None]) -> Recovery:
-    """Preempted nodes come back under their names through the stack's realizer, bootstrapped
-    alone; the launcher then resumes the job from its checkpoint."""
+    """Preempted nodes come back under their names through the stack's realizer and are
+    bootstrapped alone; the launcher resumes the job from its checkpoint on the others meanwhile,
+    and on them once they are ready."""
     def progress(message: str) -> None:
         echo(f"[trainctl] {message}")
 
@@ -155,10 +156,12 @@ def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[st
         wait_until_reclaimed(stack, lost, progress)
         repaired = realizers.for_stack(stack).repair(stack, lost, progress)
         SyncedNodes(stack).forget(lost)  # new disks: their rsync need not wait
-        bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
         return repaired
 
-    return Recovery(reclaimed=reclaimed, recreate=recreate)
+    def bootstrap_lost(repaired: Inventory, lost: list[str]) -> None:
+        bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
+
+    return Recovery(reclaimed=reclaimed, recreate=recreate, bootstrap=bootstrap_lost)
 
 
 # GCE gives a reclaimed VM about 30 s of shutdown before it is stopped or deleted.

@@ -25,10 +25,11 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as wait_for_futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -50,6 +51,9 @@ HEARTBEAT_SECONDS = 3.0
 HEARTBEAT_MISSES = 2
 # A node whose command was still starting when the stop went out starts anyway: stop it again.
 RESTOP_SECONDS = 2.0
+# How long torchrun's agents wait in the rendezvous for nodes that join late: a recreated node's
+# bootstrap (a GPU driver's install and its reboot among it) can outlast torch's default of 600 s.
+JOINERS_TIMEOUT_SECONDS = 1800
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
 # torchrun's agent logs every worker exit like this, before it decides to restart the group.
 WORKER_EXIT_RE = re.compile(r"failed \(exitcode: (-?\d+)\)")
@@ -159,9 +163,15 @@ def program_tool(node: Node, spec: LaunchSpec, tool: str) -> str:
     return tool if spec.image else f"{node_paths(node)['venv']}/bin/{tool}"
 
 
-def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> list[str]:
+def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0,
+                  joiners: bool = False) -> list[str]:
     group = torch_group(inventory)
     rank0 = group[0]
+    # All nodes may share a hostname (they do on the local stack): tell torchrun who hosts the
+    # rendezvous store instead of letting it compare hostnames.
+    rdzv_conf = f"is_host={'true' if node.rank == rank0.rank else 'false'}"
+    if joiners:
+        rdzv_conf += f",join_timeout={JOINERS_TIMEOUT_SECONDS}"
     target = torchrun_target(expand(command_for(spec, inventory, node), inventory, spec.run_id))
     return [
         program_tool(node, spec, "torchrun"),
@@ -171,9 +181,7 @@ def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: i
         f"--rdzv-endpoint={rank0.internal_ip}:{inventory.rendezvous_port}",
         # Each job attempt meets in a fresh rendezvous; the run id stays the same.
         f"--rdzv-id={spec.run_id}" + (f"-a{attempt}" if attempt else ""),
-        # All nodes may share a hostname (they do on the local stack): tell torchrun who hosts
-        # the rendezvous store instead of letting it compare hostnames.
-        f"--rdzv-conf=is_host={'true' if node.rank == rank0.rank else 'false'}",
+        f"--rdzv-conf={rdzv_conf}",
         f"--local-addr={node.internal_ip}",
         f"--max-restarts={spec.max_restarts}",
         "--monitor-interval=1",
@@ -252,7 +260,8 @@ def hypertune_file(node: Node, run_id: str) -> str:
     return f"{node_paths(node)['state']}/runs/{run_id}/hypertune/output.metrics"
 
 
-def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0) -> str:
+def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0,
+                 joiners: bool = False) -> str:
     p = node_paths(node)
     run_dir = f"{p['state']}/runs/{spec.run_id}"
     env = {
@@ -275,7 +284,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     if tpu_type(node) is None:
         env["CLUSTER_SPEC"] = json.dumps(cluster_spec(inventory, node), separators=(",", ":"))
     if uses_torchrun(node, spec, inventory):
-        argv = torchrun_args(inventory, node, spec, attempt)
+        argv = torchrun_args(inventory, node, spec, attempt, joiners)
     else:
         del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
         argv = direct_args(inventory, node, spec)
@@ -308,11 +317,13 @@ def stop_command(run_id: str) -> str:
             f"{scan.format(action='kill -KILL ${p#/proc/} 2>/dev/null')}; true")
 
 
-def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0) -> dict[str, str]:
+def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0, joiners: bool = False) -> dict[str, str]:
+    """Each node's command. `joiners`: some nodes start later than the others (recreated ones,
+    still being bootstrapped), and the others' agents wait for them that much longer."""
     if spec.framework == "torch" and members(inventory, "ps"):
         raise ConfigError("PyTorch has no parameter servers: this cluster's ps pool would sit idle; "
                           "remove the ps pool (DDP needs only chief and workers), or run TensorFlow")
-    return {node.name: node_command(inventory, node, spec, attempt)
+    return {node.name: node_command(inventory, node, spec, attempt, joiners)
             for node in program_nodes(inventory, spec)}
 
 
@@ -584,10 +595,12 @@ def _stop_until_ended(inventory: Inventory, run_id: str, nodes: list[Node],
 class Recovery:
     """How a run gets reclaimed nodes back, from whoever owns the stack (`trainctl run`):
     `reclaimed(nodes)` says which of the nodes that stopped answering the provider has stopped or
-    deleted (a preemption whose notice never arrived), `recreate(nodes)` brings them back
-    bootstrapped and returns the inventory to go on with."""
+    deleted (a preemption whose notice never arrived), `recreate(nodes)` brings them back and
+    returns the inventory to go on with, `bootstrap(inventory, nodes)` puts code and environment
+    on them while the others already start the job."""
     reclaimed: Callable[[list[str]], list[str]]
     recreate: Callable[[list[str]], Inventory]
+    bootstrap: Callable[[Inventory, list[str]], None] = lambda _inventory, _nodes: None
 
 
 @dataclass
@@ -657,10 +670,11 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     Setting `cancel` stops the job on every node, without a rerun (a sweep's pruned trial).
     Preempted nodes are recreated through `recovery` and the job resumes: a recovery (up to
     max_recoveries, waiting out capacity shortages), not one of the job's reruns. Recreating
-    starts as soon as the loss is seen, while the survivors are still being stopped."""
+    starts as soon as the loss is seen, while the survivors are still being stopped; the
+    survivors start again while the recreated nodes are bootstrapped."""
     recoveries: list[RecoveryRecord] = []
     recreating: dict[tuple[str, ...], Future[tuple[Inventory, int]]] = {}
-    background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recreate")
+    background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recreate")
 
     def on_lost(lost: list[str]) -> None:
         if recovery is None or (spec.max_recoveries is not None and len(recoveries) >= spec.max_recoveries):
@@ -671,7 +685,7 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
 
     try:
         return _launch_until_done(inventory, spec, log_dir, echo, cancel, recovery, sleep, recoveries,
-                                  recreating, on_lost)
+                                  recreating, on_lost, background)
     finally:
         background.shutdown(wait=True, cancel_futures=True)
 
@@ -680,11 +694,12 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
                        cancel: threading.Event | None, recovery: Recovery | None,
                        sleep: Callable[[float], None], recoveries: list[RecoveryRecord],
                        recreating: dict[tuple[str, ...], Future[tuple[Inventory, int]]],
-                       on_lost: Callable[[list[str]], None]) -> LaunchResult:
+                       on_lost: Callable[[list[str]], None], background: ThreadPoolExecutor) -> LaunchResult:
     result = launch_once(inventory, spec, log_dir, echo, 0, cancel, on_lost=on_lost)
     attempt = reruns = 0
     pending: RecoveryRecord | None = None
     while not result.ok and not result.cancelled:
+        joining: dict[str, Future[None]] = {}
         find_reclaimed(result, recovery, echo)
         lost = result.preempted()
         if lost:
@@ -711,6 +726,13 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
                 inventory, tries = started.result()
             pending = RecoveryRecord(lost, lost_at, time.time(), tries, furthest)
             recoveries.append(pending)
+            bootstrapped = background.submit(recovery.bootstrap, inventory, lost)
+            if all(uses_torchrun(n, spec, inventory) for n in program_nodes(inventory, spec)):
+                # The others start at once with the recreated nodes' addresses: their agents
+                # (torch's import, the rendezvous) get ready while those nodes are bootstrapped.
+                joining = {name: bootstrapped for name in lost}
+            else:  # programs without torchrun's rendezvous to wait in start all together
+                bootstrapped.result()
         elif reruns >= spec.job_retries:
             break
         elif result.permanent(spec.permanent_exit_codes):
@@ -724,13 +746,29 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
             echo(f"[trainctl] job failed; rerun {reruns}/{spec.job_retries} from the latest checkpoint")
             stop_run(inventory, spec.run_id)
         attempt += 1
-        result = launch_once(inventory, spec, log_dir, echo, attempt, cancel, on_lost=on_lost)
+        result = launch_once(inventory, spec, log_dir, echo, attempt, cancel, on_lost=on_lost, joining=joining)
+        for bootstrapping in set(joining.values()):
+            bootstrapping.result()  # a recreated node that could not be bootstrapped ends the run
         if pending is not None:
             pending.resumed_from_step, pending = result.resumed_step(), None
     result.attempts = attempt + 1
     result.recoveries = recoveries
     write_result(log_dir, result)
     return result
+
+
+NOT_STARTED = "not started: the run was stopping"
+
+
+def _joined(ready: Future[None], stopping: threading.Event) -> bool:
+    """Wait for a joining node's bootstrap (its failure raises); False if the run stops first."""
+    while not stopping.is_set():
+        try:
+            ready.result(timeout=0.2)
+            return True
+        except FutureTimeout:
+            continue
+    return False
 
 
 def write_result(log_dir: Path, result: LaunchResult) -> None:
@@ -747,11 +785,14 @@ def write_result(log_dir: Path, result: LaunchResult) -> None:
 def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 echo: Callable[[str], None], attempt: int,
                 cancel: threading.Event | None = None,
-                on_lost: Callable[[list[str]], None] = lambda _: None) -> LaunchResult:
+                on_lost: Callable[[list[str]], None] = lambda _: None,
+                joining: Mapping[str, Future[None]] | None = None) -> LaunchResult:
     """Run the plan on every node; on the first failure stop the rest. Blocks until done.
-    `on_lost` hears of preempted nodes before the others are stopped."""
+    `on_lost` hears of preempted nodes before the others are stopped. A node in `joining`
+    starts when its future is done (its bootstrap), the others at once."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    commands = plan(inventory, spec, attempt)
+    joining = joining or {}
+    commands = plan(inventory, spec, attempt, joiners=bool(joining))
     nodes = [n for n in inventory.nodes if n.name in commands]
     outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in nodes}
     first_failure = threading.Event()
@@ -775,25 +816,28 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                               direct_rank=node.rank if direct else None, quiet=stopping)
         done = threading.Event()
         try:
-            conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
-            with conn:
-                if stopping.is_set():  # connected after the stop: never start
-                    outcome.exit_code, outcome.error = -1, "not started: the run was stopping"
-                else:
-                    threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo),
-                                     daemon=True).start()
-                    threading.Thread(target=watch_preemption,
-                                     args=(conn, node, outcome, done, first_failure.set, echo),
-                                     daemon=True).start()
-                    result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
-                                      out_stream=printer, err_stream=printer, in_stream=False)
-                    outcome.exit_code = result.exited
-                    if result.exited and not outcome.preempted and is_preempted(conn):
-                        # its processes (the watch among them) died of the VM's shutdown first
-                        if mark_preempted(outcome):
-                            echo(f"[trainctl] {node.name}: {outcome.error}")
-                    if direct and result.exited and not outcome.preempted and not outcome.released:
-                        worker_exit(result.exited)  # the program's own exit code
+            if node.name in joining and not _joined(joining[node.name], stopping):
+                outcome.exit_code, outcome.error = -1, NOT_STARTED
+            else:
+                conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
+                with conn:
+                    if stopping.is_set():  # connected after the stop: never start
+                        outcome.exit_code, outcome.error = -1, NOT_STARTED
+                    else:
+                        threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo),
+                                         daemon=True).start()
+                        threading.Thread(target=watch_preemption,
+                                         args=(conn, node, outcome, done, first_failure.set, echo),
+                                         daemon=True).start()
+                        result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
+                                          out_stream=printer, err_stream=printer, in_stream=False)
+                        outcome.exit_code = result.exited
+                        if result.exited and not outcome.preempted and is_preempted(conn):
+                            # its processes (the watch among them) died of the VM's shutdown first
+                            if mark_preempted(outcome):
+                                echo(f"[trainctl] {node.name}: {outcome.error}")
+                        if direct and result.exited and not outcome.preempted and not outcome.released:
+                            worker_exit(result.exited)  # the program's own exit code
         except Exception as exc:
             outcome.exit_code = -1
             outcome.error = outcome.error or f"{type(exc).__name__}: {exc}"

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         for x, y in itertools.islice(loader, skip, None):
             if stop.requested:
                 stop_here(epoch, batches, total, "SIGTERM")
-                return EXIT_CODE
+                stop.leave(EXIT_CODE)
             optimizer.zero_grad(set_to_none=True)
             try:
                 loss = nn.functional.cross_entropy(ddp(x.to(device)), y.to(device))

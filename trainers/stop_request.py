@@ -18,9 +18,10 @@ import contextlib
 import os
 import signal
 import socket
+import sys
 import threading
 import time
-from typing import Iterator
+from typing import Iterator, NoReturn
 
 EXIT_CODE = 128 + signal.SIGTERM
 ACK_SECONDS = 2.0
@@ -65,6 +66,17 @@ class StopRequest:
     def acknowledge(self) -> None:
         """The loop is saving its position: the watch lets it finish."""
         self._acknowledged.set()
+
+    @staticmethod
+    def leave(code: int = EXIT_CODE) -> NoReturn:
+        """Exit now that the position is saved, without the interpreter's teardown: unloading
+        torch takes ~0.3 s, and more with a process group whose peer is gone (measured on the
+        survivors of a preemption: their nodes' runs ended 1.9-2.6 s after the checkpoint line,
+        0.5 s with this exit). The VM's shutdown, or the job's restart, waits for that exit and
+        gains nothing from it."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
     @contextlib.contextmanager
     def busy(self) -> Iterator[None]:

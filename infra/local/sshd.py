@@ -117,12 +117,18 @@ def boot_node(netns: str, hostname: str, private_root: Path, private_tmp: Path, 
         stderr=subprocess.STDOUT)
 
 
+CONNECT_ATTEMPT_SECONDS = 0.2
+
+
 def wait_for_port(host: str, port: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     delay = 0.02
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection((host, port), timeout=1.0):
+            # A short attempt: the first SYN into a namespace that has just come up can be lost
+            # (its neighbour entry is not there yet), and the kernel resends it only after 1 s;
+            # a new attempt goes out sooner. An sshd on this machine answers in milliseconds.
+            with socket.create_connection((host, port), timeout=CONNECT_ATTEMPT_SECONDS):
                 return True
         except OSError:
             time.sleep(delay)
