@@ -603,6 +603,10 @@ class Recovery:
     bootstrap: Callable[[Inventory, list[str]], None] = lambda _inventory, _nodes: None
 
 
+# recreated nodes' inventory, the tries it took, and their bootstrap under way
+Recovered = tuple[Inventory, int, Future[None]]
+
+
 @dataclass
 class RecoveryRecord:
     nodes: list[str]
@@ -673,28 +677,36 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     starts as soon as the loss is seen, while the survivors are still being stopped; the
     survivors start again while the recreated nodes are bootstrapped."""
     recoveries: list[RecoveryRecord] = []
-    recreating: dict[tuple[str, ...], Future[tuple[Inventory, int]]] = {}
+    recreating: dict[tuple[str, ...], Future[Recovered]] = {}
     background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recreate")
+
+    def recover(lost: list[str]) -> Recovered:
+        """Recreate, then start the nodes' bootstrap at once (the survivors may still be
+        stopping); it runs on while the job starts again on the others."""
+        assert recovery is not None  # asked for only when there is one
+        inventory, tries = recreate_with_backoff(recovery, lost, echo, sleep)
+        return inventory, tries, background.submit(recovery.bootstrap, inventory, lost)
 
     def on_lost(lost: list[str]) -> None:
         if recovery is None or (spec.max_recoveries is not None and len(recoveries) >= spec.max_recoveries):
             return
         echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)} while the others "
              "stop, then resuming from the latest checkpoint")
-        recreating[tuple(lost)] = background.submit(recreate_with_backoff, recovery, lost, echo, sleep)
+        recreating[tuple(lost)] = background.submit(recover, lost)
 
     try:
-        return _launch_until_done(inventory, spec, log_dir, echo, cancel, recovery, sleep, recoveries,
-                                  recreating, on_lost, background)
+        return _launch_until_done(inventory, spec, log_dir, echo, cancel, recovery, recoveries,
+                                  recreating, on_lost, recover)
     finally:
         background.shutdown(wait=True, cancel_futures=True)
 
 
 def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, echo: Callable[[str], None],
                        cancel: threading.Event | None, recovery: Recovery | None,
-                       sleep: Callable[[float], None], recoveries: list[RecoveryRecord],
-                       recreating: dict[tuple[str, ...], Future[tuple[Inventory, int]]],
-                       on_lost: Callable[[list[str]], None], background: ThreadPoolExecutor) -> LaunchResult:
+                       recoveries: list[RecoveryRecord],
+                       recreating: dict[tuple[str, ...], Future[Recovered]],
+                       on_lost: Callable[[list[str]], None],
+                       recover: Callable[[list[str]], Recovered]) -> LaunchResult:
     result = launch_once(inventory, spec, log_dir, echo, 0, cancel, on_lost=on_lost)
     attempt = reruns = 0
     pending: RecoveryRecord | None = None
@@ -721,12 +733,11 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
             if started is None:
                 echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)}, then "
                      "resuming from the latest checkpoint")
-                inventory, tries = recreate_with_backoff(recovery, lost, echo, sleep)
+                inventory, tries, bootstrapped = recover(lost)
             else:
-                inventory, tries = started.result()
+                inventory, tries, bootstrapped = started.result()
             pending = RecoveryRecord(lost, lost_at, time.time(), tries, furthest)
             recoveries.append(pending)
-            bootstrapped = background.submit(recovery.bootstrap, inventory, lost)
             if all(uses_torchrun(n, spec, inventory) for n in program_nodes(inventory, spec)):
                 # The others start at once with the recreated nodes' addresses: their agents
                 # (torch's import, the rendezvous) get ready while those nodes are bootstrapped.

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rank {rank}: failing on purpose at epoch {epoch + 1}", flush=True)
             return args.fail_code
         if args.epoch_sleep:
-            time.sleep(args.epoch_sleep)
+            stop.pause(args.epoch_sleep)
 
     test_loss, test_acc = evaluate(model, test, device)
     if rank == 0:

@@ -63,6 +63,10 @@ class StopRequest:
     def requested(self) -> bool:
         return self._flag.is_set()
 
+    def pause(self, seconds: float) -> None:
+        """A sleep that a stop request ends: the loop then stops at its next step boundary."""
+        self._flag.wait(seconds)
+
     def acknowledge(self) -> None:
         """The loop is saving its position: the watch lets it finish."""
         self._acknowledged.set()
