@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import uuid
 from contextlib import contextmanager
@@ -53,6 +54,27 @@ class StackLocked(ConfigError):
 
 def state_dir(stack: str) -> Path:
     return stacks_dir() / stack
+
+
+def kill_clients(stack: str) -> list[int]:
+    """SIGKILL every other process whose command line names the stack's state folder (its key,
+    its known_hosts): the ssh and rsync clients of a controller killed with -9 outlive it, and
+    would wait out their timeouts against nodes that are going. Returns their pids."""
+    wanted, me, killed = f"{state_dir(stack)}/".encode(), os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            named = wanted in Path(f"/proc/{entry.name}/cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if named:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except ProcessLookupError:
+                pass
+    return killed
 
 
 PROVIDER_FILE = "provider"

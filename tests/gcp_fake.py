@@ -10,6 +10,9 @@ library's own JSON decoders. Field names in the answers follow Google's REST ref
   tpu nodes (v2)                        https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes
   tpu queuedResources (v2)              https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources
   container clusters (v1)               https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters
+  compute firewalls/networks.delete     https://cloud.google.com/compute/docs/reference/rest/v1/firewalls/delete
+  compute routers/subnetworks.delete    https://cloud.google.com/compute/docs/reference/rest/v1/subnetworks/delete
+  storage buckets get/delete, objects list/delete  https://cloud.google.com/storage/docs/json_api/v1
 Anything it does not know (path, verb, query parameter, body field) is answered 400 in the API's
 error shape, so a misspelt field or a wrong request type fails the test that sent it.
 """
@@ -22,18 +25,18 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterator
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
 # Parameters every generated REST client adds to each request (system parameters).
-SYSTEM_PARAMS = {"$alt"}
+SYSTEM_PARAMS = {"$alt", "prettyPrint"}
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, status: str, message: str) -> None:
+    def __init__(self, code: int, status: str, message: str, reason: str | None = None) -> None:
         super().__init__(message)
-        self.code, self.status, self.message = code, status, message
+        self.code, self.status, self.message, self.reason = code, status, message, reason
 
 
 @dataclass
@@ -59,6 +62,12 @@ class GoogleState:
     queued_resources: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (project, location, cluster) -> Cluster JSON
     clusters: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    # (project, "global" or region, collection, name) for firewalls, networks, routers, subnetworks
+    network_resources: set[tuple[str, str, str, str]] = field(default_factory=set)
+    # such a resource -> how many more deletes GCE refuses with resourceInUseByAnotherResource
+    in_use: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
+    # bucket name -> {"labels": {...}, "objects": {name: bytes}}
+    buckets: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
 
 
@@ -248,6 +257,66 @@ def delete_cluster(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
             "targetLink": f"https://container.googleapis.com/v1/projects/{key[0]}/locations/{key[1]}/clusters/{key[2]}"}
 
 
+IN_USE = "resourceInUseByAnotherResource"
+
+
+def delete_network_resource(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    scope = m.groupdict().get("region") or "global"
+    key = (m["project"], scope, m["collection"], m["name"])
+    where = f"projects/{key[0]}/{'global' if scope == 'global' else 'regions/' + scope}/{key[2]}/{key[3]}"
+    if key not in s.network_resources:
+        raise _not_found(where)
+    if s.in_use.get(key, 0) > 0:
+        s.in_use[key] -= 1
+        raise ApiError(400, "BAD_REQUEST", f"The {key[2][:-1]} resource '{where}' is already being used by "
+                                           f"'projects/{key[0]}/zones/{scope}-a/instances/vm'", reason=IN_USE)
+    s.network_resources.discard(key)
+    base = f"https://www.googleapis.com/compute/v1/projects/{key[0]}"
+    scope_url = f"{base}/global" if scope == "global" else f"{base}/regions/{scope}"
+    return {"kind": "compute#operation", "id": "2", "name": f"operation-delete-{key[3]}",
+            **({} if scope == "global" else {"region": scope_url}),
+            "operationType": "delete", "status": "DONE", "progress": 100,
+            "targetLink": f"{scope_url}/{key[2]}/{key[3]}",
+            "selfLink": f"{scope_url}/operations/operation-delete-{key[3]}"}
+
+
+def _bucket(s: GoogleState, name: str) -> dict[str, Any]:
+    if name not in s.buckets:
+        raise _not_found(f"b/{name}")
+    return s.buckets[name]
+
+
+def get_bucket(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    return {"kind": "storage#bucket", "id": m["bucket"], "name": m["bucket"],
+            "labels": _bucket(s, m["bucket"])["labels"]}
+
+
+def list_objects(s: GoogleState, m: re.Match[str], q: dict[str, list[str]], _b: Any) -> Any:
+    # GCS pages in name order and its token continues after the last name given, so objects
+    # deleted meanwhile move nothing; small pages make the caller follow them.
+    after = (q.get("pageToken") or [""])[0]
+    names = [n for n in sorted(_bucket(s, m["bucket"])["objects"]) if n > after]
+    size = int((q.get("maxResults") or ["2"])[0])
+    page = names[:size]
+    more = {"nextPageToken": page[-1]} if len(names) > size else {}
+    return {"kind": "storage#objects", **more,
+            "items": [{"kind": "storage#object", "bucket": m["bucket"], "name": n} for n in page]}
+
+
+def delete_object(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    name = unquote(m["object"])
+    if _bucket(s, m["bucket"])["objects"].pop(name, None) is None:
+        raise _not_found(f"b/{m['bucket']}/o/{name}")
+    return {}
+
+
+def delete_bucket(s: GoogleState, m: re.Match[str], _q: Any, _b: Any) -> Any:
+    if _bucket(s, m["bucket"])["objects"]:
+        raise ApiError(409, "CONFLICT", "The bucket you tried to delete is not empty.")
+    del s.buckets[m["bucket"]]
+    return {}
+
+
 _SEG = r"[^/:?]+"
 _NODE = rf"projects/{_SEG}/locations/{_SEG}/nodes/{_SEG}"
 _QR = rf"projects/{_SEG}/locations/{_SEG}/queuedResources/{_SEG}"
@@ -291,6 +360,19 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", re.compile(rf"/v1/projects/(?P<project>{_SEG})/locations/(?P<location>{_SEG})"
                                rf"/clusters/(?P<cluster>{_SEG})"),
           frozenset({"projectId", "zone", "clusterId"}), None, delete_cluster),
+    Route("DELETE", re.compile(rf"/compute/v1/projects/(?P<project>{_SEG})/global"
+                               rf"/(?P<collection>firewalls|networks)/(?P<name>{_SEG})"),
+          frozenset({"requestId"}), None, delete_network_resource),
+    Route("DELETE", re.compile(rf"/compute/v1/projects/(?P<project>{_SEG})/regions/(?P<region>{_SEG})"
+                               rf"/(?P<collection>routers|subnetworks)/(?P<name>{_SEG})"),
+          frozenset({"requestId"}), None, delete_network_resource),
+    Route("GET", re.compile(rf"/storage/v1/b/(?P<bucket>{_SEG})"), frozenset({"projection"}), None, get_bucket),
+    Route("GET", re.compile(rf"/storage/v1/b/(?P<bucket>{_SEG})/o"),
+          frozenset({"projection", "maxResults", "pageToken", "prefix", "delimiter", "versions",
+                     "includeTrailingDelimiter", "matchGlob", "startOffset", "endOffset"}), None, list_objects),
+    Route("DELETE", re.compile(rf"/storage/v1/b/(?P<bucket>{_SEG})/o/(?P<object>{_SEG})"),
+          frozenset({"generation"}), None, delete_object),
+    Route("DELETE", re.compile(rf"/storage/v1/b/(?P<bucket>{_SEG})"), frozenset(), None, delete_bucket),
 )
 
 
@@ -329,6 +411,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ApiError as e:
             self.server.errors.append(f"{self.command} {self.path}: {e.code} {e.message}")
             code, payload = e.code, {"error": {"code": e.code, "message": e.message, "status": e.status}}
+            if e.reason:  # Compute's errors name their reason, as GCE's answers do
+                payload["error"]["errors"] = [{"message": e.message, "domain": "global", "reason": e.reason}]
         data = json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json; charset=UTF-8")
@@ -366,7 +450,8 @@ class FakeGoogleServer(ThreadingHTTPServer):
         self._thread.join()
 
     def refused(self) -> list[str]:
-        return [e for e in self.errors if ": 404 " not in e]
+        """Answers that say the request was wrong; not found and in use are states, not faults."""
+        return [e for e in self.errors if ": 404 " not in e and "is already being used by" not in e]
 
 
 @pytest.fixture

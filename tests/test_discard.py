@@ -3,9 +3,12 @@ gone at once for every command, and the files are deleted without the user waiti
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 
-from infra.stack_home import discard, trash_dir
+from infra.stack_home import discard, kill_clients, state_dir, trash_dir
 
 
 def wait_until_empty(directory, timeout: float = 30.0) -> list:
@@ -41,3 +44,16 @@ def test_what_an_interrupted_deletion_left_is_deleted_by_the_next_discard(trainc
 def test_discarding_nothing_is_a_no_op(trainctl_home):
     discard(trainctl_home / "stacks" / "never-made")
     assert not trash_dir().exists()
+
+
+def test_down_kills_the_clients_a_killed_controller_left_and_only_those(trainctl_home):
+    # An rsync's ssh names the stack's key and known_hosts: as these stand-ins name its folder.
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"{state_dir('s1')}/keys/id_ed25519"])
+    other_stack = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", f"{state_dir('s10')}/keys/id_ed25519"])
+    try:
+        assert kill_clients("s1") == [ours.pid]
+        assert ours.wait(timeout=5) == -signal.SIGKILL
+        assert other_stack.poll() is None  # s10 is not s1
+    finally:
+        other_stack.kill()
+        other_stack.wait()

@@ -299,6 +299,15 @@ def test_down_force_sweeps_what_a_failed_destroy_left(
         google.state.instance_guest_attributes[(spec.project, spec.zone, f"{spec.name}-w{i}")] = [ED]
     other = (spec.project, spec.zone, "someone-elses-vm")
     google.state.instances[other] = {"labels": {**ours, "trainctl-stack": "another-stack"}}
+    region = spec.zone.rsplit("-", 1)[0]
+    network = {(spec.project, "global", "firewalls", f"{spec.name}-fw-internal"),
+               (spec.project, "global", "networks", f"{spec.name}-vpc"),
+               (spec.project, region, "routers", f"{spec.name}-router"),
+               (spec.project, region, "subnetworks", f"{spec.name}-subnet")}  # no SSH rule was made
+    theirs = (spec.project, "global", "networks", "another-stack-vpc")
+    google.state.network_resources |= network | {theirs}
+    google.state.in_use[(spec.project, region, "subnetworks", f"{spec.name}-subnet")] = 1  # VMs still going
+    monkeypatch.setattr("infra.gcp.leftovers.IN_USE_POLL_SECONDS", 0.01)
     set_outputs(tmp_path, monkeypatch, vm_outputs(spec))
     realizer.up(spec, lambda _line: None)
     monkeypatch.setenv("FAKE_PULUMI_FAIL", "destroy")
@@ -309,7 +318,11 @@ def test_down_force_sweeps_what_a_failed_destroy_left(
     assert realizer.down(spec.name, force=True, progress=said.append)
 
     assert list(google.state.instances) == [other]  # the stack's VMs went, nothing else
+    assert google.state.network_resources == {theirs}  # its network by its names, after the VMs
     assert any("deleting what carries the stack's label" in line for line in said)
+    assert any(f"subnetwork {spec.name}-subnet is still in use" in line for line in said)
+    assert f"deleted network {spec.name}-vpc" in said
+    assert any("gcloud artifacts repositories delete" in line for line in said)  # no client here: named
     rm = [c for c in calls(cli) if c["argv"][:2] == ["stack", "rm"]][-1]
     assert "--force" in rm["argv"] and "--preserve-config" in rm["argv"]
 

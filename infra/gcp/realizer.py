@@ -23,7 +23,7 @@ from infra.realizers import Progress, StackInfo, unsupported
 from infra.host_keys import key_lines, wait_for_host_keys
 from infra.spec import ClusterSpec
 from infra.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
-from infra.stack_home import mark_deleting, record_provider, stack_lock, state_dir
+from infra.stack_home import kill_clients, mark_deleting, record_provider, stack_lock, state_dir
 
 SPEC_ENV = "TRAINCTL_SPEC_JSON"
 POLICY_PACK_DIR = "policy"
@@ -271,6 +271,7 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         workspace_stack = _stack(stack, env)
         outputs = workspace_stack.outputs()
         mark_deleting(stack)
+        kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
         try:
             workspace_stack.destroy(on_output=progress)
         except Exception as exc:
@@ -293,14 +294,20 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
 
 
 def _sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Progress) -> None:
+    """What a failed destroy left: everything labelled as the stack's, then its network (which
+    labels cannot find: by the names the program gives it, once the VMs using it are gone) and
+    an ephemeral stack's bucket."""
+    from infra.gcp.leftovers import not_swept, sweep_bucket, sweep_network
     from infra.gcp.reaper import delete, find_stack
 
-    project = (meta or {}).get("spec", {}).get("project")
-    if project is None:
-        project = load_stack(stack).project
-    if project is None:
+    spec = ClusterSpec.model_validate(meta["spec"]) if meta and meta.get("spec") else load_stack(stack)
+    if spec.project is None:
         raise ConfigError(f"stack {stack!r}: no project known to sweep (no state, no stack file)")
-    delete(project, find_stack(project, stack), progress)
+    delete(spec.project, find_stack(spec.project, stack), progress)
+    sweep_network(spec, progress)
+    sweep_bucket(spec, progress)
+    progress("if the destroy left them, delete these by hand (trainctl has no client for them; "
+             "a NotFound answer means it is gone):\n  " + "\n  ".join(not_swept(spec)))
 
 
 def spec(stack: str) -> ClusterSpec:

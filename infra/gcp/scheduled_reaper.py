@@ -42,6 +42,10 @@ def _service_field(name: str):
     return read
 
 
+def reaper_account_id(spec: ClusterSpec) -> str:
+    return f"{spec.name[:20]}-reaper".strip("-")
+
+
 class ScheduledReaper(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, bucket: pulumi.Input[str],
                  labels: dict[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
@@ -50,7 +54,7 @@ class ScheduledReaper(pulumi.ComponentResource):
         assert spec.zone and spec.project
         region = region_of(spec.zone)
         account = gcp.serviceaccount.Account(
-            f"{name}-reaper-sa", account_id=f"{spec.name[:20]}-reaper".strip("-"),
+            f"{name}-reaper-sa", account_id=reaper_account_id(spec),
             project=spec.project, display_name=f"trainctl reaper of {spec.name}", opts=child)
         member = account.email.apply(lambda e: f"serviceAccount:{e}")
         for role in REAPER_ROLES:

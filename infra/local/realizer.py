@@ -36,8 +36,8 @@ from infra.local.state import StackState, load_state, new_state
 from infra.realizers import Progress, StackInfo
 from infra.spec import ClusterSpec
 from infra.stack_config import ConfigError
-from infra.stack_home import (cache_dir, discard, global_lock, mark_deleting, recorded_provider, stack_lock,
-                               stacks_with_state, state_dir)
+from infra.stack_home import (cache_dir, discard, global_lock, kill_clients, mark_deleting, recorded_provider,
+                               stack_lock, stacks_with_state, state_dir)
 
 POOL = ipaddress.IPv4Network("10.210.0.0/16")
 EMULATOR_PORT = 9023
@@ -503,6 +503,7 @@ def down(stack: str, *, force: bool = False,
                     f"`trainctl down --stack {stack} --force` removes them")
             remove_lock()
             return False
+        kill_clients(stack)  # before the nodes go: clients still talking to them would hang on
         if state is None:
             _destroy_discovered(names, progress)
             shutil.rmtree(state_dir(stack), ignore_errors=True)
