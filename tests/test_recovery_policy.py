@@ -18,9 +18,9 @@ from trainctl.launch import (
     NodeOutcome,
     Recovery,
     RecoveryRecord,
-    _joined,
     find_reclaimed,
     recreate_with_backoff,
+    wait_to_join,
 )
 
 INVENTORY = Inventory(stack="s", provider="local", bucket_uri="gs://b", nodes=(), ssh_private_key="",
@@ -114,13 +114,13 @@ def test_a_node_joining_late_starts_when_bootstrapped_never_once_the_run_stops()
     stopping = threading.Event()
     ready: Future[None] = Future()
     threading.Timer(0.3, ready.set_result, args=(None,)).start()
-    assert _joined(ready, stopping) is True
+    assert wait_to_join(ready, stopping) is True
 
     never: Future[None] = Future()
     threading.Timer(0.3, stopping.set).start()
-    assert _joined(never, stopping) is False  # the others failed meanwhile: it is not started
+    assert wait_to_join(never, stopping) is False  # the others failed meanwhile: it is not started
 
     failed: Future[None] = Future()
     failed.set_exception(ProvisionError("bootstrap failed on node1"))
     with pytest.raises(ProvisionError, match="bootstrap failed"):
-        _joined(failed, threading.Event())
+        wait_to_join(failed, threading.Event())

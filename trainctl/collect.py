@@ -65,7 +65,7 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
             target = dest / item
             if target.is_dir():
                 shutil.rmtree(target)
-            os.replace(staging / item, target)
+            shutil.move(staging / item, target)  # the runs folder may be on another filesystem
         if wanted:
             staging.rmdir()
     except BaseException:  # an interrupted or failed download leaves nothing behind

@@ -771,7 +771,7 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
 NOT_STARTED = "not started: the run was stopping"
 
 
-def _joined(ready: Future[None], stopping: threading.Event) -> bool:
+def wait_to_join(ready: Future[None], stopping: threading.Event) -> bool:
     """Wait for a joining node's bootstrap (its failure raises); False if the run stops first."""
     while not stopping.is_set():
         try:
@@ -827,7 +827,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                               direct_rank=node.rank if direct else None, quiet=stopping)
         done = threading.Event()
         try:
-            if node.name in joining and not _joined(joining[node.name], stopping):
+            if node.name in joining and not wait_to_join(joining[node.name], stopping):
                 outcome.exit_code, outcome.error = -1, NOT_STARTED
             else:
                 conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
