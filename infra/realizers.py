@@ -41,6 +41,9 @@ class StackInfo:
 
 
 class Realizer(Protocol):
+    # Whether `repair` brings nodes back at the addresses they had (what the others were told)
+    repair_keeps_addresses: bool
+
     def plan(self, spec: ClusterSpec) -> list[dict[str, Any]]: ...
 
     def estimate(self, spec: ClusterSpec) -> Estimate: ...

@@ -19,6 +19,7 @@ from trainctl.launch import (
     Recovery,
     RecoveryRecord,
     find_reclaimed,
+    once_joined,
     recreate_with_backoff,
     wait_to_join,
 )
@@ -112,15 +113,95 @@ def test_steps_redone_come_from_the_programs_own_lines(tmp_path) -> None:
 
 def test_a_node_joining_late_starts_when_bootstrapped_never_once_the_run_stops() -> None:
     stopping = threading.Event()
-    ready: Future[None] = Future()
-    threading.Timer(0.3, ready.set_result, args=(None,)).start()
-    assert wait_to_join(ready, stopping) is True
+    ready: Future[Inventory] = Future()
+    threading.Timer(0.3, ready.set_result, args=(INVENTORY,)).start()
+    assert wait_to_join(ready, stopping) is INVENTORY  # it connects with the recreated node's keys
 
-    never: Future[None] = Future()
+    never: Future[Inventory] = Future()
     threading.Timer(0.3, stopping.set).start()
-    assert wait_to_join(never, stopping) is False  # the others failed meanwhile: it is not started
+    assert wait_to_join(never, stopping) is None  # the others failed meanwhile: it is not started
 
-    failed: Future[None] = Future()
+    failed: Future[Inventory] = Future()
     failed.set_exception(ProvisionError("bootstrap failed on node1"))
     with pytest.raises(ProvisionError, match="bootstrap failed"):
         wait_to_join(failed, threading.Event())
+
+
+def test_a_recreated_node_joins_once_recreated_and_bootstrapped_and_either_failure_ends_it() -> None:
+    recovered: Future = Future()
+    bootstrapped: Future[None] = Future()
+    joined = once_joined(recovered)
+    recovered.set_result((INVENTORY, 2, bootstrapped))
+    assert not joined.done()  # recreated, still being bootstrapped
+    bootstrapped.set_result(None)
+    assert joined.result(timeout=1) is INVENTORY
+
+    no_capacity: Future = Future()
+    joined = once_joined(no_capacity)
+    no_capacity.set_exception(CapacityUnavailable("stockout"))
+    with pytest.raises(CapacityUnavailable):
+        joined.result(timeout=1)
+
+    broken: Future[None] = Future()
+    recovered = Future()
+    joined = once_joined(recovered)
+    recovered.set_result((INVENTORY, 1, broken))
+    broken.set_exception(ProvisionError("bootstrap failed on node1"))
+    with pytest.raises(ProvisionError, match="bootstrap failed"):
+        joined.result(timeout=1)
+
+
+def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool) -> dict:
+    """A launch whose first attempt loses node1 to a preemption; the fake second attempt records
+    what it was started with and whether node1 had been recreated by then."""
+    from trainctl import launch as launch_mod
+    from trainctl.launch import LaunchSpec, launch
+
+    from infra.inventory import Node
+
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOgJp3Gd3xmdD3fy5IHpfpCFk5tRCAzkj1xxYXfLSG6E"
+    before = INVENTORY.model_copy(update={"nodes": tuple(
+        Node(name=f"node{i}", rank=i, internal_ip=f"10.0.0.{i + 1}", ssh_host=f"10.0.0.{i + 1}",
+             host_keys=(key,), workdir="/w") for i in range(2))})
+    repaired = before.model_copy(update={"known_hosts": "/repaired/known_hosts"})
+    release = threading.Event()
+    seen: dict = {}
+
+    def recreate(nodes: list[str]) -> Inventory:
+        release.wait(10)
+        seen["recreated"] = True
+        return repaired
+
+    def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=lambda _: None, joining=None):
+        if attempt == 0:
+            lost = NodeOutcome("node1", 1, exit_code=-1, preempted=True, lost_at=1.0)
+            on_lost(["node1"])
+            return LaunchResult(spec.run_id, [NodeOutcome("node0", 0, exit_code=143, collateral=True), lost])
+        seen.update(inventory=inventory, recreated_at_start=seen.get("recreated", False))
+        release.set()
+        seen["joined"] = joining["node1"].result(timeout=10)
+        return LaunchResult(spec.run_id, [NodeOutcome("node0", 0, exit_code=0), NodeOutcome("node1", 1, exit_code=0)])
+
+    monkeypatch.setattr(launch_mod, "launch_once", launch_once)
+    if not keeps_addresses:
+        release.set()  # nothing waits for the survivors: the recreation may finish first
+    recovery = Recovery(lambda n: n, recreate, keeps_addresses=keeps_addresses)
+    result = launch(before, LaunchSpec(run_id="r", command=("python", "t.py")), tmp_path,
+                    echo=lambda _: None, recovery=recovery)
+    seen.update(result=result, before=before)
+    return seen
+
+
+def test_survivors_start_before_the_recreation_where_addresses_are_kept(monkeypatch, tmp_path) -> None:
+    seen = _recovering_launch(monkeypatch, tmp_path, keeps_addresses=True)
+    assert seen["recreated_at_start"] is False  # the survivors did not wait for node1
+    assert seen["inventory"] is seen["before"] and seen["joined"].known_hosts == "/repaired/known_hosts"
+    record = seen["result"].recoveries[0]  # node1 joined with the recreated node's keys
+    assert seen["result"].ok and record.tries == 1 and record.resumed_at > record.lost_at
+
+
+def test_survivors_wait_for_the_new_addresses_where_a_recreated_node_gets_new_ones(monkeypatch, tmp_path) -> None:
+    seen = _recovering_launch(monkeypatch, tmp_path, keeps_addresses=False)
+    assert seen["recreated_at_start"] is True
+    assert seen["inventory"].known_hosts == "/repaired/known_hosts"  # their commands name node1's new address
+    assert seen["result"].ok

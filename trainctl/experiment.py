@@ -161,20 +161,24 @@ def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[st
     def bootstrap_lost(repaired: Inventory, lost: list[str]) -> None:
         bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
 
-    return Recovery(reclaimed=reclaimed, recreate=recreate, bootstrap=bootstrap_lost)
+    return Recovery(reclaimed=reclaimed, recreate=recreate, bootstrap=bootstrap_lost,
+                    keeps_addresses=realizers.for_stack(stack).repair_keeps_addresses)
 
 
 # GCE gives a reclaimed VM about 30 s of shutdown before it is stopped or deleted.
 RECLAIM_TIMEOUT_SECONDS = 120.0
 RECLAIMED = (None, "TERMINATED", "STOPPED", "SUSPENDED")  # gone, or stopped for good
+RECLAIM_FIRST_POLL_SECONDS, RECLAIM_POLL_CAP_SECONDS = 0.05, 1.0
 
 
 def wait_until_reclaimed(stack: str, nodes: list[str], progress: Callable[[str], None],
                          timeout: float = RECLAIM_TIMEOUT_SECONDS) -> None:
     """A preempted node runs its shutdown before the provider stops or deletes it; recreating it
-    earlier would find it still there (STOPPING on GCE)."""
+    earlier would find it still there (STOPPING on GCE). Asked often at first, where a short
+    shutdown ends (the replacement waits on every poll's lag), then every second."""
     deadline = time.monotonic() + timeout
     said = False
+    pause = RECLAIM_FIRST_POLL_SECONDS
     while True:
         status = realizers.for_stack(stack).instance_status(stack, nodes)
         busy = [n for n in nodes if status.get(n) not in RECLAIMED]
@@ -187,7 +191,8 @@ def wait_until_reclaimed(stack: str, nodes: list[str], progress: Callable[[str],
             progress(f"waiting for {', '.join(busy)} to finish shutting down ({status[busy[0]]})")
             said = True
         raise_if_pending()
-        time.sleep(0.5)
+        time.sleep(pause)
+        pause = min(1.25 * pause, RECLAIM_POLL_CAP_SECONDS)
 
 
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:

@@ -52,8 +52,10 @@ HEARTBEAT_MISSES = 2
 # A node whose command was still starting when the stop went out starts anyway: stop it again.
 RESTOP_SECONDS = 2.0
 # How long torchrun's agents wait in the rendezvous for nodes that join late: a recreated node's
-# bootstrap (a GPU driver's install and its reboot among it) can outlast torch's default of 600 s.
-JOINERS_TIMEOUT_SECONDS = 1800
+# reclaim, capacity back-off and bootstrap (a GPU driver's install and its reboot among it) can
+# outlast torch's default of 600 s. Only a backstop: the launcher stops the waiting agents itself
+# when the recreation fails or the run ends (its TTL, an interrupt).
+JOINERS_TIMEOUT_SECONDS = 24 * 3600
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
 # torchrun's agent logs every worker exit like this, before it decides to restart the group.
 WORKER_EXIT_RE = re.compile(r"failed \(exitcode: (-?\d+)\)")
@@ -303,15 +305,19 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
             f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; exec {join(argv)}")
 
 
-def stop_command(run_id: str) -> str:
-    """Kill every process on the node that carries the run's marker: TERM, up to
-    STOP_GRACE_SECONDS for them to leave (a trainer saving its checkpoint), then KILL."""
+def stop_command(run_id: str, grace: float = STOP_GRACE_SECONDS) -> str:
+    """Kill every process on the node that carries the run's marker: TERM, up to `grace`
+    seconds for them to leave (a trainer saving its checkpoint), then KILL. A torchrun agent
+    (`python .../torchrun`) is not waited for once the rest are gone: it has nothing to save,
+    and its own shutdown took 0.5-0.9 s here, which the survivors of a preemption waited on
+    before they could start again."""
     marker = shlex.quote(f"TRAINCTL_RUN_ID={run_id}")
     scan = ("for p in /proc/[0-9]*; do "
             f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx {marker}; then "
             "{action}; fi; done")
-    left = "left=0; " + scan.format(action="left=1") + '; [ "$left" = 1 ]'
-    polls = int(STOP_GRACE_SECONDS / 0.1)
+    not_agent = "case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in *'/torchrun '*) ;; *) left=1;; esac"
+    left = "left=0; " + scan.format(action=not_agent) + '; [ "$left" = 1 ]'
+    polls = int(grace / 0.1)
     return (f"{scan.format(action='kill -TERM ${p#/proc/} 2>/dev/null')}; "
             f"i=0; while [ $i -lt {polls} ] && {{ {left}; }}; do sleep 0.1; i=$((i+1)); done; "
             f"{scan.format(action='kill -KILL ${p#/proc/} 2>/dev/null')}; true")
@@ -565,7 +571,9 @@ def heartbeat(conn, node: Node, outcome: NodeOutcome, done: threading.Event,
 
 def stop_run(inventory: Inventory, run_id: str, nodes: list[Node] | None = None) -> None:
     """Stop the run's processes on the given nodes (all by default), in parallel."""
-    targets = nodes or list(inventory.nodes)
+    targets = list(inventory.nodes) if nodes is None else nodes
+    if not targets:
+        return
 
     def stop(node: Node) -> None:
         try:
@@ -580,15 +588,18 @@ def stop_run(inventory: Inventory, run_id: str, nodes: list[Node] | None = None)
 
 
 def _stop_until_ended(inventory: Inventory, run_id: str, nodes: list[Node],
-                      sessions: list[Future]) -> None:
+                      sessions: list[Future], reclaimed: frozenset[str] = frozenset()) -> None:
     """Stop the run everywhere, then again on each node whose session is still open (its command
-    may have been starting while the first stop went out), until every session has ended."""
-    stop_run(inventory, run_id)
+    may have been starting while the first stop went out), until every session has ended.
+    Nodes the provider is reclaiming are left to their shutdown, which sends their programs
+    SIGTERM itself: connecting to a VM on its way out waits until it is gone (or until a new one
+    answers at its address), and the survivors' restart would wait on that."""
+    stop_run(inventory, run_id, [n for n in inventory.nodes if n.name not in reclaimed])
     while True:
         _, pending = wait_for_futures(sessions, timeout=RESTOP_SECONDS)
         if not pending:
             return
-        stop_run(inventory, run_id, [n for n, f in zip(nodes, sessions) if not f.done()])
+        stop_run(inventory, run_id, [n for n, f in zip(nodes, sessions) if not f.done() and n.name not in reclaimed])
 
 
 @dataclass
@@ -597,24 +608,56 @@ class Recovery:
     `reclaimed(nodes)` says which of the nodes that stopped answering the provider has stopped or
     deleted (a preemption whose notice never arrived), `recreate(nodes)` brings them back and
     returns the inventory to go on with, `bootstrap(inventory, nodes)` puts code and environment
-    on them while the others already start the job."""
+    on them while the others already start the job. `keeps_addresses`: recreated nodes come back
+    at their old addresses (the provider says so), so nothing the others' commands name changes
+    and they may start again before the recreation is done."""
     reclaimed: Callable[[list[str]], list[str]]
     recreate: Callable[[list[str]], Inventory]
     bootstrap: Callable[[Inventory, list[str]], None] = lambda _inventory, _nodes: None
+    keeps_addresses: bool = False
 
 
 # recreated nodes' inventory, the tries it took, and their bootstrap under way
 Recovered = tuple[Inventory, int, Future[None]]
 
 
+def once_joined(recovered: Future[Recovered]) -> Future[Inventory]:
+    """The recreated nodes' inventory, once they are recreated and bootstrapped (chained by
+    callbacks: no thread waits for it)."""
+    joined: Future[Inventory] = Future()
+
+    def recreated(f: Future[Recovered]) -> None:
+        try:
+            inventory, _tries, bootstrapped = f.result()
+        except BaseException as exc:
+            joined.set_exception(exc)
+            return
+
+        def bootstrap_done(b: Future[None]) -> None:
+            try:
+                b.result()
+            except BaseException as exc:
+                joined.set_exception(exc)
+            else:
+                joined.set_result(inventory)
+
+        bootstrapped.add_done_callback(bootstrap_done)
+
+    recovered.add_done_callback(recreated)
+    return joined
+
+
 @dataclass
 class RecoveryRecord:
     nodes: list[str]
     lost_at: float  # when the first loss was noticed
-    resumed_at: float  # when the job was started again
+    resumed_at: float  # when the job was started again on every node
     tries: int  # recreate attempts (more than 1: the provider had no capacity for a while)
     furthest_step: int | None  # the furthest step the program printed before the loss
     resumed_from_step: int | None = None  # the step it said it resumed from
+
+    def joined(self, _recreated: Future) -> None:
+        self.resumed_at = time.time()
 
     @property
     def seconds(self) -> float:
@@ -675,7 +718,8 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     Preempted nodes are recreated through `recovery` and the job resumes: a recovery (up to
     max_recoveries, waiting out capacity shortages), not one of the job's reruns. Recreating
     starts as soon as the loss is seen, while the survivors are still being stopped; the
-    survivors start again while the recreated nodes are bootstrapped."""
+    survivors start again once stopped where the recreated nodes keep their addresses
+    (otherwise once those are known), and wait in torchrun's rendezvous for them."""
     recoveries: list[RecoveryRecord] = []
     recreating: dict[tuple[str, ...], Future[Recovered]] = {}
     background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recreate")
@@ -711,7 +755,8 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
     attempt = reruns = 0
     pending: RecoveryRecord | None = None
     while not result.ok and not result.cancelled:
-        joining: dict[str, Future[None]] = {}
+        joining: dict[str, Future[Inventory]] = {}
+        recovering: Future[Recovered] | None = None
         find_reclaimed(result, recovery, echo)
         lost = result.preempted()
         if lost:
@@ -733,17 +778,22 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
             if started is None:
                 echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)}, then "
                      "resuming from the latest checkpoint")
-                inventory, tries, bootstrapped = recover(lost)
-            else:
-                inventory, tries, bootstrapped = started.result()
-            pending = RecoveryRecord(lost, lost_at, time.time(), tries, furthest)
-            recoveries.append(pending)
-            if all(uses_torchrun(n, spec, inventory) for n in program_nodes(inventory, spec)):
-                # The others start at once with the recreated nodes' addresses: their agents
-                # (torch's import, the rendezvous) get ready while those nodes are bootstrapped.
-                joining = {name: bootstrapped for name in lost}
+                started = Future()
+                started.set_result(recover(lost))
+            rendezvous = all(uses_torchrun(n, spec, inventory) for n in program_nodes(inventory, spec))
+            if not (rendezvous and recovery.keeps_addresses):
+                inventory = started.result()[0]  # the others' commands name the new addresses
+            if rendezvous:
+                # The others start now: their agents (torch's import, the rendezvous) get ready
+                # while the lost nodes are recreated and bootstrapped, then those join them.
+                joining = {name: once_joined(started) for name in lost}
             else:  # programs without torchrun's rendezvous to wait in start all together
-                bootstrapped.result()
+                started.result()[2].result()
+            recovering = started
+            pending = RecoveryRecord(lost, lost_at, time.time(), 0, furthest)
+            recoveries.append(pending)
+            for joined in joining.values():  # every node runs again once the last one joins
+                joined.add_done_callback(pending.joined)
         elif reruns >= spec.job_retries:
             break
         elif result.permanent(spec.permanent_exit_codes):
@@ -758,8 +808,10 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
             stop_run(inventory, spec.run_id)
         attempt += 1
         result = launch_once(inventory, spec, log_dir, echo, attempt, cancel, on_lost=on_lost, joining=joining)
-        for bootstrapping in set(joining.values()):
-            bootstrapping.result()  # a recreated node that could not be bootstrapped ends the run
+        for joined in joining.values():
+            joined.result()  # a node that could not be recreated or bootstrapped ends the run
+        if recovering is not None and pending is not None:
+            inventory, pending.tries, _ = recovering.result()
         if pending is not None:
             pending.resumed_from_step, pending = result.resumed_step(), None
     result.attempts = attempt + 1
@@ -771,15 +823,15 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
 NOT_STARTED = "not started: the run was stopping"
 
 
-def wait_to_join(ready: Future[None], stopping: threading.Event) -> bool:
-    """Wait for a joining node's bootstrap (its failure raises); False if the run stops first."""
+def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Inventory | None:
+    """Wait for a joining node to be recreated and bootstrapped (a failure raises): the inventory
+    that has it; None if the run stops first."""
     while not stopping.is_set():
         try:
-            ready.result(timeout=0.2)
-            return True
+            return ready.result(timeout=0.2)
         except FutureTimeout:
             continue
-    return False
+    return None
 
 
 def write_result(log_dir: Path, result: LaunchResult) -> None:
@@ -797,10 +849,11 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 echo: Callable[[str], None], attempt: int,
                 cancel: threading.Event | None = None,
                 on_lost: Callable[[list[str]], None] = lambda _: None,
-                joining: Mapping[str, Future[None]] | None = None) -> LaunchResult:
+                joining: Mapping[str, Future[Inventory]] | None = None) -> LaunchResult:
     """Run the plan on every node; on the first failure stop the rest. Blocks until done.
     `on_lost` hears of preempted nodes before the others are stopped. A node in `joining`
-    starts when its future is done (its bootstrap), the others at once."""
+    starts when its future gives the inventory that has it recreated and bootstrapped (its
+    host keys, its address), the others at once."""
     log_dir.mkdir(parents=True, exist_ok=True)
     joining = joining or {}
     commands = plan(inventory, spec, attempt, joiners=bool(joining))
@@ -827,10 +880,17 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                               direct_rank=node.rank if direct else None, quiet=stopping)
         done = threading.Event()
         try:
-            if node.name in joining and not wait_to_join(joining[node.name], stopping):
+            reached: Inventory | None = inventory
+            command = commands[node.name]
+            if node.name in joining:
+                reached = wait_to_join(joining[node.name], stopping)
+                if reached is not None:
+                    node = reached.node(node.name)
+                    command = node_command(reached, node, spec, attempt, joiners=True)
+            if reached is None:
                 outcome.exit_code, outcome.error = -1, NOT_STARTED
             else:
-                conn = open_connection(inventory, node, deadline=time.monotonic() + 60)
+                conn = open_connection(reached, node, deadline=time.monotonic() + 60)
                 with conn:
                     if stopping.is_set():  # connected after the stop: never start
                         outcome.exit_code, outcome.error = -1, NOT_STARTED
@@ -840,7 +900,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                         threading.Thread(target=watch_preemption,
                                          args=(conn, node, outcome, done, first_failure.set, echo),
                                          daemon=True).start()
-                        result = conn.run(commands[node.name], warn=True, hide=False, pty=False,
+                        result = conn.run(command, warn=True, hide=False, pty=False,
                                           out_stream=printer, err_stream=printer, in_stream=False)
                         outcome.exit_code = result.exited
                         if result.exited and not outcome.preempted and is_preempted(conn):
@@ -889,7 +949,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
                 if lost and not permanent:
                     on_lost(sorted(lost))
-                _stop_until_ended(inventory, spec.run_id, nodes, futures)
+                _stop_until_ended(inventory, spec.run_id, nodes, futures, frozenset(lost))
                 break
     except BaseException:
         stopping.set()

@@ -392,6 +392,9 @@ CAPACITY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "insufficientCapacity",
                    "does not have enough resources available", "no more capacity in the zone")
 # How long a repair waits for a TPU's deletion to finish before `up` recreates it.
 TPU_DELETE_TIMEOUT_SECONDS = 600
+# A deleted VM or TPU comes back with a new ephemeral internal address: the others' commands
+# (the rendezvous host, CLUSTER_SPEC) wait until it is known.
+repair_keeps_addresses = False
 
 
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:

@@ -704,6 +704,10 @@ def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
     return result
 
 
+# A repaired node has its old name and address: the others' commands stay right.
+repair_keeps_addresses = True
+
+
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
     """Bring preempted nodes back under their names and addresses, as a managed instance group
     recreates a spot VM: a stopped node starts again on its disk, a deleted one gets a new disk
