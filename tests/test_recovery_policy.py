@@ -151,7 +151,7 @@ def test_a_recreated_node_joins_once_recreated_and_bootstrapped_and_either_failu
         joined.result(timeout=1)
 
 
-def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool) -> dict:
+def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool, lost: str = "node1") -> dict:
     """A launch whose first attempt loses node1 to a preemption; the fake second attempt records
     what it was started with and whether node1 had been recreated by then."""
     from trainctl import launch as launch_mod
@@ -174,16 +174,20 @@ def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool) -> dict:
 
     def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=lambda _: None, joining=None):
         if attempt == 0:
-            lost = NodeOutcome("node1", 1, exit_code=-1, preempted=True, lost_at=1.0)
-            on_lost(["node1"])
-            return LaunchResult(spec.run_id, [NodeOutcome("node0", 0, exit_code=143, collateral=True), lost])
-        seen.update(inventory=inventory, recreated_at_start=seen.get("recreated", False))
+            outcomes = [NodeOutcome(f"node{i}", i, exit_code=143, collateral=True) for i in range(2)]
+            for o in outcomes:
+                if o.node == lost:
+                    o.preempted, o.lost_at, o.collateral = True, 1.0, False
+            on_lost([lost])
+            return LaunchResult(spec.run_id, outcomes)
+        seen.update(inventory=inventory, recreated_at_start=seen.get("recreated", False), joining=dict(joining or {}))
         release.set()
-        seen["joined"] = joining["node1"].result(timeout=10)
+        if joining:
+            seen["joined"] = joining[lost].result(timeout=10)
         return LaunchResult(spec.run_id, [NodeOutcome("node0", 0, exit_code=0), NodeOutcome("node1", 1, exit_code=0)])
 
     monkeypatch.setattr(launch_mod, "launch_once", launch_once)
-    if not keeps_addresses:
+    if not keeps_addresses or lost == "node0":
         release.set()  # nothing waits for the survivors: the recreation may finish first
     recovery = Recovery(lambda n: n, recreate, keeps_addresses=keeps_addresses)
     result = launch(before, LaunchSpec(run_id="r", command=("python", "t.py")), tmp_path,
@@ -205,3 +209,9 @@ def test_survivors_wait_for_the_new_addresses_where_a_recreated_node_gets_new_on
     assert seen["recreated_at_start"] is True
     assert seen["inventory"].known_hosts == "/repaired/known_hosts"  # their commands name node1's new address
     assert seen["result"].ok
+
+
+def test_survivors_wait_for_a_lost_rendezvous_host_and_all_start_together(monkeypatch, tmp_path) -> None:
+    seen = _recovering_launch(monkeypatch, tmp_path, keeps_addresses=True, lost="node0")
+    assert seen["recreated_at_start"] is True and seen["joining"] == {}
+    assert seen["inventory"].known_hosts == "/repaired/known_hosts" and seen["result"].ok

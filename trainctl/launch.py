@@ -781,13 +781,17 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
                 started = Future()
                 started.set_result(recover(lost))
             rendezvous = all(uses_torchrun(n, spec, inventory) for n in program_nodes(inventory, spec))
-            if not (rendezvous and recovery.keeps_addresses):
-                inventory = started.result()[0]  # the others' commands name the new addresses
-            if rendezvous:
+            if rendezvous and torch_group(inventory)[0].name not in lost:
+                if not recovery.keeps_addresses:
+                    inventory = started.result()[0]  # the others' commands name the new addresses
                 # The others start now: their agents (torch's import, the rendezvous) get ready
                 # while the lost nodes are recreated and bootstrapped, then those join them.
                 joining = {name: once_joined(started) for name in lost}
-            else:  # programs without torchrun's rendezvous to wait in start all together
+            else:
+                # Programs without torchrun's rendezvous to wait in, or a lost rendezvous host
+                # (the others' agents would give up on its store after torch's 60 s): all start
+                # together.
+                inventory = started.result()[0]
                 started.result()[2].result()
             recovering = started
             pending = RecoveryRecord(lost, lost_at, time.time(), 0, furthest)
