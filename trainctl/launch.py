@@ -599,7 +599,8 @@ def _stop_until_ended(inventory: Inventory, run_id: str, nodes: list[Node],
         _, pending = wait_for_futures(sessions, timeout=RESTOP_SECONDS)
         if not pending:
             return
-        stop_run(inventory, run_id, [n for n, f in zip(nodes, sessions) if not f.done() and n.name not in reclaimed])
+        stop_run(inventory, run_id, [n for n, f in zip(nodes, sessions)
+                                     if not f.done() and n.name not in reclaimed])
 
 
 @dataclass
