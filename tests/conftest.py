@@ -51,17 +51,15 @@ def trainctl_home(monkeypatch):
     shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def trainer_python() -> Path:
-    """An interpreter with the reference trainers' requirements, built as bootstrap seeds the
-    nodes' environments (uv, the machine's shared uv cache and wheelhouse): trainers run here
-    as plain processes."""
+def seeded_python(requirements: Path) -> Path:
+    """An interpreter with a trainer's requirements, built as bootstrap seeds the nodes'
+    environments (uv, the machine's shared uv cache and wheelhouse): trainers run here as plain
+    processes."""
     import hashlib
 
     from infra.local.realizer import LOCAL_WHEELHOUSE
     from infra.stack_home import cache_dir
 
-    requirements = REPO / "trainers" / "requirements.txt"
     digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
     seed = cache_dir() / "seed" / f"tests-{digest}"
     env = {**os.environ, "UV_CACHE_DIR": str(cache_dir() / "uv"), "UV_LINK_MODE": "hardlink",
@@ -76,6 +74,18 @@ def trainer_python() -> Path:
                         str(requirements)], env=env, check=True)
         (seed / ".complete").touch()
     return seed / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def trainer_python() -> Path:
+    """The PyTorch trainers' interpreter."""
+    return seeded_python(REPO / "trainers" / "requirements.txt")
+
+
+@pytest.fixture(scope="session")
+def tf_trainer_python() -> Path:
+    """The TensorFlow trainers' interpreter."""
+    return seeded_python(REPO / "trainers" / "requirements-tf.txt")
 
 
 def leftovers(stack: str) -> list[str]:

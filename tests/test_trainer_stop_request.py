@@ -1,12 +1,14 @@
-"""The reference DDP trainer treats SIGTERM (a spot VM's shutdown, a stop) as a request: the step
-in flight and any checkpoint being written finish, the exact position is saved, and a resumed
-run ends where an undisturbed one does. Real processes, a local job dir."""
+"""The reference trainers (PyTorch DDP, TensorFlow multi-worker) treat SIGTERM (a spot VM's
+shutdown, a stop) as a request: the step in flight and any checkpoint being written finish, the
+exact position is saved, and a resumed run ends where an undisturbed one does. Real processes, a
+local job dir."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import textwrap
 import time
@@ -56,6 +58,69 @@ def test_sigterm_mid_epoch_saves_the_position_and_the_resumed_run_ends_as_an_und
     metrics = json.loads((job / "metrics.json").read_text())
     assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
     assert [h["step"] for h in metrics["history"]] == [h["step"] for h in undisturbed["history"]]
+
+
+
+def free_loopback_ports(count: int) -> list[int]:
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_sigterm_on_one_tf_worker_stops_both_at_one_step_and_the_resumed_run_ends_as_an_undisturbed_one(
+        tmp_path, tf_trainer_python):
+    """Two MultiWorkerMirroredStrategy workers on loopback, as TF_CONFIG describes them. Only
+    the non-chief gets SIGTERM (its VM is the one reclaimed): its stop vote reaches the chief in
+    the next step's all-reduce, both leave after that step, and the chief saves that position."""
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_loopback_ports(2)]}
+
+    def workers(job_dir: Path, *extra: str) -> list[subprocess.Popen[str]]:
+        return [subprocess.Popen(
+            [str(tf_trainer_python), "-m", "trainers.digits_keras", "--epochs", "3", "--job-dir",
+             str(job_dir), *extra], cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+                 "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
+            for i in range(2)]
+
+    def finish(procs: list[subprocess.Popen[str]], head: str = "") -> tuple[list[int], str]:
+        try:
+            outputs = [p.communicate(timeout=180)[0] for p in procs]
+        finally:
+            for p in procs:
+                p.kill()
+        return [p.returncode for p in procs], head + outputs[0]
+
+    codes, calm = finish(workers(tmp_path / "calm"))
+    assert codes == [0, 0], calm
+    undisturbed = json.loads((tmp_path / "calm" / "metrics.json").read_text())
+
+    job = tmp_path / "stopped"
+    procs = workers(job, "--epoch-sleep", "0.5")
+    chief = procs[0]
+    assert chief.stdout
+    head = ""
+    for line in chief.stdout:
+        head += line
+        if line.startswith("epoch 1/3"):
+            break
+    procs[1].send_signal(signal.SIGTERM)  # lands in the pause or epoch 2's first steps
+    codes, output = finish(procs, head)
+    assert codes == [128 + signal.SIGTERM] * 2, output
+    assert "(a peer's SIGTERM); checkpoint saved" in output, output
+    stopped_at = int(output.split("stopping at step ")[1].split()[0])
+    assert stopped_at > undisturbed["steps_per_epoch"]  # not the epoch checkpoint: a later step
+
+    codes, resumed = finish(workers(job))
+    assert codes == [0, 0], resumed
+    assert f"(step {stopped_at})" in resumed  # nothing redone
+    metrics = json.loads((job / "metrics.json").read_text())
+    assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
+    assert metrics["history"] == undisturbed["history"]  # the same batches in the same order
 
 
 # A checkpoint write that receives SIGTERM halfway through its bytes (as a reclaimed VM's
