@@ -754,10 +754,9 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
                        recover: Callable[[list[str]], Recovered]) -> LaunchResult:
     result = launch_once(inventory, spec, log_dir, echo, 0, cancel, on_lost=on_lost)
     attempt = reruns = 0
-    pending: RecoveryRecord | None = None
     while not result.ok and not result.cancelled:
         joining: dict[str, Future[Inventory]] = {}
-        recovering: Future[Recovered] | None = None
+        pending: tuple[RecoveryRecord, Future[Recovered]] | None = None  # this attempt's recovery
         find_reclaimed(result, recovery, echo)
         lost = result.preempted()
         if lost:
@@ -787,18 +786,18 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
                     inventory = started.result()[0]  # the others' commands name the new addresses
                 # The others start now: their agents (torch's import, the rendezvous) get ready
                 # while the lost nodes are recreated and bootstrapped, then those join them.
-                joining = {name: once_joined(started) for name in lost}
+                joining = dict.fromkeys(lost, once_joined(started))
             else:
                 # Programs without torchrun's rendezvous to wait in, or a lost rendezvous host
                 # (the others' agents would give up on its store after torch's 60 s): all start
                 # together.
                 inventory = started.result()[0]
                 started.result()[2].result()
-            recovering = started
-            pending = RecoveryRecord(lost, lost_at, time.time(), 0, furthest)
-            recoveries.append(pending)
-            for joined in joining.values():  # every node runs again once the last one joins
-                joined.add_done_callback(pending.joined)
+            record = RecoveryRecord(lost, lost_at, time.time(), 0, furthest)
+            recoveries.append(record)
+            pending = record, started
+            for joined in set(joining.values()):  # every node runs again once they have joined
+                joined.add_done_callback(record.joined)
         elif reruns >= spec.job_retries:
             break
         elif result.permanent(spec.permanent_exit_codes):
@@ -813,12 +812,12 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
             stop_run(inventory, spec.run_id)
         attempt += 1
         result = launch_once(inventory, spec, log_dir, echo, attempt, cancel, on_lost=on_lost, joining=joining)
-        for joined in joining.values():
+        for joined in set(joining.values()):
             joined.result()  # a node that could not be recreated or bootstrapped ends the run
-        if recovering is not None and pending is not None:
-            inventory, pending.tries, _ = recovering.result()
         if pending is not None:
-            pending.resumed_from_step, pending = result.resumed_step(), None
+            record, recovered = pending
+            inventory, record.tries, _ = recovered.result()
+            record.resumed_from_step = result.resumed_step()
     result.attempts = attempt + 1
     result.recoveries = recoveries
     write_result(log_dir, result)
