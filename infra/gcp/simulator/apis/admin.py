@@ -1,0 +1,46 @@
+"""The simulator's own endpoints: what Google has no API for, under /trainctl-sim/v1/."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from infra.gcp.simulator.errors import ApiError
+from infra.gcp.simulator.project import ProjectFile
+from infra.gcp.simulator.server import Simulator, admin
+
+
+@admin("POST", "projects")
+def create_project(sim: Simulator, _m: re.Match[str], body: Any) -> Any:
+    """Creates the project a project file describes; an existing one is left as it is (its
+    state is the project's life so far), unless the body says `replace: true`."""
+    body = dict(body or {})
+    replace = bool(body.pop("replace", False))
+    spec = ProjectFile.model_validate(body)
+    with sim.store.transaction() as world:
+        projects = world.data["projects"]
+        if spec.project in projects and not replace:
+            return {"project": spec.project, "created": False}
+        projects[spec.project] = spec.initial_state()
+        return {"project": spec.project, "created": True}
+
+
+@admin("GET", "projects/(?P<project>[^/]+)")
+def get_project(sim: Simulator, m: re.Match[str], _body: Any) -> Any:
+    with sim.store.transaction() as world:
+        project = world.project(m["project"])
+        if project is None:
+            raise ApiError(404, f"no simulated project {m['project']}")
+        return {k: v for k, v in project.items() if k != "collections"}
+
+
+@admin("PATCH", "projects/(?P<project>[^/]+)/quotas")
+def set_quotas(sim: Simulator, m: re.Match[str], body: Any) -> Any:
+    """Raises or lowers quota limits, as a granted quota request would: {region: {metric: n}}."""
+    with sim.store.transaction() as world:
+        project = world.project(m["project"])
+        if project is None:
+            raise ApiError(404, f"no simulated project {m['project']}")
+        for region, limits in (body or {}).items():
+            project["quotas"].setdefault(region, {}).update(limits)
+        return project["quotas"]

@@ -1,0 +1,243 @@
+"""The simulator's HTTP front end: Google's REST APIs on one loopback address.
+
+A request is routed by the discovery documents (discovery.py), checked as Google's front end
+checks it (validation.py), refused where its project does not exist or has not enabled the API
+(403 SERVICE_DISABLED, as every Google API answers), and then answered by the handler an API
+module registered for the method's id (`@handles("compute.instances.insert")`), inside one
+transaction on the world document (state.py). Methods nobody registered answer 501, naming
+the method: the simulator models what trainctl and its program call, and says where it stops.
+
+Paths under /trainctl-sim/v1/ are the simulator's own (what Google has no API for: preempting
+a VM on request, a stockout switched on, the environment a simulated node offers).
+
+Hand-written over a web framework on purpose: routing comes from the discovery documents, and
+the standard library's threading server is all the transport that needs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+from infra.gcp.simulator import discovery, validation
+from infra.gcp.simulator.errors import ApiError, not_found, service_disabled, unimplemented
+from infra.gcp.simulator.machines import ApiOnly, MachineBackend
+from infra.gcp.simulator.state import Store, World
+
+
+@dataclass
+class Raw:
+    """A response that is not JSON (object media), or JSON with a status other than 200."""
+    body: bytes
+    content_type: str = "application/octet-stream"
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Call:
+    sim: Simulator
+    world: World
+    method: discovery.Method
+    params: dict[str, str]
+    query: dict[str, list[str]]
+    body: Any
+    raw: bytes
+    headers: dict[str, str]
+    now: float
+
+    def arg(self, name: str, default: str | None = None) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else default
+
+    @property
+    def project_id(self) -> str:
+        """The request's project as the world knows it (by id even if named by number)."""
+        p = self.world.project(project_in(self.params, self.query) or "")
+        assert p is not None
+        return p["id"]
+
+    @property
+    def backend(self) -> MachineBackend:
+        return self.sim.backend
+
+    @property
+    def base_url(self) -> str:
+        return self.sim.url
+
+
+Handler = Callable[[Call], Any]
+HANDLERS: dict[str, Handler] = {}
+# For paths several APIs share (`.../locations/l/operations/o`): whether the call is this API's.
+CLAIMS: dict[str, Callable[[World, dict[str, str]], bool]] = {}
+AdminHandler = Callable[["Simulator", re.Match[str], Any], Any]
+ADMIN: list[tuple[str, re.Pattern[str], AdminHandler]] = []
+ADMIN_PREFIX = "/trainctl-sim/v1/"
+
+
+def handles(method_id: str, claims: Callable[[World, dict[str, str]], bool] | None = None
+            ) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        HANDLERS[method_id] = fn
+        if claims is not None:
+            CLAIMS[method_id] = claims
+        return fn
+    return register
+
+
+def admin(verb: str, pattern: str) -> Callable[[AdminHandler], AdminHandler]:
+    def register(fn: AdminHandler) -> AdminHandler:
+        ADMIN.append((verb, re.compile("^" + ADMIN_PREFIX + pattern + "$"), fn))
+        return fn
+    return register
+
+
+def project_in(params: dict[str, str], query: dict[str, list[str]]) -> str | None:
+    if "project" in params:
+        return params["project"]
+    for value in params.values():
+        m = re.match(r"^projects/([^/]+)", value)
+        if m:
+            return m[1]
+    if "project" in query:  # storage buckets.insert / buckets.list
+        return query["project"][0]
+    return None
+
+
+def _load_api_modules() -> None:
+    """Each module registers its handlers and tickers when imported."""
+    from infra.gcp.simulator import apis  # noqa: F401
+
+
+class Simulator:
+    """The simulated cloud whose state lives in `home`, served on loopback while running."""
+
+    def __init__(self, home: Path, backend: MachineBackend | None = None) -> None:
+        _load_api_modules()
+        self.store = Store(home)
+        self.home = home
+        self.backend: MachineBackend = backend or ApiOnly()
+        self.router = discovery.router()
+        self._server: ThreadingHTTPServer | None = None
+        self.url = ""
+
+    # -- serving ----------------------------------------------------------------------------
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        sim = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                status, headers, body = sim.handle(self.command, self.path, raw,
+                                                   {k.lower(): v for k, v in self.headers.items()})
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="gcp-simulator", daemon=True).start()
+        self.url = f"http://{host}:{self._server.server_address[1]}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def handle(self, verb: str, target: str, raw: bytes, headers: dict[str, str]
+               ) -> tuple[int, dict[str, str], bytes]:
+        split = urlsplit(target)
+        query = parse_qs(split.query, keep_blank_values=True)
+        legacy = True
+        try:
+            if split.path.startswith(ADMIN_PREFIX):
+                return _json(200, self._admin(verb, split.path, raw))
+            routes = self.router.match(verb, split.path)
+            if not routes:
+                raise ApiError(404, f"The requested URL {split.path} was not found on this server.")
+            route = self._choose(routes)
+            legacy = route.method.api.legacy_errors
+            validation.check_query(route.method, query)
+            body = self._body(route.method, raw, headers)
+            with self.store.transaction() as world:
+                self._admit(world, route, query)
+                handler = HANDLERS.get(route.method.id)
+                if handler is None:
+                    raise unimplemented(route.method.id)
+                call = Call(self, world, route.method, route.params, query, body, raw, headers, time.time())
+                result = handler(call)
+            if isinstance(result, Raw):
+                return result.status, {"Content-Type": result.content_type, **result.headers}, result.body
+            return _json(200, {} if result is None else result)
+        except ApiError as exc:
+            return _json(exc.code, exc.body(legacy))
+
+    def _choose(self, routes: list[discovery.Route]) -> discovery.Route:
+        handled = [r for r in routes if r.method.id in HANDLERS] or routes
+        if len(handled) > 1:
+            with self.store.transaction() as world:
+                claimed = [r for r in handled if CLAIMS.get(r.method.id, lambda w, p: False)(world, r.params)]
+            handled = claimed or handled
+        return handled[0]
+
+    def _body(self, method: discovery.Method, raw: bytes, headers: dict[str, str]) -> Any:
+        if not raw or not headers.get("content-type", "application/json").startswith("application/json"):
+            return validation.check_body(method, None) if method.request and not raw else None
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            raise ApiError(400, "Invalid JSON payload received. Unexpected token.") from None
+        return validation.check_body(method, body)
+
+    def _admit(self, world: World, route: discovery.Route, query: dict[str, list[str]]) -> None:
+        """The project must exist and have enabled the API (Service Usage itself is on in
+        every project)."""
+        project_id = project_in(route.params, query)
+        if project_id is None:
+            return  # bucket- or object-scoped storage calls: their handlers find the project
+        project = world.project(project_id)
+        api = route.method.api
+        if project is None:
+            if api.legacy_errors:
+                raise not_found(f"projects/{project_id}")
+            raise ApiError(403, f"Permission denied on resource project {project_id}.", details=[{
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "CONSUMER_INVALID",
+                "domain": "googleapis.com", "metadata": {"consumer": f"projects/{project_id}",
+                                                        "service": api.service}}])
+        if project["services"].get(api.service) != "ENABLED":
+            raise service_disabled(api.service, project["number"], api.doc.get("title", api.service))
+
+    def _admin(self, verb: str, path: str, raw: bytes) -> Any:
+        body = json.loads(raw) if raw else None
+        for want, pattern, fn in ADMIN:
+            m = pattern.match(path)
+            if m and want == verb:
+                return fn(self, m, body)
+        raise ApiError(404, f"no simulator endpoint {verb} {path}")
+
+
+def _json(status: int, doc: Any) -> tuple[int, dict[str, str], bytes]:
+    return status, {"Content-Type": "application/json; charset=UTF-8"}, json.dumps(doc).encode()
