@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
 
 from infra.errors import ConfigError
@@ -61,6 +62,10 @@ class Realizer(Protocol):
     def reap(self, *, project: str | None, dry_run: bool, progress: Progress) -> list[str]: ...
 
     def repair(self, stack: str, nodes: list[str], progress: Progress) -> Inventory: ...
+
+    def simulate(self, spec: ClusterSpec, project_file: Path | None) -> None:
+        """Point this process at a simulated project (`--simulate`) where the provider has one."""
+        ...
 
     def instance_status(self, stack: str, nodes: list[str]) -> dict[str, str | None]:
         """RUNNING, TERMINATED (stopped) or None (gone) per node, as the provider reports it."""

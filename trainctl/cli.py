@@ -60,6 +60,17 @@ def _run_id_argument(value: str | None) -> str | None:
 StackOpt = Annotated[str, typer.Option("--stack", "-s", callback=_stack_argument,
                                        help="stack name (stacks/Pulumi.<stack>.yaml) or stack file")]
 NodesOpt = Annotated[Optional[str], typer.Option("--nodes", help="comma-separated node names or ranks")]
+SimulateOpt = Annotated[bool, typer.Option(
+    "--simulate", help="gcp stacks: stand the stack up in a simulated project on this machine "
+                       "(no Google account; the GCP realizer runs end to end against it)")]
+SimulatedProjectOpt = Annotated[Optional[Path], typer.Option(
+    "--simulated-project", help="YAML describing the simulated project (APIs off, quotas, "
+                                "stockouts); implies --simulate")]
+
+
+def _simulate_if_asked(spec, simulate: bool, project_file: Path | None) -> None:
+    if simulate or project_file is not None:
+        realizers.for_spec(spec).simulate(spec, project_file)
 
 
 def console():
@@ -162,8 +173,13 @@ def ls_() -> None:
 @app.command()
 def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to sweep (default: "
                                                               "this machine's local stacks)")] = None,
-         dry_run: Annotated[bool, typer.Option(help="list, delete nothing")] = False) -> None:
+         dry_run: Annotated[bool, typer.Option(help="list, delete nothing")] = False,
+         simulate: SimulateOpt = False) -> None:
     """Delete what outlived its TTL: local stacks here, or trainctl's GCP VMs and TPUs."""
+    if simulate:
+        from infra.gcp import simulation
+
+        simulation.activate(project)
     if not realizers.reap(project, dry_run, say):
         say("nothing expired")
 
@@ -181,11 +197,13 @@ def init(directory: Annotated[Path, typer.Argument(help="your repository (defaul
 
 @app.command()
 def up(stack: StackOpt = "local",
-       nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
+       nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None,
+       simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Create the stack's cluster."""
     from infra.stack_config import load_stack
 
     spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
+    _simulate_if_asked(spec, simulate, simulated_project)
     start = time.monotonic()
     inventory = realizers.for_spec(spec).up(spec, say)
     say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
@@ -391,7 +409,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an 
         framework: Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
                                                               "(default: from the training image)")] = None,
         show_plan: Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
-                                                               "mapping) and run nothing")] = False) -> None:
+                                                               "mapping) and run nothing")] = False,
+        simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.experiment import run_experiment
     from trainctl.experiment_spec import load_experiment
@@ -418,6 +437,11 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an 
         return
     for note in notes:
         say(f"note: {note}")
+    if simulate or simulated_project is not None:
+        from infra.stack_config import load_stack
+
+        _simulate_if_asked(load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True}),
+                           simulate, simulated_project)
 
     def board(inventory):
         return NodeBoard(f"bootstrap {inventory.stack}", [n.name for n in inventory.nodes],

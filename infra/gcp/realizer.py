@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from infra import cost, keys
 from infra.cost import Estimate
+from infra.gcp import simulation
 from infra.errors import CapacityUnavailable
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node, Registry
@@ -148,6 +149,7 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
         record_provider(spec.name, "gcp")
+        simulation.record(spec.name)
         client_key = sdir / "keys" / "id_ed25519"
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
@@ -203,7 +205,8 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
         known_hosts=str(sdir / "keys" / "known_hosts"),
         kubeconfig=str(kubeconfig) if kubeconfig else None,
         gke_service_account=partial.get("gke_service_account"),
-        registry=Registry(**partial["registry"]) if partial.get("registry") else None)
+        registry=Registry(**partial["registry"]) if partial.get("registry") else None,
+        **simulation.inventory_extras())
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
     inventory.write(sdir / "inventory.json")
     return inventory
@@ -212,6 +215,7 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
 def inventory(stack: str) -> Inventory:
     """The stack's inventory; a stack that `pulumi up` made alone is adopted on first use."""
     path = state_dir(stack) / "inventory.json"
+    simulation.resume(stack)
     if path.exists():
         return Inventory.read(path)
     return adopt(stack, lambda _line: None)
@@ -260,6 +264,7 @@ def _private_key_for(stack: str, public: str | None) -> Path:
 def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
     """`pulumi destroy`, keeping stacks/Pulumi.<stack>.yaml. With force, a failed destroy does
     not stop the teardown: whatever still carries the stack's label is deleted through the APIs."""
+    simulation.resume(stack)
     check_prerequisites()
     sdir = state_dir(stack)
     with stack_lock(stack, "down") as remove_lock:
@@ -354,6 +359,7 @@ def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
     from google.api_core.exceptions import NotFound
     from google.cloud import compute_v1
 
+    simulation.resume(stack)
     cluster = spec(stack)
     if cluster.kind == "gke":
         raise unsupported("gcp", "instance status", "a GKE stack's nodes belong to its node pool; "
@@ -404,6 +410,7 @@ def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
     attributes. Raises CapacityUnavailable while the zone has none (the launcher backs off)."""
     from google.api_core.exceptions import GoogleAPIError
 
+    simulation.resume(stack)
     cluster = spec(stack)
     if cluster.kind == "gke":
         raise unsupported("gcp", "repair", "a GKE stack's node pool replaces preempted nodes and "

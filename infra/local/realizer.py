@@ -638,6 +638,13 @@ def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]
     return found
 
 
+def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
+    from infra.realizers import unsupported
+
+    raise unsupported("local", "--simulate", "the local stack already runs on this machine; "
+                                             "--simulate stands a gcp stack up in a simulated project")
+
+
 # GCE gives a reclaimed spot VM about 30 s between the ACPI shutdown and the stop.
 PREEMPT_GRACE_SECONDS = 30.0
 

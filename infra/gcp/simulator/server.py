@@ -125,18 +125,30 @@ class Simulator:
         self.home = home
         self.backend: MachineBackend = backend or ApiOnly()
         self.router = discovery.router()
-        self._server: ThreadingHTTPServer | None = None
+        self._servers: list[ThreadingHTTPServer] = []
         self.url = ""
+        self.last_request = time.time()
 
     # -- serving ----------------------------------------------------------------------------
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on host:port (0: any free port); returns the URL the controller uses."""
+        server = self._listen(host, port)
+        self.url = f"http://{host}:{server.server_address[1]}"
+        return self.url
+
+    def start_also(self, host: str, port: int) -> None:
+        """A further listener (the service address simulated machines reach)."""
+        self._listen(host, port)
+
+    def _listen(self, host: str, port: int) -> ThreadingHTTPServer:
         sim = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def _serve(self) -> None:
+                sim.last_request = time.time()
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 status, headers, body = sim.handle(self.command, self.path, raw,
@@ -153,17 +165,22 @@ class Simulator:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="gcp-simulator", daemon=True).start()
-        self.url = f"http://{host}:{self._server.server_address[1]}"
-        return self.url
+        server = ThreadingHTTPServer((host, port), Handler)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name=f"gcp-simulator-{host}", daemon=True).start()
+        self._servers.append(server)
+        return server
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        self._servers.clear()
+
+    def has_machines(self) -> bool:
+        """Whether a simulated machine or network exists (the service must stay up for it)."""
+        alive = getattr(self.backend, "alive", None)
+        return bool(alive()) if alive else False
 
     # -- dispatch ---------------------------------------------------------------------------
 

@@ -44,3 +44,8 @@ def set_quotas(sim: Simulator, m: re.Match[str], body: Any) -> Any:
         for region, limits in (body or {}).items():
             project["quotas"].setdefault(region, {}).update(limits)
         return project["quotas"]
+
+
+@admin("GET", "health")
+def health(sim: Simulator, _m: re.Match[str], _body: Any) -> Any:
+    return {"ok": True, "machines": sim.has_machines()}
