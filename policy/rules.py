@@ -144,6 +144,17 @@ def _stack_release_channel_auto_upgrade(resources: Sequence[Resource]) -> Iterat
                            "is set'): set auto_upgrade=True")
 
 
+GKE_NAME_MAX = 40
+
+
+def _gke_name_length(r: Resource) -> Iterator[str]:
+    name = r.props.get("name")
+    if r.type in (T_CLUSTER, T_NODEPOOL) and isinstance(name, str) and len(name) > GKE_NAME_MAX:
+        kind = "cluster" if r.type == T_CLUSTER else "node pool"
+        yield (f"GKE {kind} name {name!r} has {len(name)} characters; GKE takes at most "
+               f"{GKE_NAME_MAX}")
+
+
 def _cluster_deletable(r: Resource) -> Iterator[str]:
     if r.type == T_CLUSTER and _is_trainctl(r.props) and r.props.get("deletionProtection") is not False:
         # pulumi-gcp defaults deletionProtection to true, so unset is as bad as true.
@@ -429,6 +440,10 @@ RULES: tuple[Rule, ...] = (
          "trainctl's GKE clusters must be deletable by `trainctl down` (deletionProtection false).",
          "https://cloud.google.com/kubernetes-engine/docs/how-to/deleting-a-cluster",
          check=_cluster_deletable),
+    Rule("gke-name-length",
+         "GKE cluster and node pool names have at most 40 characters.",
+         "https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster",
+         check=_gke_name_length),
     Rule("gke-tpu-multihost-node-count",
          "A multi-host TPU slice node pool's node count equals its topology's host count.",
          "https://cloud.google.com/kubernetes-engine/docs/concepts/tpus",

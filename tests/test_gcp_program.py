@@ -11,6 +11,8 @@ import pytest
 
 from infra import catalog
 from infra.gcp.mocks import RecordingMocks, evaluate
+from infra.gcp.program import service_account_id
+from infra.gcp.scheduled_reaper import REAPER_PERMISSIONS, build_account_id, reaper_role_id, source_object_name
 from infra.inventory import Inventory
 from infra.stack_config import available_stacks, load_stack, spec_from_pulumi_config
 
@@ -65,9 +67,11 @@ def test_bucket_is_private_with_lifecycle(evaluated):
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
     assert bucket.inputs["forceDestroy"] is spec.ephemeral
     assert bucket.inputs["lifecycleRules"][0]["condition"]["age"] == spec.bucket.retention_days
-    (member,) = ev.of_type("BucketIAMMember")
-    assert member.inputs["role"] == "roles/storage.objectAdmin"
-    assert member.inputs["member"].startswith("serviceAccount:")
+    # the nodes' account: read and write objects of this bucket, nothing else
+    (member,) = [m for m in ev.of_type("BucketIAMMember") if m.inputs["role"] == "roles/storage.objectAdmin"]
+    assert member.inputs["member"].startswith(f"serviceAccount:{service_account_id(spec)}@")
+    others = [m.inputs["role"] for m in ev.of_type("BucketIAMMember") if m is not member]
+    assert others == (["roles/storage.objectViewer"] if spec.scheduled_reaper else [])  # the reaper's build
 
 
 def test_labels_carry_stack_and_expiry(evaluated):
@@ -245,8 +249,24 @@ def test_scheduled_reaper_is_declared_with_least_privilege_and_the_shared_reaper
     (fn,) = ev.of_type("cloudfunctionsv2/function:Function")
     assert fn.inputs["serviceConfig"]["ingressSettings"] == "ALLOW_INTERNAL_ONLY"
     assert fn.inputs["serviceConfig"]["environmentVariables"] == {"REAP_PROJECT": spec.project}
-    roles = sorted(m.inputs["role"] for m in ev.of_type("projects/iAMMember:IAMMember"))
-    assert roles == ["roles/compute.instanceAdmin.v1", "roles/container.clusterAdmin", "roles/tpu.admin"]
+    # The reaper's account holds one custom role with the list/get/delete permissions it uses,
+    # never an admin role (instanceAdmin could set metadata, i.e. inject SSH keys, on every VM).
+    (role,) = ev.of_type("projects/iAMCustomRole:IAMCustomRole")
+    assert set(role.inputs["permissions"]) == set(REAPER_PERMISSIONS)
+    assert all(p.rsplit(".", 1)[1] in ("list", "get", "delete") for p in role.inputs["permissions"])
+    grants = {m.inputs["role"]: m.inputs["member"] for m in ev.of_type("projects/iAMMember:IAMMember")}
+    reaper = grants.pop(f"projects/{spec.project}/roles/{reaper_role_id(spec)}")
+    assert reaper == target["oidcToken"]["serviceAccountEmail"].join(["serviceAccount:", ""])
+    # The function builds as an account of its own (new projects' default build account may
+    # lack the permissions), which may only write build logs and images.
+    assert fn.inputs["buildConfig"]["serviceAccount"] == (
+        f"projects/{spec.project}/serviceAccounts/{build_account_id(spec)}@{spec.project}.iam.gserviceaccount.com")
+    assert set(grants) == {"roles/logging.logWriter", "roles/artifactregistry.writer"}
+    assert set(grants.values()) == {f"serviceAccount:{build_account_id(spec)}@{spec.project}.iam.gserviceaccount.com"}
+    # its source object is named after its content: a changed reaper.py redeploys the function
+    (source,) = ev.of_type("storage/bucketObject:BucketObject")
+    assert source.inputs["name"] == source_object_name()
+    assert fn.inputs["buildConfig"]["source"]["storageSource"]["object"] == source_object_name()
     assert not evaluated_stack("gpu-t4x2")[1].of_type("cloudscheduler/job:Job")
 
 

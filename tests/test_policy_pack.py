@@ -95,6 +95,14 @@ def test_trainctl_clusters_must_be_deletable() -> None:
         "name": "s-gke", "resourceLabels": TRAINCTL, "deletionProtection": False}))
 
 
+def test_gke_names_over_40_characters_are_refused_as_gke_refuses_them() -> None:
+    long = "x" * 41
+    (v,) = fired("gke-name-length", Resource(rules.T_CLUSTER, "c", {"name": long}))
+    assert "41 characters" in v.message
+    assert fired("gke-name-length", Resource(rules.T_NODEPOOL, "p", {"name": long}))
+    assert not fired("gke-name-length", Resource(rules.T_NODEPOOL, "p", {"name": "x" * 40}))
+
+
 def test_multi_host_tpu_pool_holds_exactly_one_slice() -> None:
     def pool(count: float, topology: str = "4x4") -> Resource:
         return Resource(rules.T_NODEPOOL, "p", {

@@ -4,6 +4,8 @@ has exactly the slice's hosts, a compact placement policy and the slice's topolo
 
 from __future__ import annotations
 
+import hashlib
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -33,6 +35,30 @@ users:
       command: gke-gcloud-auth-plugin
       provideClusterInfo: true
 """
+
+
+# GKE's limit for cluster and node pool names (the API refuses longer ones):
+# https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster
+GKE_NAME_MAX = 40
+# The role GKE nodes' own service account needs to write logs and metrics:
+# https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
+NODE_ACCOUNT_ROLE = "roles/container.defaultNodeServiceAccount"
+
+
+def bounded(name: str, limit: int = GKE_NAME_MAX) -> str:
+    """`name`, or where it is too long its head and a digest of the whole (still unique)."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
+    return f"{name[:limit - 7].rstrip('-')}-{digest}"
+
+
+def cluster_name(spec: ClusterSpec) -> str:
+    return bounded(f"{spec.name}-gke")
+
+
+def pool_name(spec: ClusterSpec, pool: str) -> str:
+    return bounded(f"{spec.name}-{pool}")
 
 
 def pool_layout(spec: ClusterSpec) -> list[tuple[str, int]]:
@@ -78,7 +104,7 @@ class GkeCluster(pulumi.ComponentResource):
         super().__init__(f"{TYPE_PREFIX}:GkeCluster", name, None, opts)
         child = child_opts(self, opts)
         self.cluster = gcp.container.Cluster(
-            f"{name}-cluster", name=f"{spec.name}-gke", project=spec.project, location=spec.zone,
+            f"{name}-cluster", name=cluster_name(spec), project=spec.project, location=spec.zone,
             network=network, subnetwork=subnet,
             remove_default_node_pool=True, initial_node_count=1,
             # trainctl stacks are meant to be destroyed by `trainctl down`/`pulumi destroy`.
@@ -89,15 +115,20 @@ class GkeCluster(pulumi.ComponentResource):
             resource_labels=labels, opts=child)
         self.pools = [
             gcp.container.NodePool(
-                f"{name}-{pool_name}", name=f"{spec.name}-{pool_name}", project=spec.project,
+                f"{name}-{pool}", name=pool_name(spec, pool), project=spec.project,
                 location=spec.zone, cluster=self.cluster.name, node_count=count,
                 node_config=gcp.container.NodePoolNodeConfigArgs(**_node_config(spec, tag, labels, service_account)),
                 placement_policy=_placement(spec),
                 # A release-channel cluster upgrades its nodes itself; GKE rejects auto_upgrade=False.
                 management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
                 opts=child)
-            for pool_name, count in pool_layout(spec)
+            for pool, count in pool_layout(spec)
         ]
+        # The nodes' own account may write their logs and metrics, and nothing more.
+        gcp.projects.IAMMember(
+            f"{name}-node-sa-role", project=spec.project, role=NODE_ACCOUNT_ROLE,
+            member=pulumi.Output.from_input(service_account).apply(lambda e: f"serviceAccount:{e}"),
+            opts=child)
         config: pulumi.Output[str] = pulumi.Output.all(
             self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
         ).apply(lambda a: kubeconfig(a[0], a[1], a[2]))

@@ -153,10 +153,20 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
         client_key = sdir / "keys" / "id_ed25519"
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
-        meta = _read_meta(spec.name) or _write_meta(spec, int(time.time() + spec.ttl_hours * 3600))
+        meta = _current_meta(spec)
         result = _stack(spec, _program_env(spec, meta["expires_at"], public)).up(
             on_output=progress, policy_packs=policy_packs())
         return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
+
+
+def _current_meta(spec: ClusterSpec) -> dict[str, Any]:
+    """The stack's record, with an expiry still ahead: an `up` after the expiry has passed
+    starts a new TTL (the old label would have the next reap delete what this `up` makes)."""
+    meta = _read_meta(spec.name)
+    now = time.time()
+    if meta is None or (meta.get("expires_at") is not None and meta["expires_at"] <= now):
+        meta = _write_meta(spec, int(now + spec.ttl_hours * 3600))
+    return meta
 
 
 def _program_env(spec: ClusterSpec, expires_at: int | None, public_key: str | None = None) -> dict[str, str]:
@@ -286,6 +296,10 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
                      "deleting what carries the stack's label")
         if force:
             _sweep_labelled(stack, meta, progress)
+        if meta and meta.get("spec", {}).get("scheduled_reaper"):
+            from infra.gcp.scheduled_reaper import left_by_cloud_functions
+
+            progress(left_by_cloud_functions(ClusterSpec.model_validate(meta["spec"])))
         if outputs.get("bucket_kept_on_down") and outputs["bucket_kept_on_down"].value:
             bucket = outputs["bucket"].value
             progress(f"bucket {bucket} is kept (a named stack's checkpoints outlive it); "
@@ -308,7 +322,7 @@ def _sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Progress)
     spec = ClusterSpec.model_validate(meta["spec"]) if meta and meta.get("spec") else load_stack(stack)
     if spec.project is None:
         raise ConfigError(f"stack {stack!r}: no project known to sweep (no state, no stack file)")
-    delete(spec.project, find_stack(spec.project, stack), progress)
+    delete(spec.project, find_stack(spec.project, stack, progress), progress)
     sweep_network(spec, progress)
     sweep_bucket(spec, progress)
     progress("if the destroy left them, delete these by hand (trainctl has no client for them; "
@@ -341,7 +355,7 @@ def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]
     from infra.gcp.reaper import delete, find_expired
 
     check_google_credentials()  # the reaper talks to Google's APIs only, never to Pulumi
-    expired = find_expired(project)
+    expired = find_expired(project, report=progress)
     for item in expired:
         progress(f"{item.kind} {item.name} (stack {item.stack}) expired {item.expired_for_s}s ago")
     if not dry_run:

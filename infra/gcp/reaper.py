@@ -22,6 +22,10 @@ API_ENDPOINT_ENV = "TRAINCTL_GCP_API_ENDPOINT"
 
 C = TypeVar("C")
 
+# GKE labels every node VM it creates with this (and copies the cluster's resource labels onto
+# it): https://cloud.google.com/kubernetes-engine/docs/how-to/creating-managing-labels
+GKE_NODE_LABEL = "goog-gke-node"
+
 
 def google_client(cls: Callable[..., C]) -> C:
     """The one place trainctl constructs a google-cloud-* client."""
@@ -71,6 +75,8 @@ def _instances(project: str, pick: Pick) -> list[Expired]:
     found: list[Expired] = []
     for scope, scoped in google_client(compute_v1.InstancesClient).aggregated_list(request=request):
         for inst in scoped.instances:  # scopes without instances carry only a warning
+            if GKE_NODE_LABEL in inst.labels:
+                continue  # its cluster's: it goes with the cluster, never one by one
             found += _picked("instance", inst.name, scope.split("/")[-1], inst.labels, pick)
     return found
 
@@ -105,20 +111,42 @@ def _clusters(project: str, pick: Pick) -> list[Expired]:
     return found
 
 
-def _find(project: str, pick: Pick) -> list[Expired]:
-    return _instances(project, pick) + _tpus(project, pick) + _clusters(project, pick)
+def _service_disabled(exc: Exception) -> bool:
+    """A 403 SERVICE_DISABLED: the project never turned that API on, so it holds nothing of
+    that kind (a GPU stack's project has no TPU or GKE API until a TPU or GKE stack needs it)."""
+    return getattr(exc, "reason", None) == "SERVICE_DISABLED" or "SERVICE_DISABLED" in str(exc)
 
 
-def find_expired(project: str, now: float | None = None) -> list[Expired]:
+def _listed(kind: str, finder: Callable[[str, Pick], list[Expired]], project: str, pick: Pick,
+            report: Callable[[str], None]) -> list[Expired]:
+    from google.api_core.exceptions import PermissionDenied
+
+    try:
+        return finder(project, pick)
+    except PermissionDenied as exc:
+        if not _service_disabled(exc):
+            raise
+        report(f"no {kind} to look at: its API is not enabled in project {project}")
+        return []
+
+
+def _find(project: str, pick: Pick, report: Callable[[str], None] = lambda _: None) -> list[Expired]:
+    return (_listed("VMs", _instances, project, pick, report)
+            + _listed("TPUs", _tpus, project, pick, report)
+            + _listed("GKE clusters", _clusters, project, pick, report))
+
+
+def find_expired(project: str, now: float | None = None,
+                 report: Callable[[str], None] = lambda _: None) -> list[Expired]:
     at = time.time() if now is None else now
-    return _find(project, lambda labels: is_expired(labels, at))
+    return _find(project, lambda labels: is_expired(labels, at), report)
 
 
-def find_stack(project: str, stack: str) -> list[Expired]:
+def find_stack(project: str, stack: str, report: Callable[[str], None] = lambda _: None) -> list[Expired]:
     """Everything trainctl labelled as the stack's, expired or not: `down --force` after a
     failed destroy."""
     return _find(project, lambda labels: 0 if labels.get("managed-by") == "trainctl"
-                 and labels.get("trainctl-stack") == stack else None)
+                 and labels.get("trainctl-stack") == stack else None, report)
 
 
 def _delete_one(project: str, item: Expired, clients: dict[Any, Any]) -> None:
@@ -144,8 +172,71 @@ def _delete_one(project: str, item: Expired, clients: dict[Any, Any]) -> None:
         raise ValueError(f"unknown kind {item.kind!r}")
 
 
+class SweepIncomplete(Exception):
+    """Some items could not be deleted; every other item was."""
+
+
 def delete(project: str, items: Iterable[Expired], report: Callable[[str], None]) -> None:
+    """Deletes each item; one item's failure never ends the sweep. An item already gone (404)
+    or already being deleted counts as done. Raises SweepIncomplete naming the failures."""
+    from google.api_core.exceptions import GoogleAPICallError, NotFound
+
     clients: dict[Any, Any] = {}
+    failed: list[str] = []
     for item in items:
-        _delete_one(project, item, clients)
+        try:
+            _delete_one(project, item, clients)
+        except NotFound:
+            report(f"{item.kind} {item.name} is already gone")
+            continue
+        except GoogleAPICallError as exc:
+            if _being_deleted(project, item, clients):
+                report(f"{item.kind} {item.name} is already being deleted")
+                continue
+            failed.append(f"{item.kind} {item.name}: {exc}")
+            report(f"could not delete {item.kind} {item.name}: {exc}")
+            continue
         report(f"deleted {item.kind} {item.name} (stack {item.stack}, expired {item.expired_for_s}s ago)")
+    if failed:
+        raise SweepIncomplete(f"{len(failed)} item(s) not deleted: " + "; ".join(failed))
+
+
+# Each kind's state while its deletion is under way (Compute: instance status; TPU: node and
+# queued-resource state; GKE: cluster status), from the APIs' reference enums.
+GOING = {"instance": {"STOPPING", "DEPROVISIONING"}, "tpu": {"DELETING"},
+         "queued-tpu": {"DELETING"}, "gke": {"STOPPING"}}
+
+
+def _state_of(project: str, item: Expired, clients: dict[Any, Any]) -> str | None:
+    """The item's state as its API reports it now; None once it no longer exists."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud import compute_v1, container_v1, tpu_v2
+
+    def client(cls: Callable[..., Any]) -> Any:
+        if cls not in clients:
+            clients[cls] = google_client(cls)
+        return clients[cls]
+
+    try:
+        if item.kind == "instance":
+            return client(compute_v1.InstancesClient).get(project=project, zone=item.zone,
+                                                          instance=item.name).status
+        if item.kind == "tpu":
+            return client(tpu_v2.TpuClient).get_node(name=item.name).state.name
+        if item.kind == "queued-tpu":
+            return client(tpu_v2.TpuClient).get_queued_resource(name=item.name).state.state.name
+        return client(container_v1.ClusterManagerClient).get_cluster(name=item.name).status.name
+    except NotFound:
+        return None
+
+
+def _being_deleted(project: str, item: Expired, clients: dict[Any, Any]) -> bool:
+    """A delete refused because the item is already gone or already going (another sweep, the
+    stack's own `down`, GKE removing its nodes) has nothing left to do."""
+    from google.api_core.exceptions import GoogleAPICallError
+
+    try:
+        state = _state_of(project, item, clients)
+    except GoogleAPICallError:
+        return False
+    return state is None or state in GOING[item.kind]
