@@ -77,6 +77,9 @@ Handler = Callable[[Call], Any]
 HANDLERS: dict[str, Handler] = {}
 # For paths several APIs share (`.../locations/l/operations/o`): whether the call is this API's.
 CLAIMS: dict[str, Callable[[World, dict[str, str]], bool]] = {}
+# Projects that exist outside any simulated world (Google's public image projects), by the
+# method-id prefixes callers may use on them: {"debian-cloud": ("compute.images.",)}.
+PUBLIC_PROJECTS: dict[str, tuple[str, ...]] = {}
 AdminHandler = Callable[["Simulator", re.Match[str], Any], Any]
 ADMIN: list[tuple[str, re.Pattern[str], AdminHandler]] = []
 ADMIN_PREFIX = "/trainctl-sim/v1/"
@@ -237,6 +240,8 @@ class Simulator:
             return  # bucket- or object-scoped storage calls: their handlers find the project
         project = world.project(project_id)
         api = route.method.api
+        if project is None and route.method.id.startswith(PUBLIC_PROJECTS.get(project_id, ("-",))):
+            return
         if project is None:
             if api.legacy_errors:
                 raise not_found(f"projects/{project_id}")
