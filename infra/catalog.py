@@ -20,6 +20,12 @@ class GpuType:
     attachable_counts: tuple[int, ...] = ()  # counts attachable to N1; empty = only bundled
     price_per_gpu: float = 0.0  # attached GPUs; bundled ones are in the machine's price
     spot_price_per_gpu: float = 0.0
+    # Compute's regional quota metric for this GPU (the Quota.metric enum of the API); spot VMs
+    # count against PREEMPTIBLE_<metric>. Every GPU also counts against GPUS_ALL_REGIONS.
+    quota_metric: str = ""
+
+    def quota_metric_for(self, spot: bool) -> str:
+        return f"PREEMPTIBLE_{self.quota_metric}" if spot else self.quota_metric
 
 
 @dataclass(frozen=True)
@@ -68,34 +74,44 @@ class TpuType:
 
 _US_CENTRAL = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
 
+# The project-wide GPU quota (a new project's is 0): https://cloud.google.com/compute/resource-usage#gpu_quota
+GPUS_ALL_REGIONS = "GPUS_ALL_REGIONS"
+
 GPUS: dict[str, GpuType] = {
     g.name: g
     for g in (
         GpuType("nvidia-tesla-t4", "T4", 16,
                 _US_CENTRAL + ("us-east1-c", "us-east1-d", "us-west1-a", "us-west1-b",
                                "europe-west4-a", "europe-west4-b", "asia-east1-a"),
-                attachable_counts=(1, 2, 4), price_per_gpu=0.35, spot_price_per_gpu=0.14),
+                attachable_counts=(1, 2, 4), price_per_gpu=0.35, spot_price_per_gpu=0.14,
+                quota_metric="NVIDIA_T4_GPUS"),
         GpuType("nvidia-tesla-v100", "V100", 16,
                 ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f",
                  "us-west1-a", "us-west1-b", "europe-west4-a", "europe-west4-b"),
-                attachable_counts=(1, 2, 4, 8), price_per_gpu=2.48, spot_price_per_gpu=0.99),
+                attachable_counts=(1, 2, 4, 8), price_per_gpu=2.48, spot_price_per_gpu=0.99,
+                quota_metric="NVIDIA_V100_GPUS"),
         GpuType("nvidia-tesla-p100", "P100", 16,
                 ("us-central1-c", "us-central1-f", "us-east1-b", "us-west1-a", "us-west1-b",
                  "europe-west4-a"),
-                attachable_counts=(1, 2, 4), price_per_gpu=1.46, spot_price_per_gpu=0.58),
+                attachable_counts=(1, 2, 4), price_per_gpu=1.46, spot_price_per_gpu=0.58,
+                quota_metric="NVIDIA_P100_GPUS"),
         GpuType("nvidia-l4", "L4", 24,
                 ("us-central1-a", "us-central1-b", "us-central1-c", "us-east1-b", "us-east4-a",
-                 "us-west1-a", "us-west1-b", "europe-west4-a", "europe-west4-b", "asia-east1-a")),
+                 "us-west1-a", "us-west1-b", "europe-west4-a", "europe-west4-b", "asia-east1-a"),
+                quota_metric="NVIDIA_L4_GPUS"),
         GpuType("nvidia-tesla-a100", "A100 40GB", 40,
                 ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f",
                  "us-east1-b", "us-west1-b", "us-west4-b", "europe-west4-a", "europe-west4-b",
-                 "asia-northeast1-a")),
+                 "asia-northeast1-a"),
+                quota_metric="NVIDIA_A100_GPUS"),
         GpuType("nvidia-a100-80gb", "A100 80GB", 80,
                 ("us-central1-a", "us-central1-c", "us-east4-c", "us-east5-b", "europe-west4-a",
-                 "asia-southeast1-c")),
+                 "asia-southeast1-c"),
+                quota_metric="NVIDIA_A100_80GB_GPUS"),
         GpuType("nvidia-h100-80gb", "H100 80GB", 80,
                 ("us-central1-a", "us-central1-c", "us-east4-a", "us-east5-a", "us-west1-a",
-                 "europe-west4-b", "asia-northeast1-b")),
+                 "europe-west4-b", "asia-northeast1-b"),
+                quota_metric="NVIDIA_H100_GPUS"),
     )
 }
 

@@ -145,7 +145,10 @@ def estimate(spec: ClusterSpec) -> Estimate:
 
 
 def up(spec: ClusterSpec, progress: Progress) -> Inventory:
+    from infra.gcp.quota import preflight
+
     check_prerequisites(spec)
+    preflight(spec, progress)  # before anything billable exists
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
         record_provider(spec.name, "gcp")
