@@ -20,6 +20,7 @@ project is a fresh one whose owner has raised the accelerator quotas the stacks 
 from __future__ import annotations
 
 import hashlib
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -83,7 +84,7 @@ class ProjectFile(BaseModel):
                   (FRESH_QUOTAS if self.template == "fresh" else PREPARED_QUOTAS).items()}
         for region, limits in self.quotas.items():
             quotas.setdefault(region, {}).update(limits)
-        return {"id": self.project, "number": self.project_number(),
+        return {"id": self.project, "number": self.project_number(), "created_at": time.time(),
                 "services": {s: "ENABLED" for s in sorted(services)},
                 "quotas": quotas, "stockouts": [s.model_dump() for s in self.stockouts],
                 "caller_ip": self.caller_ip, "delays": dict(self.delays), "collections": {}}

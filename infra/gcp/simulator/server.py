@@ -75,6 +75,11 @@ class Call:
 
 Handler = Callable[[Call], Any]
 HANDLERS: dict[str, Handler] = {}
+# Requests Google serves outside its discovery documents (Storage media downloads, resumable
+# upload sessions, batches): each function answers (status, headers, body) or returns None.
+RawHandler = Callable[["Simulator", str, str, bytes, dict[str, str]],
+                      "tuple[int, dict[str, str], bytes] | None"]
+RAW: list[RawHandler] = []
 # For paths several APIs share (`.../locations/l/operations/o`): whether the call is this API's.
 CLAIMS: dict[str, Callable[[World, dict[str, str]], bool]] = {}
 # Projects that exist outside any simulated world (Google's public image projects), by the
@@ -83,6 +88,8 @@ PUBLIC_PROJECTS: dict[str, tuple[str, ...]] = {}
 AdminHandler = Callable[["Simulator", re.Match[str], Any], Any]
 ADMIN: list[tuple[str, re.Pattern[str], AdminHandler]] = []
 ADMIN_PREFIX = "/trainctl-sim/v1/"
+# What API modules started beside the simulator and must stop with it (given the home).
+STOPS: list[Callable[[Path], None]] = []
 
 
 def handles(method_id: str, claims: Callable[[World, dict[str, str]], bool] | None = None
@@ -95,6 +102,11 @@ def handles(method_id: str, claims: Callable[[World, dict[str, str]], bool] | No
     return register
 
 
+def raw(fn: RawHandler) -> RawHandler:
+    RAW.append(fn)
+    return fn
+
+
 def admin(verb: str, pattern: str) -> Callable[[AdminHandler], AdminHandler]:
     def register(fn: AdminHandler) -> AdminHandler:
         ADMIN.append((verb, re.compile("^" + ADMIN_PREFIX + pattern + "$"), fn))
@@ -103,8 +115,12 @@ def admin(verb: str, pattern: str) -> Callable[[AdminHandler], AdminHandler]:
 
 
 def project_in(params: dict[str, str], query: dict[str, list[str]]) -> str | None:
-    if "project" in params:
-        return params["project"]
+    for key in ("project", "projectId"):  # Compute; CRM v1 and GKE's zonal paths
+        if key in params:
+            return params[key]
+    # Cloud Resource Manager v1 get/setIamPolicy: `resource` is the bare project id
+    if "/" not in params.get("resource", "/"):
+        return params["resource"]
     for value in params.values():
         m = re.match(r"^projects/([^/]+)", value)
         if m:
@@ -127,6 +143,7 @@ class Simulator:
         self.store = Store(home)
         self.home = home
         self.backend: MachineBackend = backend or ApiOnly()
+        self.store.backend = self.backend  # tickers and completions act through it too
         self.router = discovery.router()
         self._servers: list[ThreadingHTTPServer] = []
         self.url = ""
@@ -170,15 +187,21 @@ class Simulator:
 
         server = ThreadingHTTPServer((host, port), Handler)
         server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, name=f"gcp-simulator-{host}", daemon=True).start()
+        # a short poll: stop() waits for it (0.5 s by default, per simulator a test starts)
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                         name=f"gcp-simulator-{host}", daemon=True).start()
         self._servers.append(server)
         return server
 
     def stop(self) -> None:
+        """Stops serving; what the API modules run beside the simulator (the storage emulator)
+        stops with it. The world stays on disk."""
         for server in self._servers:
             server.shutdown()
             server.server_close()
         self._servers.clear()
+        for stop_service in STOPS:
+            stop_service(self.home)
 
     def has_machines(self) -> bool:
         """Whether a simulated machine or network exists (the service must stay up for it)."""
@@ -195,6 +218,10 @@ class Simulator:
         try:
             if split.path.startswith(ADMIN_PREFIX):
                 return _json(200, self._admin(verb, split.path, raw))
+            for answer_raw in RAW:
+                answer = answer_raw(self, verb, target, raw, headers)
+                if answer is not None:
+                    return answer
             routes = self.router.match(verb, split.path)
             if not routes:
                 raise ApiError(404, f"The requested URL {split.path} was not found on this server.")

@@ -34,6 +34,8 @@ class World:
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
+        # the machine backend of the simulator serving this request (set by the Store; not saved)
+        self.backend: Any = None
         self.data.setdefault("version", SCHEMA_VERSION)
         self.data.setdefault("projects", {})
         self.data.setdefault("names", {})
@@ -86,6 +88,7 @@ class Store:
         self._thread_lock = threading.RLock()
         self._depth = 0
         self._world: World | None = None
+        self.backend: Any = None  # set by the Simulator; handed to every world it loads
 
     def _signature(self) -> tuple[int, int] | None:
         try:
@@ -129,6 +132,7 @@ class Store:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 try:
                     world = self._load()
+                    world.backend = self.backend
                     before = json.dumps(world.data, sort_keys=True)
                     at = time.time() if now is None else now
                     for tick in TICKERS:
