@@ -4,3 +4,13 @@ from infra.gcp.simulator.apis import admin, serviceusage  # noqa: F401
 from infra.gcp.simulator.apis import crm  # noqa: F401
 from infra.gcp.simulator.apis import iam  # noqa: F401
 from infra.gcp.simulator.apis import iam_roles  # noqa: F401
+from infra.gcp.simulator.apis import compute_operations  # noqa: F401
+from infra.gcp.simulator.apis import compute_catalog  # noqa: F401
+from infra.gcp.simulator.apis import compute_quotas  # noqa: F401
+from infra.gcp.simulator.apis import compute_networks  # noqa: F401
+from infra.gcp.simulator.apis import compute_firewalls  # noqa: F401
+from infra.gcp.simulator.apis import compute_instances  # noqa: F401
+from infra.gcp.simulator.apis import compute_instance_updates  # noqa: F401
+from infra.gcp.simulator.apis import compute_reservations  # noqa: F401
+from infra.gcp.simulator.apis import compute_capacity  # noqa: F401
+from infra.gcp.simulator.apis import compute_spot  # noqa: F401

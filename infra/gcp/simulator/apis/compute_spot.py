@@ -1,0 +1,81 @@
+"""Spot VM preemption on request: what Google does to a spot VM when it reclaims it.
+
+POST /trainctl-sim/v1/projects/{p}/zones/{z}/instances/{i}:preempt   {"grace_seconds": 30}
+As GCE does (https://cloud.google.com/compute/docs/instances/spot#preemption-process): the guest
+is told first (the metadata server's instance/preempted turns TRUE and its processes get
+SIGTERM: backend.announce_preemption), and once the grace period has passed (30 s by default,
+the spot notice) the VM is stopped or deleted per scheduling.instanceTerminationAction (STOP
+unless DELETE). GCE records the event as a zone operation of type compute.instances.preempted,
+which `gcloud compute operations list` shows; so does the simulator.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from infra.gcp.simulator import operations
+from infra.gcp.simulator.apis.compute_common import API, collection
+from infra.gcp.simulator.apis.compute_common import backend as machine_backend
+from infra.gcp.simulator.apis.compute_instance_spec import instance_path, machine
+from infra.gcp.simulator.apis.compute_instances import halt, remove
+from infra.gcp.simulator.errors import ApiError
+from infra.gcp.simulator.server import Simulator, admin
+from infra.gcp.simulator.state import World, ticker
+
+SPOT_NOTICE_SECONDS = 30.0
+
+
+@admin("POST", "projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<instance>[^/:]+):preempt")
+def preempt(sim: Simulator, m: re.Match[str], body: Any) -> Any:
+    grace = float((body or {}).get("grace_seconds", SPOT_NOTICE_SECONDS))
+    if grace < 0:
+        raise ApiError(400, "grace_seconds must be 0 or more")
+    with sim.store.transaction() as world:
+        project = world.project(m["project"])
+        if project is None:
+            raise ApiError(404, f"no simulated project {m['project']}")
+        key = f"{m['zone']}/{m['instance']}"
+        inst = collection(world, project["id"], "instances").get(key)
+        path = instance_path(project["id"], m["zone"], m["instance"])
+        if inst is None:
+            raise ApiError(404, f"The resource '{path}' was not found")
+        if not inst["_sim"]["spot"]:
+            raise ApiError(400, f"{path} is not a Spot (or preemptible) VM: Google does not preempt it")
+        if inst["status"] != "RUNNING" or inst["_sim"].get("preempt_at"):
+            raise ApiError(400, f"{path} is {inst['status']}: only a RUNNING VM can be preempted")
+        now = time.time()
+        inst["_sim"]["preempt_at"] = now + grace
+        machine_backend(world).announce_preemption(machine(world, project["id"], inst).key)
+        operations.start(world, api=API, project=project["id"], kind="instance_preempted", target=path,
+                         scope=f"zones/{m['zone']}", after=grace, now=now,
+                         metadata={"operationType": "compute.instances.preempted", "targetId": inst["id"]})
+        return {"instance": path, "action": _action(inst), "at": inst["_sim"]["preempt_at"]}
+
+
+def _action(inst: dict[str, Any]) -> str:
+    return "DELETE" if inst["scheduling"].get("instanceTerminationAction") == "DELETE" else "STOP"
+
+
+@ticker
+def reclaim(world: World, now: float) -> None:
+    """Preempted VMs whose grace period is over are stopped or deleted."""
+    for project in world.data["projects"].values():
+        for key, inst in project.get("collections", {}).get("compute.instances", {}).items():
+            due = inst["_sim"].get("preempt_at")
+            if due is None or due > now:
+                continue
+            inst["_sim"]["preempt_at"] = None
+            if inst["_sim"].get("deleting") or inst["status"] == "TERMINATED":
+                continue
+            if _action(inst) == "STOP":
+                halt(world, project["id"], inst, due, "instance_stop")
+            else:
+                wait = remove(world, project["id"], inst, due)
+                zone = inst["_sim"]["zone"]
+                operations.start(world, api=API, project=project["id"], kind="instance_delete",
+                                 target=instance_path(project["id"], zone, inst["name"]), scope=f"zones/{zone}",
+                                 after=wait, now=due, then="compute.instance.deleted",
+                                 args={"project": project["id"], "key": key},
+                                 metadata={"operationType": "delete", "targetId": inst["id"]})
