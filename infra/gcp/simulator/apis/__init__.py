@@ -14,3 +14,6 @@ from infra.gcp.simulator.apis import compute_instance_updates  # noqa: F401
 from infra.gcp.simulator.apis import compute_reservations  # noqa: F401
 from infra.gcp.simulator.apis import compute_capacity  # noqa: F401
 from infra.gcp.simulator.apis import compute_spot  # noqa: F401
+from infra.gcp.simulator.apis import tpu  # noqa: F401
+from infra.gcp.simulator.apis import tpu_nodes  # noqa: F401
+from infra.gcp.simulator.apis import tpu_queued  # noqa: F401

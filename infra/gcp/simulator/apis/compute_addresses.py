@@ -32,7 +32,8 @@ def _allocations(subnet: dict[str, Any]) -> dict[str, str]:
 
 def _usable(cidr: str) -> tuple[int, int]:
     net = ipaddress.ip_network(cidr)
-    return int(net.network_address) + 2, int(net.broadcast_address) - 2  # [first, last)
+    # [first, end): the second-to-last and last addresses are GCP's
+    return int(net.network_address) + 2, int(net.broadcast_address) - 1
 
 
 def allocate_internal(subnet: dict[str, Any], owner: str, wanted: str | None = None) -> str:
