@@ -17,6 +17,7 @@ from infra import catalog
 from infra.gcp.common import labels as make_labels
 from infra.gcp.common import expiry_ignore, network_tag, ssh_metadata
 from infra.gcp.compute import GpuVmGroup, node_name
+from infra.gcp.endpoints import api_provider
 from infra.gcp.gke import GkeCluster
 from infra.gcp.network import Network
 from infra.gcp.registry import ImageRegistry
@@ -89,10 +90,10 @@ def required_apis(spec: ClusterSpec) -> list[str]:
     return apis
 
 
-def enable_apis(spec: ClusterSpec) -> list[gcp.projects.Service]:
+def enable_apis(spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> list[gcp.projects.Service]:
     # disable_on_destroy=False: other stacks and users of the project still need them.
     return [gcp.projects.Service(f"{spec.name}-api-{api.split('.')[0]}", project=spec.project,
-                                 service=api, disable_on_destroy=False)
+                                 service=api, disable_on_destroy=False, opts=opts)
             for api in required_apis(spec)]
 
 
@@ -110,7 +111,9 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
         raise ValueError(f"stack {spec.name!r} (kind {spec.kind}) needs an SSH public key for its nodes")
     labels = make_labels(spec, expires_at)
     tag = network_tag(spec)
-    after_apis = pulumi.ResourceOptions(depends_on=enable_apis(spec),
+    # Every resource goes through one provider: Google's endpoints, or TRAINCTL_GCP_API_ENDPOINT's.
+    endpoint = pulumi.ResourceOptions(provider=api_provider())
+    after_apis = pulumi.ResourceOptions(provider=endpoint.provider, depends_on=enable_apis(spec, endpoint),
                                         ignore_changes=expiry_ignore(expires_at))
     net = Network(spec.name, spec, opts=after_apis)
     storage = Storage(spec.name, spec, labels, opts=after_apis)
@@ -120,7 +123,7 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     # Least privilege: the nodes' identity may read and write objects in this bucket only.
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
-        member=account.email.apply(lambda e: f"serviceAccount:{e}"))
+        member=account.email.apply(lambda e: f"serviceAccount:{e}"), opts=endpoint)
     images = ImageRegistry(spec.name, spec, labels, account.email.apply(lambda e: f"serviceAccount:{e}"),
                            opts=after_apis)
     if spec.scheduled_reaper:
@@ -152,7 +155,7 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
         gcp.serviceaccount.IAMMember(
             f"{spec.name}-sa-workload-identity", service_account_id=account.name,
             role="roles/iam.workloadIdentityUser", member=workload_identity_member(spec),
-            opts=pulumi.ResourceOptions(depends_on=[gke.cluster]))
+            opts=pulumi.ResourceOptions(provider=endpoint.provider, depends_on=[gke.cluster]))
         outputs["kubeconfig"] = gke.kubeconfig
         gsa = account.email
     outputs["inventory"] = pulumi.Output.all(storage.uri, nodes, gsa).apply(lambda a: {
