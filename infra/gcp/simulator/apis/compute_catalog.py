@@ -38,8 +38,8 @@ PUBLIC_IMAGES: dict[str, dict[str, int]] = {
     "deeplearning-platform-release": {"common-cu128-ubuntu-2204-nvidia-570": 50,
                                       "common-cu124-debian-11-py310": 50, "common-cpu": 50},
 }
-if hasattr(server, "PUBLIC_PROJECTS"):
-    server.PUBLIC_PROJECTS.update({p: ("compute.images.",) for p in PUBLIC_IMAGES})
+# Google's image projects: any caller may read their images (server.py admits them).
+server.PUBLIC_PROJECTS.update({p: ("compute.images.",) for p in PUBLIC_IMAGES})
 
 
 # -- lookups the other modules use -------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from infra.gcp.simulator import operations
 from infra.gcp.simulator.errors import ApiError, invalid_argument, not_found
-from infra.gcp.simulator.machines import ApiOnly, MachineBackend
+from infra.gcp.simulator.machines import MachineBackend
 from infra.gcp.simulator.server import Call
 from infra.gcp.simulator.state import World
 
@@ -103,10 +103,8 @@ def region_of(zone: str) -> str:
 
 def backend(world: World) -> MachineBackend:
     """The machine backend of the simulator serving this request (also from tickers)."""
-    return getattr(world, "backend", None) or _API_ONLY
-
-
-_API_ONLY = ApiOnly()
+    machines: MachineBackend = world.backend
+    return machines
 
 # GCE's wording for a bad name, e.g. "Invalid value for field 'resource.name': 'My_VM'. Must be a
 # match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'".

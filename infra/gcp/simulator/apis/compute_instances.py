@@ -28,7 +28,7 @@ from infra.gcp.simulator import operations
 from infra.gcp.simulator.apis import compute_capacity, compute_quotas, compute_reservations
 from infra.gcp.simulator.apis.compute_catalog import ZONES
 from infra.gcp.simulator.apis.compute_common import (
-    aggregated, backend, check_name, collection, get_or_404, list_response, public, require_body,
+    aggregated, backend, check_name, collection, get_or_404, in_use, list_response, public, require_body,
     start_op)
 from infra.gcp.simulator.apis.compute_instance_spec import (
     admit, build, check_zone, instance_path, machine, release)
@@ -185,22 +185,26 @@ def _deleted(world: World, op: dict[str, Any], _at: float) -> None:
         release(world, op["args"]["project"], gone)
 
 
+def step(world: World, project: str, inst: dict[str, Any], now: float) -> None:
+    """The instance reaches the states that are due (STAGING -> RUNNING takes `instance_boot`)."""
+    due = inst["_sim"].get("next")
+    while due and due[1] <= now:
+        inst["status"], at = due
+        due = None
+        if inst["status"] == "STAGING":
+            due = ["RUNNING", at + operations.delay(world, project, "instance_boot")]
+        elif inst["status"] == "RUNNING":
+            inst["lastStartTimestamp"] = operations.rfc3339(at)
+        elif inst["status"] == "TERMINATED":
+            inst["lastStopTimestamp"] = operations.rfc3339(at)
+        inst["_sim"]["next"] = due
+
+
 @ticker
 def advance(world: World, now: float) -> None:
-    """Instances whose next state is due reach it (STAGING -> RUNNING takes `instance_boot`)."""
     for project in world.data["projects"].values():
-        for inst in project.get("collections", {}).get("compute.instances", {}).values():
-            step = inst["_sim"].get("next")
-            while step and step[1] <= now:
-                inst["status"], at = step
-                step = None
-                if inst["status"] == "STAGING":
-                    step = ["RUNNING", at + operations.delay(world, project["id"], "instance_boot")]
-                elif inst["status"] == "RUNNING":
-                    inst["lastStartTimestamp"] = operations.rfc3339(at)
-                elif inst["status"] == "TERMINATED":
-                    inst["lastStopTimestamp"] = operations.rfc3339(at)
-                inst["_sim"]["next"] = step
+        for inst in list(project.get("collections", {}).get("compute.instances", {}).values()):
+            step(world, project["id"], inst, now)
 
 
 # -- disks (the boot disks instances make) ----------------------------------------------------
@@ -223,8 +227,6 @@ def list_disks(call: Call) -> Any:
 
 @handles("compute.disks.delete")
 def delete_disk(call: Call) -> Any:
-    from infra.gcp.simulator.apis.compute_common import in_use
-
     project, zone, name = call.project_id, call.params["zone"], call.params["disk"]
     check_zone(zone)
     path = f"projects/{project}/zones/{zone}/disks/{name}"

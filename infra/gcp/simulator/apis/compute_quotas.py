@@ -27,19 +27,16 @@ from typing import Any
 from infra import catalog
 from infra.gcp.simulator import discovery
 from infra.gcp.simulator.apis.compute_catalog import REGIONS, region_doc
-from infra.gcp.simulator.apis.compute_common import UNLIMITED, collection, link, operation_error, region_of
+from infra.gcp.simulator.apis.compute_common import (
+    UNLIMITED, collection, fingerprint, link, list_response, operation_error, region_of)
 from infra.gcp.simulator.errors import ApiError, not_found
 from infra.gcp.simulator.server import Call, handles
 from infra.gcp.simulator.state import World
 
-GPU_METRICS = {"nvidia-tesla-t4": "NVIDIA_T4_GPUS", "nvidia-tesla-v100": "NVIDIA_V100_GPUS",
-               "nvidia-tesla-p100": "NVIDIA_P100_GPUS", "nvidia-l4": "NVIDIA_L4_GPUS",
-               "nvidia-tesla-a100": "NVIDIA_A100_GPUS", "nvidia-a100-80gb": "NVIDIA_A100_80GB_GPUS",
-               "nvidia-h100-80gb": "NVIDIA_H100_GPUS"}
 CPU_METRICS = {"n2": "N2_CPUS", "a2": "A2_CPUS"}
 REGION_METRICS = ("CPUS", "N2_CPUS", "A2_CPUS", "PREEMPTIBLE_CPUS", "INSTANCES", "IN_USE_ADDRESSES",
-                  *GPU_METRICS.values(), *(f"PREEMPTIBLE_{m}" for m in GPU_METRICS.values()))
-GLOBAL_METRICS = ("GPUS_ALL_REGIONS", "CPUS_ALL_REGIONS", "NETWORKS", "SUBNETWORKS", "FIREWALLS", "ROUTERS")
+                  *(g.quota_metric_for(spot) for spot in (False, True) for g in catalog.GPUS.values()))
+GLOBAL_METRICS = (catalog.GPUS_ALL_REGIONS, "CPUS_ALL_REGIONS", "NETWORKS", "SUBNETWORKS", "FIREWALLS", "ROUTERS")
 GLOBAL_COUNTED = {"NETWORKS": "networks", "SUBNETWORKS": "subnetworks", "FIREWALLS": "firewalls",
                   "ROUTERS": "routers"}
 
@@ -69,9 +66,9 @@ def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str,
     out = {("global", "CPUS_ALL_REGIONS"): vcpus, (region, cpu): vcpus, (region, "INSTANCES"): 1.0}
     gpus = sum(sim["gpus"].values())
     if gpus:
-        out[("global", "GPUS_ALL_REGIONS")] = float(gpus)
+        out[("global", catalog.GPUS_ALL_REGIONS)] = float(gpus)
     for gpu, count in sim["gpus"].items():
-        key = (region, _metric(project, region, GPU_METRICS[gpu], sim["spot"]))
+        key = (region, _metric(project, region, catalog.GPUS[gpu].quota_metric, sim["spot"]))
         out[key] = out.get(key, 0.0) + count
     if sim.get("external"):
         out[(region, "IN_USE_ADDRESSES")] = 1.0
@@ -142,8 +139,6 @@ def get_region(call: Call) -> Any:
 
 @handles("compute.regions.list")
 def list_regions(call: Call) -> Any:
-    from infra.gcp.simulator.apis.compute_common import list_response
-
     project = call.world.project(call.project_id)
     assert project is not None
     used = usage(call.world, project)
@@ -153,8 +148,6 @@ def list_regions(call: Call) -> Any:
 
 @handles("compute.projects.get")
 def get_project(call: Call) -> Any:
-    from infra.gcp.simulator.apis.compute_common import fingerprint
-
     project = call.world.project(call.project_id)
     assert project is not None
     items = project.get("commonInstanceMetadata", [])

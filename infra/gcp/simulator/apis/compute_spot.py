@@ -19,7 +19,7 @@ from infra.gcp.simulator import operations
 from infra.gcp.simulator.apis.compute_common import API, collection
 from infra.gcp.simulator.apis.compute_common import backend as machine_backend
 from infra.gcp.simulator.apis.compute_instance_spec import instance_path, machine
-from infra.gcp.simulator.apis.compute_instances import halt, remove
+from infra.gcp.simulator.apis.compute_instances import halt, remove, step
 from infra.gcp.simulator.errors import ApiError
 from infra.gcp.simulator.server import Simulator, admin
 from infra.gcp.simulator.state import World, ticker
@@ -62,7 +62,7 @@ def _action(inst: dict[str, Any]) -> str:
 def reclaim(world: World, now: float) -> None:
     """Preempted VMs whose grace period is over are stopped or deleted."""
     for project in world.data["projects"].values():
-        for key, inst in project.get("collections", {}).get("compute.instances", {}).items():
+        for key, inst in list(project.get("collections", {}).get("compute.instances", {}).items()):
             due = inst["_sim"].get("preempt_at")
             if due is None or due > now:
                 continue
@@ -71,6 +71,7 @@ def reclaim(world: World, now: float) -> None:
                 continue
             if _action(inst) == "STOP":
                 halt(world, project["id"], inst, due, "instance_stop")
+                step(world, project["id"], inst, now)
             else:
                 wait = remove(world, project["id"], inst, due)
                 zone = inst["_sim"]["zone"]
