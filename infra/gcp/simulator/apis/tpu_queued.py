@@ -179,19 +179,24 @@ def _provision(world: World, project: dict[str, Any], zone: str, qr: dict[str, A
         _set(qr, "FAILED", {"error": {"code": operations.RPC_CODES.get(exc.status, 2), "message": exc.message}})
 
 
-def _step(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], now: float) -> None:
+def _due(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], now: float) -> bool:
+    """Applies the queued resource's next state if it is due; whether it was."""
     sim = qr["_sim"]
-    state = qr["state"]["state"]
-    if sim.get("next") and sim["next"][1] <= now:
-        target, at = sim["next"]
-        sim["next"] = None
-        if target == "ACTIVE":
-            _provision(world, project, zone, qr, at)
-        else:
-            _set(qr, target)
-        state = qr["state"]["state"]
-    if state != "WAITING_FOR_RESOURCES":
-        return
+    if not sim.get("next") or sim["next"][1] > now:
+        return False
+    target, at = sim["next"]
+    sim["next"] = None
+    if target == "ACTIVE":
+        _provision(world, project, zone, qr, at)
+    else:
+        _set(qr, target)
+    return True
+
+
+def _waiting(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], now: float) -> None:
+    """WAITING_FOR_RESOURCES: FAILED past validUntil; PROVISIONING once in its window and the
+    zone has the capacity."""
+    sim = qr["_sim"]
     if sim.get("until") is not None and now > sim["until"]:
         _set(qr, "FAILED", {"error": {"code": 4, "message": "The queued resource could not be provisioned before "
                                                              "its validUntil time."}})
@@ -203,6 +208,16 @@ def _step(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], 
         return
     _set(qr, "PROVISIONING")
     sim["next"] = ["ACTIVE", now + operations.delay(world, project["id"], "tpu_qr_provision")]
+
+
+def _step(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], now: float) -> None:
+    while True:
+        moved = _due(world, project, zone, qr, now)
+        if qr["state"]["state"] == "WAITING_FOR_RESOURCES" and not qr["_sim"].get("next"):
+            _waiting(world, project, zone, qr, now)
+            moved = moved or qr["state"]["state"] != "WAITING_FOR_RESOURCES"
+        if not moved:
+            return
 
 
 @ticker
