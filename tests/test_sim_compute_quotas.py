@@ -9,7 +9,7 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import compute_v1
 
-from tests.sim_compute import PROJECT, REGION, ZONE, ComputeSim, csim, instance_body, make_csim  # noqa: F401
+from tests.sim_compute import PROJECT, REGION, ZONE, ComputeSim, instance_body, make_csim  # noqa: F401
 
 
 def insert(sim: ComputeSim, body: dict) -> dict:

@@ -51,7 +51,7 @@ def test_only_a_running_spot_vm_can_be_preempted(csim):
     csim.network()
     csim.http("POST", csim.compute(f"zones/{ZONE}/instances"), instance_body("std-0"))
     code, answer = csim.http("POST", f"/trainctl-sim/v1/projects/{PROJECT}/zones/{ZONE}/instances/std-0:preempt", {})
-    assert code == 400 and "not a Spot" in answer["error"]["message"]
+    assert code == 400 and "not Spot" in answer["error"]["message"]
     spot_vm(csim, "STOP")
     preempt(csim, 30)
     assert preempt(csim, 30)[0] == 400  # already being reclaimed

@@ -20,7 +20,7 @@ from typing import Any
 
 from infra import catalog
 from infra.gcp.simulator.apis.compute_catalog import ZONES, machine_type
-from infra.gcp.simulator.apis.compute_common import operation_error, region_of
+from infra.gcp.simulator.apis.compute_common import admin_project, operation_error, region_of
 from infra.gcp.simulator.errors import ApiError
 from infra.gcp.simulator.project import Stockout
 from infra.gcp.simulator.server import Simulator, admin
@@ -83,8 +83,6 @@ def set_stockouts(sim: Simulator, m: re.Match[str], body: Any) -> Any:
     except ValueError as exc:
         raise ApiError(400, f"invalid stockout: {exc}") from None
     with sim.store.transaction() as world:
-        project = world.project(m["project"])
-        if project is None:
-            raise ApiError(404, f"no simulated project {m['project']}")
+        project = admin_project(world, m["project"])
         project["stockouts"] = stockouts
         return {"stockouts": stockouts}

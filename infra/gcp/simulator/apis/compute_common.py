@@ -22,7 +22,7 @@ import re
 from typing import Any, Callable, Iterable
 
 from infra.gcp.simulator import operations
-from infra.gcp.simulator.errors import ApiError, invalid_argument, not_found
+from infra.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
 from infra.gcp.simulator.machines import MachineBackend
 from infra.gcp.simulator.server import Call
 from infra.gcp.simulator.state import World
@@ -120,6 +120,44 @@ def check_name(body: dict[str, Any]) -> str:
         raise invalid_argument(f"Invalid value for field 'resource.name': '{name}'. "
                                f"Must be a match of regex '{NAME_REGEX}'")
     return str(name)
+
+
+def insert_body(call: Call, project: str, kind: str, scope: str | None,
+                path_of: Callable[[str], str]) -> tuple[dict[str, Any], str, str]:
+    """An insert's (body, name, collection key), the name checked and not taken (409 as GCE
+    answers: "The resource '<path>' already exists")."""
+    body = require_body(call)
+    name = check_name(body)
+    key = f"{scope}/{name}" if scope else name
+    if key in collection(call, project, kind):
+        raise already_exists(path_of(name))
+    return body, name, key
+
+
+def admin_project(world: World, project: str) -> dict[str, Any]:
+    """The project an admin endpoint names (404 in the simulator's words if there is none)."""
+    found = world.project(project)
+    if found is None:
+        raise ApiError(404, f"no simulated project {project}")
+    return found
+
+
+SPOT_NOTICE_SECONDS = 30.0  # the notice Google gives a spot VM or TPU before it reclaims it
+
+
+def preemption(body: Any, path: str, found: dict[str, Any] | None, state_key: str, ready: str) -> float:
+    """The grace period of a preemption request for `found` (at `path`), refused where Google
+    would not preempt it: missing, not spot, not `ready`, already being reclaimed."""
+    grace = float((body or {}).get("grace_seconds", SPOT_NOTICE_SECONDS))
+    if grace < 0:
+        raise ApiError(400, "grace_seconds must be 0 or more")
+    if found is None:
+        raise ApiError(404, f"The resource '{path}' was not found")
+    if not found["_sim"]["spot"]:
+        raise ApiError(400, f"{path} is not Spot (or preemptible): Google does not preempt it")
+    if found[state_key] != ready or found["_sim"].get("preempt_at"):
+        raise ApiError(400, f"{path} is {found[state_key]}: only a {ready} one can be preempted")
+    return grace
 
 
 def require_body(call: Call) -> dict[str, Any]:

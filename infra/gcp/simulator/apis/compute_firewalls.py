@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from infra.gcp.simulator.apis.compute_common import (
-    backend, check_name, collection, fingerprint, get_or_404, link, list_response, parse_ref,
-    public, require_body, stamp, start_op)
+    backend, collection, fingerprint, get_or_404, insert_body, link, list_response, parse_ref, public,
+    stamp, start_op)
 from infra.gcp.simulator.apis.compute_networks import find_network, network_path
-from infra.gcp.simulator.errors import already_exists, invalid_argument, not_found
+from infra.gcp.simulator.errors import invalid_argument, not_found
 from infra.gcp.simulator.machines import FirewallRule
 from infra.gcp.simulator.server import Call, handles
 from infra.gcp.simulator.state import World
@@ -75,12 +75,10 @@ def _normalised(call: Call, body: dict[str, Any], project: str) -> dict[str, Any
 
 @handles("compute.firewalls.insert")
 def insert_firewall(call: Call) -> Any:
-    body, project = require_body(call), call.project_id
-    name = check_name(body)
+    project = call.project_id
+    body, name, _ = insert_body(call, project, "firewalls", None, lambda n: firewall_path(project, n))
     firewalls = collection(call, project, "firewalls")
     path = firewall_path(project, name)
-    if name in firewalls:
-        raise already_exists(path)
     fw = stamp(_normalised(call, body, project), call.world, "compute#firewall", path, call.now)
     firewalls[name] = fw
     apply(call.world, project, fw["network"])
@@ -156,19 +154,16 @@ def _nats(nats: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 
 @handles("compute.routers.insert")
 def insert_router(call: Call) -> Any:
-    body, project, region = require_body(call), call.project_id, call.params["region"]
-    name = check_name(body)
-    routers = collection(call, project, "routers")
+    project, region = call.project_id, call.params["region"]
+    body, name, key = insert_body(call, project, "routers", region, lambda n: router_path(project, region, n))
     path = router_path(project, region, name)
-    if f"{region}/{name}" in routers:
-        raise already_exists(path)
     network = find_network(call.world, project, body.get("network") or "")
     if network is None:
         raise not_found(network_path(project, parse_ref(body.get("network") or "default", "networks", project)[2]))
     router = stamp({**body, "network": network["selfLink"], "nats": _nats(body.get("nats")),
                     "region": link(f"projects/{project}/regions/{region}")},
                    call.world, "compute#router", path, call.now)
-    routers[f"{region}/{name}"] = router
+    collection(call, project, "routers")[key] = router
     return start_op(call, project, f"regions/{region}", "insert", path, kind="router_insert",
                     args={"target_id": router["id"]})
 

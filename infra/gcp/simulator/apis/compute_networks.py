@@ -27,7 +27,7 @@ from infra.gcp.simulator import operations
 from infra.gcp.simulator.apis import compute_addresses
 from infra.gcp.simulator.apis.compute_catalog import REGIONS
 from infra.gcp.simulator.apis.compute_common import (
-    backend, check_name, collection, fingerprint, get_or_404, in_use, link, list_response,
+    backend, check_name, collection, fingerprint, get_or_404, in_use, insert_body, link, list_response,
     operation_error, parse_ref, public, require_body, stamp, start_op)
 from infra.gcp.simulator.errors import already_exists, invalid_argument, not_found
 from infra.gcp.simulator.server import Call, handles
@@ -56,12 +56,10 @@ def find_network(world: World, project: str, ref: str) -> dict[str, Any] | None:
 
 @handles("compute.networks.insert")
 def insert_network(call: Call) -> Any:
-    body, project = require_body(call), call.project_id
-    name = check_name(body)
+    project = call.project_id
+    body, name, _ = insert_body(call, project, "networks", None, lambda n: network_path(project, n))
     networks = collection(call, project, "networks")
     path = network_path(project, name)
-    if name in networks:
-        raise already_exists(path)
     auto = bool(body.get("autoCreateSubnetworks"))
     network = stamp({**body, "autoCreateSubnetworks": auto, "subnetworks": [], "mtu": body.get("mtu", 1460),
                      "routingConfig": body.get("routingConfig") or {"routingMode": "REGIONAL"},

@@ -24,10 +24,10 @@ from typing import Any
 
 from infra.gcp.simulator.apis import compute_catalog
 from infra.gcp.simulator.apis.compute_common import (
-    check_name, collection, get_or_404, in_use, link, list_response, parse_ref, public, region_of,
-    require_body, stamp, start_op)
+    collection, get_or_404, in_use, insert_body, link, list_response, parse_ref, public, region_of, stamp,
+    start_op)
 from infra.gcp.simulator.apis.compute_instance_spec import check_zone
-from infra.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
+from infra.gcp.simulator.errors import ApiError, invalid_argument, not_found
 from infra.gcp.simulator.server import Call, handles
 from infra.gcp.simulator.state import World
 
@@ -91,12 +91,8 @@ def consume(world: World, project: str, inst: dict[str, Any]) -> str | None:
 def insert_reservation(call: Call) -> Any:
     project, zone = call.project_id, call.params["zone"]
     check_zone(zone)
-    body = require_body(call)
-    name = check_name(body)
+    body, name, key = insert_body(call, project, "reservations", zone, lambda n: reservation_path(project, zone, n))
     path = reservation_path(project, zone, name)
-    reservations = collection(call, project, "reservations")
-    if f"{zone}/{name}" in reservations:
-        raise already_exists(path)
     spec = dict(body.get("specificReservation") or {})
     props = dict(spec.get("instanceProperties") or {})
     machine = str(props.get("machineType", "")).rsplit("/", 1)[-1]
@@ -116,7 +112,7 @@ def insert_reservation(call: Call) -> Any:
     r = stamp({**body, "specificReservation": spec, "status": "READY", "zone": link(f"projects/{project}/zones/{zone}"),
                "specificReservationRequired": bool(body.get("specificReservationRequired"))},
               call.world, "compute#reservation", path, call.now)
-    reservations[f"{zone}/{name}"] = r
+    collection(call, project, "reservations")[key] = r
     return start_op(call, project, f"zones/{zone}", "insert", path, kind="reservation_insert", args={"target_id": r["id"]})
 
 
@@ -176,19 +172,15 @@ def insert_policy(call: Call) -> Any:
     project, region = call.project_id, call.params["region"]
     if region not in compute_catalog.REGIONS:
         raise invalid_argument(f"Invalid value for field 'region': '{region}'. Unknown region.")
-    body = require_body(call)
-    name = check_name(body)
+    body, name, key = insert_body(call, project, "resourcePolicies", region, lambda n: policy_path(project, region, n))
     path = policy_path(project, region, name)
-    policies = collection(call, project, "resourcePolicies")
-    if f"{region}/{name}" in policies:
-        raise already_exists(path)
     placement = body.get("groupPlacementPolicy")
     if placement is not None and placement.get("collocation", "COLLOCATED") not in ("COLLOCATED", "UNSPECIFIED_COLLOCATION"):
         raise invalid_argument(f"Invalid value for field 'resource.groupPlacementPolicy.collocation': "
                                f"'{placement.get('collocation')}'.")
     policy = stamp({**body, "region": link(f"projects/{project}/regions/{region}"), "status": "READY"},
                    call.world, "compute#resourcePolicy", path, call.now)
-    policies[f"{region}/{name}"] = policy
+    collection(call, project, "resourcePolicies")[key] = policy
     return start_op(call, project, f"regions/{region}", "insert", path, kind="resource_policy_insert",
                     args={"target_id": policy["id"]})
 

@@ -16,35 +16,22 @@ import time
 from typing import Any
 
 from infra.gcp.simulator import operations
-from infra.gcp.simulator.apis.compute_common import API, collection
+from infra.gcp.simulator.apis.compute_common import API, admin_project, collection, preemption
 from infra.gcp.simulator.apis.compute_common import backend as machine_backend
 from infra.gcp.simulator.apis.compute_instance_spec import instance_path, machine
 from infra.gcp.simulator.apis.compute_instances import halt, remove, step
-from infra.gcp.simulator.errors import ApiError
 from infra.gcp.simulator.server import Simulator, admin
 from infra.gcp.simulator.state import World, ticker
-
-SPOT_NOTICE_SECONDS = 30.0
 
 
 @admin("POST", "projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<instance>[^/:]+):preempt")
 def preempt(sim: Simulator, m: re.Match[str], body: Any) -> Any:
-    grace = float((body or {}).get("grace_seconds", SPOT_NOTICE_SECONDS))
-    if grace < 0:
-        raise ApiError(400, "grace_seconds must be 0 or more")
     with sim.store.transaction() as world:
-        project = world.project(m["project"])
-        if project is None:
-            raise ApiError(404, f"no simulated project {m['project']}")
-        key = f"{m['zone']}/{m['instance']}"
-        inst = collection(world, project["id"], "instances").get(key)
+        project = admin_project(world, m["project"])
+        inst = collection(world, project["id"], "instances").get(f"{m['zone']}/{m['instance']}")
         path = instance_path(project["id"], m["zone"], m["instance"])
-        if inst is None:
-            raise ApiError(404, f"The resource '{path}' was not found")
-        if not inst["_sim"]["spot"]:
-            raise ApiError(400, f"{path} is not a Spot (or preemptible) VM: Google does not preempt it")
-        if inst["status"] != "RUNNING" or inst["_sim"].get("preempt_at"):
-            raise ApiError(400, f"{path} is {inst['status']}: only a RUNNING VM can be preempted")
+        grace = preemption(body, path, inst, "status", "RUNNING")
+        assert inst is not None
         now = time.time()
         inst["_sim"]["preempt_at"] = now + grace
         machine_backend(world).announce_preemption(machine(world, project["id"], inst).key)

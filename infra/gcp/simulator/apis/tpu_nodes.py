@@ -33,7 +33,7 @@ from infra import catalog
 from infra.gcp.simulator import operations
 from infra.gcp.simulator.apis import compute_addresses, tpu
 from infra.gcp.simulator.apis.compute_capacity import stocked_out
-from infra.gcp.simulator.apis.compute_common import backend, parse_ref, public, region_of
+from infra.gcp.simulator.apis.compute_common import admin_project, backend, parse_ref, preemption, public, region_of
 from infra.gcp.simulator.apis.compute_networks import find_network, find_subnetwork, network_path
 from infra.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
 from infra.gcp.simulator.machines import Machine, metadata_items
@@ -326,19 +326,12 @@ def advance(world: World, now: float) -> None:
 
 @admin("POST", "projects/(?P<project>[^/]+)/locations/(?P<zone>[^/]+)/nodes/(?P<node>[^/:]+):preempt")
 def preempt(sim: Simulator, m: re.Match[str], body: Any) -> Any:
-    grace = float((body or {}).get("grace_seconds", 30.0))
     with sim.store.transaction() as world:
-        project = world.project(m["project"])
-        if project is None:
-            raise ApiError(404, f"no simulated project {m['project']}")
+        project = admin_project(world, m["project"])
         node = nodes(world, project["id"]).get(f"{m['zone']}/{m['node']}")
         path = node_path(project["id"], m["zone"], m["node"])
-        if node is None:
-            raise ApiError(404, f"The resource '{path}' was not found")
-        if not node["_sim"]["spot"]:
-            raise ApiError(400, f"{path} is not a Spot (or preemptible) TPU: Google does not preempt it")
-        if node["state"] != "READY" or node["_sim"].get("preempt_at"):
-            raise ApiError(400, f"{path} is {node['state']}: only a READY TPU can be preempted")
+        grace = preemption(body, path, node, "state", "READY")
+        assert node is not None
         node["_sim"]["preempt_at"] = time.time() + grace
         for machine in machines(world, project["id"], node):
             backend(world).announce_preemption(machine.key)
