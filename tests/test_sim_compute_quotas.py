@@ -77,6 +77,14 @@ def test_spot_vms_use_preemptible_quota_where_the_project_has_it(make_csim):
     assert standard["error"]["errors"][0]["message"].startswith("Quota 'NVIDIA_L4_GPUS' exceeded.")
 
 
+def test_without_preemptible_quota_spot_vms_use_the_standard_quota(make_csim):
+    sim = make_csim(quotas={REGION: {"NVIDIA_L4_GPUS": 1, "PREEMPTIBLE_NVIDIA_L4_GPUS": 0}})
+    sim.network()
+    assert "error" not in insert(sim, instance_body("s0", machine="g2-standard-8", spot=True))
+    second = insert(sim, instance_body("s1", machine="g2-standard-8", spot=True))
+    assert second["error"]["errors"][0]["message"].startswith("Quota 'NVIDIA_L4_GPUS' exceeded.")
+
+
 def test_regions_get_and_projects_get_show_limits_and_usage(make_csim):
     sim = make_csim(quotas={"global": {"GPUS_ALL_REGIONS": 4}, REGION: {"NVIDIA_T4_GPUS": 4}})
     sim.network()

@@ -7,7 +7,8 @@ instance not TERMINATED holds its vCPUs, GPUs, one INSTANCES and its external ad
 (stopped VMs release CPU and GPU quota).
   - vCPUs count toward N2_CPUS / A2_CPUS for those families, CPUS for the others (N1, E2, G2, A3),
     and CPUS_ALL_REGIONS globally; GPUs toward NVIDIA_<type>_GPUS and GPUS_ALL_REGIONS.
-  - Spot VMs use the PREEMPTIBLE_ variant where the project has one, else the standard quota
+  - Spot VMs use the PREEMPTIBLE_ variant where the project has such quota (limit > 0), else
+    the standard quota
     ("To prevent Spot VMs from consuming your quotas for standard VMs' CPUs, GPUs, and disks,
     consider requesting preemptible quota", https://cloud.google.com/compute/docs/instances/create-use-spot).
 Exceeded, the insert's operation fails as GCE's does: errors[].code QUOTA_EXCEEDED, HTTP 403,
@@ -51,8 +52,11 @@ def limit(project: dict[str, Any], scope: str, metric: str) -> float | None:
 
 
 def _metric(project: dict[str, Any], region: str, metric: str, spot: bool) -> str:
+    """A spot VM's metric: the PREEMPTIBLE_ one where the project has such quota (a limit above
+    0: a project without it shows 0.0, e.g. PREEMPTIBLE_CPUS in https://pastebin.com/9MY1rdpX),
+    else the standard one (see the module docstring)."""
     preemptible = f"PREEMPTIBLE_{metric}"
-    return preemptible if spot and limit(project, region, preemptible) is not None else metric
+    return preemptible if spot and (limit(project, region, preemptible) or 0.0) > 0 else metric
 
 
 def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str, str], float]:
