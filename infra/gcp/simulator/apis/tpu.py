@@ -171,7 +171,7 @@ def list_locations(call: Call) -> Any:
     return {"locations": [_location(project, z) for z in TPU_ZONES]}
 
 
-@handles("tpu.projects.locations.get", claims=lambda world, params: params["name"].count("/") == 3)
+@handles("tpu.projects.locations.get")
 def get_location(call: Call) -> Any:
     parts = call.params["name"].split("/")
     check_location(call.project_id, parts[3])
