@@ -107,3 +107,13 @@ def test_a_subnetwork_patch_needs_its_fingerprint_and_google_access_has_its_own_
     assert subnet["privateIpGoogleAccess"] is True and subnet["gatewayAddress"] == "10.128.0.1"
     assert csim.http("PATCH", path, {"logConfig": {"enable": True}})[0] == 412
     assert csim.http("PATCH", path, {"logConfig": {"enable": True}, "fingerprint": subnet["fingerprint"]})[0] == 200
+
+
+def test_a_subnetwork_range_can_only_grow(csim):
+    csim.network()
+    path = csim.compute(f"regions/{REGION}/subnetworks/vpc-subnet/expandIpCidrRange")
+    assert csim.http("POST", path, {"ipCidrRange": "10.128.0.0/24"})[0] == 400  # smaller
+    assert csim.http("POST", path, {"ipCidrRange": "10.130.0.0/16"})[0] == 400  # elsewhere
+    assert csim.http("POST", path, {"ipCidrRange": "10.128.0.0/16"})[0] == 200
+    subnet = csim.http("GET", csim.compute(f"regions/{REGION}/subnetworks/vpc-subnet"))[1]
+    assert subnet["ipCidrRange"] == "10.128.0.0/16"

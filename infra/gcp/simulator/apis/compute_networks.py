@@ -156,11 +156,15 @@ def _check_range(world: World, project: str, network: str, cidr: str | None, nam
     except ValueError:
         raise invalid_argument(f"Invalid value for field 'resource.ipCidrRange': '{cidr}'. "
                                "Invalid IPCidrRange: " + cidr) from None
-    for other in collection(world, project, "subnetworks").values():
-        if other["network"] == network and ipaddress.ip_network(other["ipCidrRange"]).overlaps(net):
-            raise invalid_argument(f"Invalid IPCidrRange: {cidr} conflicts with existing subnetwork "
-                                   f"'{other['name']}' in region '{other['region'].rsplit('/', 1)[-1]}'.")
+    _check_range_against(collection(world, project, "subnetworks").values(), network, net)
     return str(net)
+
+
+def _check_range_against(others: Any, network: str, net: Any) -> None:
+    for other in others:
+        if other["network"] == network and ipaddress.ip_network(other["ipCidrRange"]).overlaps(net):
+            raise invalid_argument(f"Invalid IPCidrRange: {net} conflicts with existing subnetwork "
+                                   f"'{other['name']}' in region '{other['region'].rsplit('/', 1)[-1]}'.")
 
 
 def _create_subnetwork(call: Call, project: str, region: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -225,6 +229,26 @@ def set_private_ip_google_access(call: Call) -> Any:
     project, region, _, subnet = _subnet(call)
     subnet["privateIpGoogleAccess"] = bool((call.body or {}).get("privateIpGoogleAccess"))
     return _updated(call, project, region, subnet, "setPrivateIpGoogleAccess")
+
+
+@handles("compute.subnetworks.expandIpCidrRange")
+def expand_ip_cidr_range(call: Call) -> Any:
+    """A larger range containing the current one (subnetworks/expandIpCidrRange: a range can
+    only grow; refused otherwise in the simulator's words)."""
+    project, region, name, subnet = _subnet(call)
+    wanted = (call.body or {}).get("ipCidrRange") or ""
+    try:
+        bigger = ipaddress.IPv4Network(wanted)
+    except ValueError:
+        raise invalid_argument(f"Invalid value for field 'ipCidrRange': '{wanted}'.") from None
+    current = ipaddress.IPv4Network(subnet["ipCidrRange"])
+    if not (current.subnet_of(bigger) and bigger != current):
+        raise invalid_argument(f"Invalid value for field 'ipCidrRange': '{wanted}'. The new range must contain "
+                               f"the subnetwork's current range {current} and be larger.")
+    others = [s for k, s in collection(call, project, "subnetworks").items() if k != f"{region}/{name}"]
+    _check_range_against(others, subnet["network"], bigger)
+    subnet["ipCidrRange"] = str(bigger)
+    return _updated(call, project, region, subnet, "expandIpCidrRange")
 
 
 @handles("compute.subnetworks.patch")
