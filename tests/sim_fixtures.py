@@ -49,8 +49,12 @@ class RunningSim:
         """A google-cloud-* client of the real library, pointed at the simulator."""
         from google.auth.credentials import AnonymousCredentials
 
-        return cls(transport="rest", credentials=AnonymousCredentials(),
-                   client_options={"api_endpoint": self.url})
+        from infra.gcp.reaper import _operations_at
+
+        client = cls(transport="rest", credentials=AnonymousCredentials(),
+                     client_options={"api_endpoint": self.url})
+        _operations_at(client, self.url)  # compute's operation polling, at the simulator too
+        return client
 
     def create_project(self, **project_file: Any) -> str:
         status, body = self.http("POST", "/trainctl-sim/v1/projects", project_file)

@@ -34,8 +34,28 @@ def google_client(cls: Callable[..., C]) -> C:
         return cls()
     from google.auth.credentials import AnonymousCredentials
 
-    return cls(transport="rest", credentials=AnonymousCredentials(),
-               client_options={"api_endpoint": endpoint})
+    client = cls(transport="rest", credentials=AnonymousCredentials(),
+                 client_options={"api_endpoint": endpoint})
+    _operations_at(client, endpoint)
+    return client
+
+
+def _operations_at(client: object, endpoint: str) -> None:
+    """google-cloud-compute polls an operation (`.result()`) through operations clients it
+    builds without the caller's client_options (transports/base.py: ZoneOperationsClient(
+    credentials=..., transport=...)), i.e. at compute.googleapis.com whatever endpoint the
+    client was given: give its transport ones that use the same endpoint."""
+    services = getattr(getattr(client, "_transport", None), "_extended_operations_services", None)
+    if services is None:
+        return
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import compute_v1
+
+    for key, ops in (("global_operations", compute_v1.GlobalOperationsClient),
+                     ("region_operations", compute_v1.RegionOperationsClient),
+                     ("zone_operations", compute_v1.ZoneOperationsClient)):
+        services[key] = ops(transport="rest", credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": endpoint})
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,9 @@ from importlib import resources
 from typing import Any, Iterator
 
 # name.version of every API the simulator answers (the discovery cache's file names).
-APIS = ("compute.v1", "tpu.v2", "container.v1", "serviceusage.v1", "cloudresourcemanager.v1",
+# container.v1beta1: the Terraform provider pulumi-gcp bridges calls GKE through its v1beta1
+# client, whatever the custom endpoint says (google-beta/services/container/client.go).
+APIS = ("compute.v1", "tpu.v2", "container.v1", "container.v1beta1", "serviceusage.v1", "cloudresourcemanager.v1",
         "cloudresourcemanager.v3", "iam.v1", "storage.v1", "artifactregistry.v1",
         "cloudfunctions.v2", "run.v2", "cloudscheduler.v1")
 

@@ -227,6 +227,7 @@ class Simulator:
                 raise ApiError(404, f"The requested URL {split.path} was not found on this server.")
             route = self._choose(routes)
             legacy = route.method.api.legacy_errors
+            query = validation.camel_query(route.method, query)
             validation.check_query(route.method, query)
             body = self._body(route.method, raw, headers)
             with self.store.transaction() as world:

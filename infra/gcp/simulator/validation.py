@@ -20,6 +20,17 @@ def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def camel_query(method: Method, query: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Google's front end binds a query parameter by its JSON name or by its proto field name
+    (the Terraform provider sends `repository_id=`): the snake form folded onto the camel one."""
+    names = method.query_names()
+    out = {}
+    for key, value in query.items():
+        camel = re.sub(r"_([a-z0-9])", lambda m: m[1].upper(), key)
+        out[camel if camel in names and key not in names else key] = value
+    return out
+
+
 def check_query(method: Method, query: dict[str, list[str]]) -> None:
     allowed = method.query_names() | SYSTEM_QUERY | set(method.api.doc.get("parameters", {}))
     for name in query:
