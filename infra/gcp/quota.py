@@ -32,6 +32,9 @@ class Need:
     metric: str
     region: str  # GLOBAL for project-wide metrics
     amount: float
+    # Spot GPUs count against the standard metric where the project has no preemptible quota
+    # (limit 0): https://cloud.google.com/compute/docs/instances/create-use-spot#quotas
+    fallback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,9 @@ def needs(spec: ClusterSpec) -> list[Need]:
         gpus = accel.count * view.node_count
         totals[(catalog.GPUS_ALL_REGIONS, GLOBAL)] += gpus
         totals[(catalog.GPUS[accel.type].quota_metric_for(view.spot), region)] += gpus
-    return [Need(metric, where, amount) for (metric, where), amount in sorted(totals.items())]
+    standard = {g.quota_metric_for(True): g.quota_metric for g in catalog.GPUS.values()}
+    return [Need(metric, where, amount, standard.get(metric))
+            for (metric, where), amount in sorted(totals.items())]
 
 
 def shortfalls(project: str, wanted: list[Need], read: Callable[[str], dict[str, tuple[float, float]]]
@@ -71,7 +76,10 @@ def shortfalls(project: str, wanted: list[Need], read: Callable[[str], dict[str,
     for need in wanted:
         if need.region not in by_region:
             by_region[need.region] = read(need.region)
-        limit_usage = by_region[need.region].get(need.metric)
+        quotas = by_region[need.region]
+        if need.fallback and quotas.get(need.metric, (0.0, 0.0))[0] == 0:
+            need = Need(need.fallback, need.region, need.amount)
+        limit_usage = quotas.get(need.metric)
         if limit_usage is None:
             continue
         limit, usage = limit_usage
