@@ -130,13 +130,13 @@ def _read_quotas(project: str, region: str) -> dict[str, tuple[float, float]]:
 
 def _ensure_compute(project: str, progress: Callable[[str], None]) -> None:
     """Compute's quotas are read through Compute: a fresh project must enable it first."""
-    from google.api_core.exceptions import PermissionDenied
+    from google.api_core.exceptions import Forbidden
     from google.cloud import compute_v1
 
     try:
         google_client(compute_v1.ProjectsClient).get(project=project)
         return
-    except PermissionDenied as exc:
+    except Forbidden as exc:  # 403 over REST (PermissionDenied is gRPC's)
         if getattr(exc, "reason", None) != "SERVICE_DISABLED":
             raise
     progress(f"enabling {COMPUTE} in project {project} to read its quotas (enabling an API costs nothing)")

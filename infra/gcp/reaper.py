@@ -139,11 +139,11 @@ def _service_disabled(exc: Exception) -> bool:
 
 def _listed(kind: str, finder: Callable[[str, Pick], list[Expired]], project: str, pick: Pick,
             report: Callable[[str], None]) -> list[Expired]:
-    from google.api_core.exceptions import PermissionDenied
+    from google.api_core.exceptions import Forbidden
 
     try:
         return finder(project, pick)
-    except PermissionDenied as exc:
+    except Forbidden as exc:  # 403 over REST (PermissionDenied is gRPC's)
         if not _service_disabled(exc):
             raise
         report(f"no {kind} to look at: its API is not enabled in project {project}")
