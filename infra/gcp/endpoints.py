@@ -9,6 +9,7 @@ API under the path Google serves its version at, and every resource uses that pr
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pulumi_gcp as gcp
 
@@ -46,4 +47,5 @@ def api_provider() -> gcp.Provider | None:
     base = os.environ.get(API_ENDPOINT_ENV)
     if not base:
         return None
-    return gcp.Provider("gcp-api-endpoint", **custom_endpoints(base))
+    endpoints: dict[str, Any] = custom_endpoints(base)
+    return gcp.Provider("gcp-api-endpoint", gcp.ProviderArgs(**endpoints))

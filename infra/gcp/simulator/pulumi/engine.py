@@ -30,7 +30,7 @@ from infra.gcp.simulator.pulumi.display import Display
 from infra.gcp.simulator.pulumi.plugins import (
     DEFAULTS_KEY, Diff, Package, PackageFactory, ProviderError, inputs_of, unknown_type)
 from infra.gcp.simulator.pulumi.properties import (
-    apply_ignore_changes, path_matches, plain, secret_keys, wrap_secrets)
+    apply_ignore_changes, path_matches, plain, secret_keys, with_asset_hashes, wrap_secrets)
 from infra.gcp.simulator.pulumi.snapshot import ordered
 from infra.gcp.simulator.pulumi.providers import ProviderRegistry, is_provider_type
 
@@ -156,7 +156,7 @@ class Deployment:
     def _component(self, goal: Goal) -> dict[str, Any]:
         old = self.olds.get(goal.urn)
         self.display.step("same" if old else "create", goal.type, goal.name, done=True)
-        return new_state(goal, "", old["outputs"] if old else {}, created=old and old.get("created"))
+        return new_state(goal, "", old["outputs"] if old else {}, created=old.get("created") if old else None)
 
     def _custom(self, goal: Goal) -> dict[str, Any]:
         package, provider_ref = self.providers.package_for(goal, new_state, self._record)
@@ -168,7 +168,8 @@ class Deployment:
         old = self.olds.get(goal.urn)
         if old is not None and old.get("delete"):
             old = None
-        goal.declared = apply_ignore_changes(goal.inputs, old["inputs"] if old else None, goal.ignore_changes)
+        goal.declared = apply_ignore_changes(with_asset_hashes(goal.inputs), old["inputs"] if old else None,
+                                             goal.ignore_changes)
         news = rtype.check(goal.name, goal.declared, old["inputs"] if old else None)
         goal.inputs = news
         self._policy(goal, news)

@@ -60,9 +60,11 @@ def run(project: Project, stack: str, config: dict[str, str], monitor: Any, log:
     executor = ThreadPoolExecutor(max_workers=PARALLEL * 4)
     loop.set_default_executor(executor)
     logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    def program() -> None:
+        runpy.run_path(str(project.main), run_name="__main__")
+
     try:
-        loop.run_until_complete(pulumi.runtime.run_in_stack(
-            lambda: runpy.run_path(str(project.main), run_name="__main__")))
+        loop.run_until_complete(pulumi.runtime.run_in_stack(program))
     except pulumi.RunError as exc:
         raise ProgramError(str(exc)) from exc
     except Exception as exc:  # noqa: BLE001 - the language host reports any failure of the program

@@ -225,3 +225,38 @@ def _equal(new: Any, old: Any) -> bool:
     if isinstance(new, (int, float)) and isinstance(old, str):
         return str(new) == old  # int64 fields come back from JSON APIs as strings
     return bool(new == old)
+
+
+# --- assets and archives ----------------------------------------------------------------------
+
+def with_asset_hashes(value: Any) -> Any:
+    """Assets and archives with the content hash the engine adds to them (asset.EnsureHash), so
+    a changed file is a changed input even where its path is the same."""
+    if isinstance(value, dict):
+        value = {k: with_asset_hashes(v) for k, v in value.items()}
+        if value.get(SIG) in (ASSET_SIG, ARCHIVE_SIG) and "hash" not in value:
+            value["hash"] = _content_hash(value)
+        return value
+    if isinstance(value, list):
+        return [with_asset_hashes(v) for v in value]
+    return value
+
+
+def _content_hash(value: dict[str, Any]) -> str:
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    if "text" in value:
+        digest.update(str(value["text"]).encode())
+    elif "assets" in value:
+        for name in sorted(value["assets"]):
+            digest.update(name.encode() + b"\0" + _content_hash(value["assets"][name]).encode())
+    elif "path" in value:
+        path = Path(value["path"])
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            digest.update(str(file.relative_to(path) if path.is_dir() else "").encode() + file.read_bytes())
+    else:
+        digest.update(str(value.get("uri", "")).encode())
+    return digest.hexdigest()
