@@ -17,3 +17,5 @@ from infra.gcp.simulator.apis import compute_spot  # noqa: F401
 from infra.gcp.simulator.apis import tpu  # noqa: F401
 from infra.gcp.simulator.apis import tpu_nodes  # noqa: F401
 from infra.gcp.simulator.apis import tpu_queued  # noqa: F401
+from infra.gcp.simulator.apis import storage  # noqa: F401
+from infra.gcp.simulator.apis import storage_objects  # noqa: F401
