@@ -195,6 +195,7 @@ def build(world: World, now: float, project: str, zone: str, body: dict[str, Any
                                       "acceleratorCount": int(a.get("acceleratorCount", 1))}
                                      for a in body["guestAccelerators"]]
     stamp(inst, world, "compute#instance", path, now)
+    inst["fingerprint"] = fingerprint(inst)
     inst["_sim"] = {"zone": zone, "machine_type": m.name, "gpus": gpus, "spot": scheduling["preemptible"],
                     "disk": disk, "subnets": [public(s)["selfLink"] for _, s in nics], "next": None}
     return inst
