@@ -76,18 +76,8 @@ class ComputeSim:
         return f"/compute/v1/projects/{self.project}/{path}"
 
     def client(self, cls: Callable[..., C]) -> C:
-        """The real client; compute clients also poll their operations here (google-cloud-compute
-        builds the operations client `.result()` uses without the client's endpoint)."""
-        from google.cloud import compute_v1
-
-        client: Any = self.running.client(cls)
-        services = getattr(getattr(client, "_transport", None), "_extended_operations_services", None)
-        if services is not None:
-            for key, ops in (("global_operations", compute_v1.GlobalOperationsClient),
-                             ("region_operations", compute_v1.RegionOperationsClient),
-                             ("zone_operations", compute_v1.ZoneOperationsClient)):
-                services[key] = self.running.client(ops)
-        return client  # type: ignore[no-any-return]
+        """The real client class, pointed at the simulator (operation polling included)."""
+        return self.running.client(cls)
 
     def advance(self, seconds: float) -> None:
         """Let `seconds` pass in the simulated world (tickers and due operations run)."""
