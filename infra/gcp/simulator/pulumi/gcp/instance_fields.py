@@ -37,13 +37,21 @@ def same_scopes(new: Any, old: Any) -> bool:
     return {canonical_scope(s) for s in new or []} == {canonical_scope(s) for s in old or []}
 
 
+UBUNTU_LTS = re.compile(r"^ubuntu-(minimal-)?([0-9]+)(?:.*(arm64|amd64))?.*$")
+
+
 def family_equals(image: str, family: str) -> bool:
-    """diskImageFamilyEquals for the families trainctl uses (the image name contains the
-    family name; -amd64/-arm64 variants kept apart)."""
+    """diskImageFamilyEquals: the image name contains the family name (-amd64/-arm64 variants
+    kept apart), or it is the Ubuntu LTS image of that family (suppressCanonicalFamilyDiff);
+    the Fedora, SUSE, COS and Windows rules are not modelled."""
     if "-arm64" not in image and family.removesuffix("-amd64") in image:
         return ("-amd64" in image) == family.endswith("-amd64")
     if family.removesuffix("-arm64") in image:
         return ("-arm64" in image) == family.endswith("-arm64")
+    ubuntu = UBUNTU_LTS.match(image)
+    if ubuntu is not None:
+        minimal, version, arch = ubuntu.groups()
+        return family == f"ubuntu-{minimal or ''}{version}-lts" + (f"-{arch}" if arch else "")
     return False
 
 
