@@ -19,3 +19,7 @@ from infra.gcp.simulator.apis import tpu_nodes  # noqa: F401
 from infra.gcp.simulator.apis import tpu_queued  # noqa: F401
 from infra.gcp.simulator.apis import storage  # noqa: F401
 from infra.gcp.simulator.apis import storage_objects  # noqa: F401
+from infra.gcp.simulator.apis import artifactregistry  # noqa: F401
+from infra.gcp.simulator.apis import container  # noqa: F401
+from infra.gcp.simulator.apis import container_ops  # noqa: F401
+from infra.gcp.simulator.apis import container_pools  # noqa: F401
