@@ -23,7 +23,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol
 
-from infra.gcp.simulator.pulumi.properties import Suppress, changed_paths, plain
+from infra.gcp.simulator.pulumi.properties import changed_paths, plain
 
 DEFAULTS_KEY = "__defaults"
 

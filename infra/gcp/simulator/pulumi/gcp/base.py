@@ -167,6 +167,15 @@ class GcpResource(BridgedResource):
             raise ProviderError(f"Error waiting for {activity}: {text}" if polled else text)
         return op
 
+    def delete_request(self, url: str, kind: str) -> dict[str, Any] | None:
+        """DELETE: its operation, or None where it is gone already (HandleNotFoundError)."""
+        try:
+            return self.rest.call("DELETE", url)  # type: ignore[no-any-return]
+        except GoogleApiError as exc:
+            if exc.code == 404:
+                return None
+            raise ProviderError(f"Error deleting {kind}: {exc}") from None
+
     def read_or_none(self, url: str) -> dict[str, Any] | None:
         try:
             return self.rest.get(url)

@@ -20,7 +20,7 @@ from typing import Any
 
 from infra.gcp.simulator.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last, relative, same_resource
 from infra.gcp.simulator.pulumi.gcp.instance_fields import canonical_scope, same_scopes
-from infra.gcp.simulator.pulumi.gcp.rest import GoogleApiError, poll
+from infra.gcp.simulator.pulumi.gcp.rest import poll
 from infra.gcp.simulator.pulumi.plugins import Diff, ProviderError
 
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_only", "https://www.googleapis.com/auth/logging.write",
@@ -152,13 +152,9 @@ class Cluster(GkeResource):
         if state.get("deletionProtection", True):
             raise ProviderError("Cannot destroy cluster because deletion_protection is set to true. "
                                 "Set it to false to proceed with cluster deletion.")
-        try:
-            op = self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code == 404:
-                return
-            raise ProviderError(f"Error deleting Cluster: {exc}") from None
-        self.wait_container(op, id_.split("/")[1], id_.split("/")[3], "deleting GKE cluster")
+        op = self.delete_request(self.url(id_), "Cluster")
+        if op is not None:
+            self.wait_container(op, id_.split("/")[1], id_.split("/")[3], "deleting GKE cluster")
 
 
 class NodePool(GkeResource):
@@ -228,13 +224,9 @@ class NodePool(GkeResource):
         return self.read(id_, news, state) or state
 
     def delete(self, id_: str, state: dict[str, Any]) -> None:
-        try:
-            op = self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code == 404:
-                return
-            raise ProviderError(f"Error deleting NodePool: {exc}") from None
-        self.wait_container(op, id_.split("/")[1], id_.split("/")[3], "deleting GKE NodePool")
+        op = self.delete_request(self.url(id_), "NodePool")
+        if op is not None:
+            self.wait_container(op, id_.split("/")[1], id_.split("/")[3], "deleting GKE NodePool")
 
 
 TYPES = (Cluster, NodePool)

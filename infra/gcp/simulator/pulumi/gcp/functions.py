@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.gcp.simulator.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last
-from infra.gcp.simulator.pulumi.gcp.rest import GoogleApiError
-from infra.gcp.simulator.pulumi.plugins import Diff, ProviderError
+from infra.gcp.simulator.pulumi.plugins import Diff
 
 FUNCTION_MASK = {"description": "description", "buildConfig": "buildConfig", "serviceConfig": "serviceConfig",
                  "eventTrigger": "eventTrigger", "kmsKeyName": "kmsKeyName", "labels": "labels"}
@@ -76,14 +75,10 @@ class Function(GcpResource):
         return self.read(id_, news, state) or state
 
     def delete(self, id_: str, state: dict[str, Any]) -> None:
-        try:
-            op = self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code == 404:
-                return
-            raise ProviderError(f"Error deleting function: {exc}") from None
-        with failing_as("Error waiting to delete function"):
-            self.wait_lro(op, "Deleting function")
+        op = self.delete_request(self.url(id_), "function")
+        if op is not None:
+            with failing_as("Error waiting to delete function"):
+                self.wait_lro(op, "Deleting function")
 
 
 class Job(GcpResource):
@@ -134,11 +129,7 @@ class Job(GcpResource):
         return self.read(id_, news, state) or state
 
     def delete(self, id_: str, state: dict[str, Any]) -> None:
-        try:
-            self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code != 404:
-                raise ProviderError(f"Error deleting Job: {exc}") from None
+        self.delete_request(self.url(id_), "Job")
 
 
 TYPES = (Function, Job)

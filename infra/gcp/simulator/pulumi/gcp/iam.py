@@ -75,11 +75,7 @@ class Account(GcpResource):
         return self.read(id_, news, state) or state
 
     def delete(self, id_: str, state: dict[str, Any]) -> None:
-        try:
-            self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code != 404:
-                raise ProviderError(f"Error deleting service account: {exc}") from None
+        self.delete_request(self.url(id_), "service account")
 
 
 class CustomRole(GcpResource):

@@ -20,7 +20,7 @@ from typing import Any
 
 from infra.gcp.simulator.pulumi.gcp import instance_fields as f
 from infra.gcp.simulator.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last
-from infra.gcp.simulator.pulumi.gcp.rest import GoogleApiError, poll
+from infra.gcp.simulator.pulumi.gcp.rest import poll
 from infra.gcp.simulator.pulumi.plugins import Diff, ProviderError
 
 NEEDS_STOP = ("machineType", "serviceAccount", "minCpuPlatform")
@@ -182,13 +182,9 @@ class Instance(GcpResource):
             raise ProviderError(f"Cannot delete instance {state.get('name')}: instance Deletion Protection "
                                 "is enabled. Set deletion_protection to false for this resource and run "
                                 "\"terraform apply\" before attempting to delete it.")
-        try:
-            op = self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code == 404:
-                return
-            raise ProviderError(f"Error deleting instance: {exc}") from None
-        self.wait_compute(op, id_.split("/")[1], "instance to delete")
+        op = self.delete_request(self.url(id_), "instance")
+        if op is not None:
+            self.wait_compute(op, id_.split("/")[1], "instance to delete")
 
 
 TYPES = (Instance,)

@@ -56,21 +56,10 @@ class ComputeObject(GcpResource):
                 **self.flatten(obj, inputs)}
 
     def delete(self, id_: str, state: dict[str, Any]) -> None:
-        with failing_as(f"Error deleting {self.kind}"):
-            op = self.delete_or_none(self.url(id_))
+        op = self.delete_request(self.url(id_), self.kind)
         if op is not None:
             with failing_as(f"Error waiting to delete {self.kind}"):
                 self.wait_compute(op, id_.split("/")[1], f"Deleting {self.kind}")
-
-    def delete_or_none(self, url: str) -> dict[str, Any] | None:
-        from infra.gcp.simulator.pulumi.gcp.rest import is_not_found
-
-        try:
-            return self.rest.call("DELETE", url)
-        except ProviderError as exc:
-            if is_not_found(exc):
-                return None
-            raise
 
     def patch(self, id_: str, body: dict[str, Any], method: str = "PATCH", suffix: str = "") -> None:
         with failing_as(f"Error updating {self.kind} {id_!r}"):

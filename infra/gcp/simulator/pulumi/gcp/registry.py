@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.gcp.simulator.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last
-from infra.gcp.simulator.pulumi.gcp.rest import GoogleApiError
-from infra.gcp.simulator.pulumi.plugins import Diff, ProviderError
+from infra.gcp.simulator.pulumi.plugins import Diff
 
 MASK = {"description": "description", "dockerConfig": "dockerConfig", "cleanupPolicies": "cleanupPolicies",
         "cleanupPolicyDryRun": "cleanupPolicyDryRun", "labels": "labels"}
@@ -70,14 +69,10 @@ class Repository(GcpResource):
         return self.read(id_, news, state) or state
 
     def delete(self, id_: str, state: dict[str, Any]) -> None:
-        try:
-            op = self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code == 404:
-                return
-            raise ProviderError(f"Error deleting Repository: {exc}") from None
-        with failing_as("Error waiting to delete Repository"):
-            self.wait_lro(op, "Deleting Repository")
+        op = self.delete_request(self.url(id_), "Repository")
+        if op is not None:
+            with failing_as("Error waiting to delete Repository"):
+                self.wait_lro(op, "Deleting Repository")
 
 
 TYPES = (Repository,)

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from infra.gcp.simulator.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last
-from infra.gcp.simulator.pulumi.gcp.rest import GoogleApiError
 from infra.gcp.simulator.pulumi.plugins import Diff, ProviderError
 
 PUBSUB = "https://www.googleapis.com/auth/pubsub"
@@ -114,14 +113,10 @@ class V2Vm(GcpResource):
                                 "`terraform apply`")
         if policy == "ABANDON":
             return
-        try:
-            op = self.rest.call("DELETE", self.url(id_))
-        except GoogleApiError as exc:
-            if exc.code == 404:
-                return
-            raise ProviderError(f"Error deleting Vm: {exc}") from None
-        with failing_as("Error waiting to delete Vm"):
-            self.wait_lro(op, "Deleting Vm")
+        op = self.delete_request(self.url(id_), "Vm")
+        if op is not None:
+            with failing_as("Error waiting to delete Vm"):
+                self.wait_lro(op, "Deleting Vm")
 
 
 TYPES = (V2Vm,)
