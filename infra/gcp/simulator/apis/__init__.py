@@ -23,3 +23,6 @@ from infra.gcp.simulator.apis import artifactregistry  # noqa: F401
 from infra.gcp.simulator.apis import container  # noqa: F401
 from infra.gcp.simulator.apis import container_ops  # noqa: F401
 from infra.gcp.simulator.apis import container_pools  # noqa: F401
+from infra.gcp.simulator.apis import cloudfunctions  # noqa: F401
+from infra.gcp.simulator.apis import run  # noqa: F401
+from infra.gcp.simulator.apis import scheduler  # noqa: F401
