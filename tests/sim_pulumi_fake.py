@@ -18,6 +18,7 @@ import os
 import sys
 import textwrap
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,12 @@ class ThingType(BridgedResource):
         self.cloud = cloud
 
     def create(self, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        if inputs.get("hangFor"):  # a slow create, to be interrupted
+            with Cloud.lock:
+                doc = self.cloud.load()
+                doc["calls"].append(["started", inputs["name"]])
+                self.cloud.save(doc)
+            time.sleep(float(inputs["hangFor"]))
         with Cloud.lock:
             return self._create(inputs)
 

@@ -217,3 +217,25 @@ def test_a_stack_with_resources_is_not_removed_without_force(project):
     stack.up()
     with pytest.raises(auto.CommandError, match="still has resources"):
         stack.workspace.remove_stack("dev")
+
+
+def test_a_cli_killed_during_a_create_leaves_a_pending_operation_the_next_update_reports(project):
+    import signal
+    import subprocess
+    import time
+
+    project.declare(Thing("slow", extra={"name": "slow", "hangFor": 60}))
+    project.stack()  # creates the stack
+    cli = subprocess.Popen([str(project.bin / "bin" / "pulumi"), "up", "--yes", "--skip-preview", "--stack", "dev"],
+                           cwd=project.root, env={**os.environ, **project.env()},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while ["started", "slow"] not in project.cloud.calls() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    cli.send_signal(signal.SIGKILL)
+    cli.wait()
+    project.declare(Thing("slow", extra={"name": "slow"}))
+    result = project.stack().up()
+    assert "1 pending operations from previous deployment" in result.stdout
+    assert "fake:index:Thing::slow, interrupted while creating" in result.stdout
+    assert list(project.cloud.things()) == ["slow"]

@@ -89,6 +89,10 @@ class Backend:
         doc = json.loads(self._stack_file(stack).read_text())
         return list((doc["checkpoint"].get("latest") or {}).get("resources") or [])
 
+    def pending(self, stack: str) -> list[dict[str, Any]]:
+        doc = json.loads(self._stack_file(stack).read_text())
+        return list((doc["checkpoint"].get("latest") or {}).get("pending_operations") or [])
+
     def save(self, stack: str, deployment: dict[str, Any]) -> None:
         self._write(stack, {"version": 3, "checkpoint": {"stack": self.qualified(stack), "latest": deployment}})
 

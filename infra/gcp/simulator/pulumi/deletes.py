@@ -19,13 +19,13 @@ from typing import Any, Callable
 from infra.gcp.simulator.pulumi.display import Display
 from infra.gcp.simulator.pulumi.properties import is_secret, plain, secret
 from infra.gcp.simulator.pulumi.providers import ProviderRegistry, is_provider_type
-from infra.gcp.simulator.pulumi.snapshot import refs
+from infra.gcp.simulator.pulumi.snapshot import Journal, refs
 
 PARALLEL = 32  # the engine runs independent steps at once; Pulumi's default is unbounded
 
 
 def delete_one(state: dict[str, Any], providers: ProviderRegistry, display: Display,
-               op: str = "delete") -> bool:
+               op: str = "delete", journal: Journal | None = None) -> bool:
     name = state["urn"].rsplit("::", 1)[-1]
     op = "delete-replaced" if state.get("delete") else op
     if not state.get("custom") or is_provider_type(state["type"]):
@@ -40,7 +40,8 @@ def delete_one(state: dict[str, Any], providers: ProviderRegistry, display: Disp
         return True
     display.step(op, state["type"], name)
     try:
-        providers.resource_type(state).delete(state["id"], plain(state["outputs"]))
+        with (journal or Journal()).operation("deleting", state):
+            providers.resource_type(state).delete(state["id"], plain(state["outputs"]))
     except Exception as exc:  # noqa: BLE001 - a provider failure fails this delete only
         display.failed(op, state["type"], name, f"deleting {state['urn']}: {exc}")
         return False
@@ -49,7 +50,7 @@ def delete_one(state: dict[str, Any], providers: ProviderRegistry, display: Disp
 
 
 def delete_all(states: list[dict[str, Any]], providers: ProviderRegistry, display: Display,
-               on_deleted: Callable[[dict[str, Any]], None]) -> bool:
+               on_deleted: Callable[[dict[str, Any]], None], journal: Journal | None = None) -> bool:
     """Delete `states` dependents-first; True when every one went."""
     by_urn = {s["urn"]: s for s in states}
     # how many of the states still to go depend on each one
@@ -65,7 +66,7 @@ def delete_all(states: list[dict[str, Any]], providers: ProviderRegistry, displa
         while ready or running:
             while ready and ok:
                 state = ready.pop(0)
-                running[pool.submit(delete_one, state, providers, display)] = state
+                running[pool.submit(delete_one, state, providers, display, "delete", journal)] = state
             if not running:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)

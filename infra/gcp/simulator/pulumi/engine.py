@@ -31,7 +31,7 @@ from infra.gcp.simulator.pulumi.plugins import (
     DEFAULTS_KEY, Diff, Package, PackageFactory, ProviderError, inputs_of, unknown_type)
 from infra.gcp.simulator.pulumi.properties import (
     apply_ignore_changes, path_matches, plain, secret_keys, with_asset_hashes, wrap_secrets)
-from infra.gcp.simulator.pulumi.snapshot import ordered
+from infra.gcp.simulator.pulumi.snapshot import Journal, ordered
 from infra.gcp.simulator.pulumi.providers import ProviderRegistry, is_provider_type
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -88,7 +88,8 @@ class Deployment:
     def __init__(self, *, project: str, stack: str, olds: list[dict[str, Any]],
                  factories: dict[str, PackageFactory], config: dict[str, Any], display: Display,
                  analyze: Callable[..., list[str]] | None = None,
-                 save: Callable[[list[dict[str, Any]]], None] | None = None) -> None:
+                 save: Callable[[list[dict[str, Any]]], None] | None = None,
+                 journal: Journal | None = None) -> None:
         self.project, self.stack = project, stack
         self.olds = {s["urn"]: s for s in olds}
         self.news: dict[str, dict[str, Any]] = {}
@@ -97,6 +98,7 @@ class Deployment:
         self.display = display
         self.analyze = analyze
         self._save = save
+        self.journal = journal or Journal()
         self.lock = threading.RLock()
         self.failed = False
 
@@ -133,7 +135,7 @@ class Deployment:
         if not self.failed:
             gone = [s for urn, s in self.olds.items() if urn not in self.news and not s.get("delete")]
             ok = deletes.delete_all(gone + self.pending_deletes, self.providers, self.display,
-                                    on_deleted=self._forget)
+                                    on_deleted=self._forget, journal=self.journal)
             self.failed = not ok
         if not self.failed and self.analyze is not None:
             self.failed = bool(self.analyze(list(self.news.values())))
@@ -207,7 +209,8 @@ class Deployment:
     def _create(self, goal: Goal, rtype: Any, op: str) -> dict[str, Any]:
         self.display.step(op, goal.type, goal.name)
         try:
-            id_, outputs = rtype.create(inputs_of(goal.inputs))
+            with self.journal.operation("creating", new_state(goal, "", {})):
+                id_, outputs = rtype.create(inputs_of(goal.inputs))
         except Exception as exc:  # noqa: BLE001 - any provider failure fails this step only
             if isinstance(exc, ProviderError) and exc.partial is not None:  # it exists: the state keeps it, tainted by the error
                 partial = new_state(goal, exc.partial[0], self._secrets(goal, exc.partial[1]))
@@ -219,8 +222,9 @@ class Deployment:
 
     def _update(self, goal: Goal, rtype: Any, old: dict[str, Any], diff: Diff) -> dict[str, Any]:
         self.display.step("update", goal.type, goal.name, detail="diff: ~" + ",~".join(diff.changed))
-        outputs = self._call("update", goal, lambda: rtype.update(
-            old["id"], plain(old["outputs"]), inputs_of(goal.inputs), diff))
+        with self.journal.operation("updating", old):
+            outputs = self._call("update", goal, lambda: rtype.update(
+                old["id"], plain(old["outputs"]), inputs_of(goal.inputs), diff))
         self.display.step("update", goal.type, goal.name, done=True)
         return new_state(goal, old["id"], self._secrets(goal, outputs), created=old.get("created"))
 
@@ -234,7 +238,7 @@ class Deployment:
             goal.inputs = rtype.check(goal.name, goal.declared, None)
         self.display.step("replace", goal.type, goal.name, detail="diff: +-" + ",+-".join(diff.replaces))
         if dbr:
-            if not deletes.delete_one(old, self.providers, self.display, op="delete-replaced"):
+            if not deletes.delete_one(old, self.providers, self.display, "delete-replaced", self.journal):
                 self._fail("replace", goal, f"deleting {old['urn']} for its replacement failed")
             self.olds.pop(goal.urn, None)
             state = self._create(goal, rtype, "create-replacement")

@@ -18,7 +18,7 @@ from infra.gcp.simulator.pulumi.engine import STACK_TYPE, Deployment
 from infra.gcp.simulator.pulumi.plugins import PackageFactory
 from infra.gcp.simulator.pulumi.project import Project
 from infra.gcp.simulator.pulumi.providers import ProviderRegistry
-from infra.gcp.simulator.pulumi.snapshot import deployment
+from infra.gcp.simulator.pulumi.snapshot import Journal, deployment, pending_warning
 
 FAILED = 255
 
@@ -33,9 +33,25 @@ class Update:
     message: str = ""
     exec_kind: str = "cli"
     config: dict[str, str] = field(default_factory=dict)
+    journal: Journal = field(default_factory=Journal)
+    last: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.journal = Journal(lambda: self.save(self.last))
 
     def save(self, states: list[dict[str, Any]]) -> None:
-        self.backend.save(self.stack, deployment(states, self.version, []))
+        self.last = states
+        self.backend.save(self.stack, deployment(states, self.version, self.journal.entries()))
+
+    def begin(self, title: str) -> tuple[Display, list[dict[str, Any]]]:
+        """The display and the recorded resources, warning of operations a killed CLI left."""
+        display = Display(title)
+        self.config = self.project.config(self.stack)
+        pending = self.backend.pending(self.stack)
+        if pending:
+            display.diagnostic(STACK_TYPE, f"{self.project.name}-{self.stack}", pending_warning(pending), "warning")
+        self.last = self.backend.resources(self.stack)
+        return display, self.last
 
     def record(self, kind: str, started: float, ok: bool, display: Display) -> None:
         changes = {op: n for op, n in display.counts.items() if op != "errored" and n}
@@ -57,9 +73,7 @@ def up(update: Update, *, refresh: bool, policy_packs: list[Path]) -> int:
     backend, stack, project = update.backend, update.stack, update.project
     backend.require(stack)
     with backend.lock(stack):
-        display = Display(f"Updating ({stack}):")
-        update.config = project.config(stack)
-        olds = backend.resources(stack)
+        display, olds = update.begin(f"Updating ({stack}):")
         if refresh:
             providers = ProviderRegistry(project.name, stack, update.factories, update.config,
                                          {s["urn"]: s for s in olds})
@@ -83,7 +97,7 @@ def _deploy(update: Update, olds: list[dict[str, Any]], display: Display,
     analyzers = Analyzers(policy_packs, display) if policy_packs else None
     dep = Deployment(project=update.project.name, stack=update.stack, olds=olds,
                      factories=update.factories, config=update.config, display=display,
-                     analyze=analyzers, save=update.save)
+                     analyze=analyzers, save=update.save, journal=update.journal)
     stack_name = f"{update.project.name}-{update.stack}"
     try:
         try:
@@ -110,9 +124,7 @@ def destroy(update: Update, *, refresh: bool) -> int:
     backend, stack = update.backend, update.stack
     backend.require(stack)
     with backend.lock(stack):
-        display = Display(f"Destroying ({stack}):")
-        update.config = update.project.config(stack)
-        remaining = backend.resources(stack)
+        display, remaining = update.begin(f"Destroying ({stack}):")
         providers = ProviderRegistry(update.project.name, stack, update.factories, update.config,
                                      {s["urn"]: s for s in remaining})
         ok = True
@@ -124,7 +136,7 @@ def destroy(update: Update, *, refresh: bool) -> int:
             remaining.remove(state)
             update.save(remaining)
 
-        ok = ok and delete_all(list(remaining), providers, display, on_deleted=deleted)
+        ok = ok and delete_all(list(remaining), providers, display, on_deleted=deleted, journal=update.journal)
         display.finish(None)
         update.record("destroy", started, ok, display)
     if not ok:
@@ -140,9 +152,7 @@ def refresh(update: Update) -> int:
     backend, stack = update.backend, update.stack
     backend.require(stack)
     with backend.lock(stack):
-        display = Display(f"Refreshing ({stack}):")
-        update.config = update.project.config(stack)
-        olds = backend.resources(stack)
+        display, olds = update.begin(f"Refreshing ({stack}):")
         providers = ProviderRegistry(update.project.name, stack, update.factories, update.config,
                                      {s["urn"]: s for s in olds})
         states, ok = refresh_all(olds, providers, display)
