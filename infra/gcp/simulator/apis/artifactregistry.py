@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from infra.gcp.simulator import operations
-from infra.gcp.simulator.apis import iam_policy
+from infra.gcp.simulator.apis import iam_policy, locations
 from infra.gcp.simulator.errors import already_exists, invalid_argument, not_found
 from infra.gcp.simulator.server import Call, handles
 from infra.gcp.simulator.state import World
@@ -117,14 +117,10 @@ def list_(call: Call) -> Any:
 def patch(call: Call) -> Any:
     _, record = _visible(call.world, call.params["name"])
     body = call.body or {}
-    mask = call.arg("updateMask") or call.arg("update_mask")
-    fields = [f.strip() for f in mask.split(",")] if mask else [k for k in SETTABLE if k in body]
-    for field in fields:
-        camel = re.sub(r"_([a-z])", lambda m: m[1].upper(), field)
-        if camel in ("format", "mode"):  # immutable
+    for field in locations.masked_fields(call, SETTABLE):
+        if field in ("format", "mode"):  # immutable
             raise invalid_argument("Request contains an invalid argument.")
-        if camel in SETTABLE:
-            record[camel] = body.get(camel)
+        record[field] = body.get(field)
     record["updateTime"] = operations.rfc3339(call.now)
     return record
 
@@ -140,26 +136,11 @@ def delete(call: Call) -> Any:
     return operations.as_longrunning(op, _op_name(project_id, _split(record["name"])[1], op))
 
 
-@handles("artifactregistry.projects.locations.repositories.getIamPolicy")
-def get_iam_policy(call: Call) -> Any:
+def _policy_of(call: Call) -> tuple[str, str]:
     project_id, record = _visible(call.world, call.params["resource"])
-    return iam_policy.get(call.world, project_id, record["name"])
+    return project_id, record["name"]
 
 
-@handles("artifactregistry.projects.locations.repositories.setIamPolicy")
-def set_iam_policy(call: Call) -> Any:
-    project_id, record = _visible(call.world, call.params["resource"])
-    return iam_policy.set_policy(call.world, project_id, record["name"], (call.body or {}).get("policy"))
-
-
-def _ours(world: World, params: dict[str, str]) -> bool:
-    op = operations.find(world, params["name"])
-    return op is not None and op["api"] == API
-
-
-@handles("artifactregistry.projects.locations.operations.get", claims=_ours)
-def get_operation(call: Call) -> Any:
-    op = operations.find(call.world, call.params["name"])
-    if op is None or op["api"] != API:
-        raise not_found(call.params["name"])
-    return operations.as_longrunning(op, call.params["name"])
+iam_policy.policy_methods("artifactregistry.projects.locations.repositories.getIamPolicy",
+                          "artifactregistry.projects.locations.repositories.setIamPolicy", _policy_of)
+locations.operations_get(API, "artifactregistry.projects.locations.operations.get")

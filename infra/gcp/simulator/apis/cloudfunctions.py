@@ -38,7 +38,7 @@ import uuid
 from typing import Any
 
 from infra.gcp.simulator import operations
-from infra.gcp.simulator.apis import artifactregistry, build_access, run
+from infra.gcp.simulator.apis import artifactregistry, build_access, locations, run
 from infra.gcp.simulator.errors import ApiError, already_exists, not_found
 from infra.gcp.simulator.server import Call, handles
 from infra.gcp.simulator.state import World
@@ -126,21 +126,16 @@ def get(call: Call) -> Any:
 
 @handles("cloudfunctions.projects.locations.functions.list")
 def list_(call: Call) -> Any:
-    prefix = call.params["parent"] + "/functions/"
-    found = [f for n, f in sorted(call.world.collection(call.project_id, FUNCTIONS).items()) if n.startswith(prefix)
-             or call.params["parent"].endswith("/locations/-")]
-    return {"functions": found} if found else {}
+    return locations.children(call, FUNCTIONS, "functions")
 
 
 @handles("cloudfunctions.projects.locations.functions.patch")
 def patch(call: Call) -> Any:
     project_id, function = find(call.world, call.params["name"])
     body = call.body or {}
-    mask = call.arg("updateMask") or call.arg("update_mask")
-    fields = [f.strip() for f in mask.split(",")] if mask else [k for k in SETTABLE if k in body]
+    fields = locations.masked_fields(call, SETTABLE)
     for field in fields:
-        if field in SETTABLE:
-            function[field] = body.get(field)
+        function[field] = body.get(field)
     rebuild = any(f in REBUILD for f in fields)
     if rebuild:
         function["state"] = "DEPLOYING"
@@ -161,14 +156,4 @@ def delete(call: Call) -> Any:
     return operations.as_longrunning(op, f"projects/{project_id}/locations/{location}/operations/{op['name']}")
 
 
-def _ours(world: World, params: dict[str, str]) -> bool:
-    op = operations.find(world, params["name"])
-    return op is not None and op["api"] == API
-
-
-@handles("cloudfunctions.projects.locations.operations.get", claims=_ours)
-def get_operation(call: Call) -> Any:
-    op = operations.find(call.world, call.params["name"])
-    if op is None or op["api"] != API:
-        raise not_found(call.params["name"])
-    return operations.as_longrunning(op, call.params["name"])
+locations.operations_get(API, "cloudfunctions.projects.locations.operations.get")

@@ -44,19 +44,11 @@ def get(call: Call) -> Any:
             "etag": iam_policy.etag_for(project["number"] % 2**48)}
 
 
-def _resource(call: Call) -> str:
-    """The project's id, whichever of v1 (`resource` = id) or v3 (`projects/<id|number>`)."""
-    return _project(call, call.params["resource"])["id"]
+def _policy_of(call: Call) -> tuple[str, str]:
+    """v1 names the project by id (`resource`), v3 as `projects/<id|number>`."""
+    project_id = _project(call, call.params["resource"])["id"]
+    return project_id, f"projects/{project_id}"
 
 
-@handles("cloudresourcemanager.projects.getIamPolicy")
-def get_iam_policy(call: Call) -> Any:
-    project_id = _resource(call)
-    return iam_policy.get(call.world, project_id, f"projects/{project_id}")
-
-
-@handles("cloudresourcemanager.projects.setIamPolicy")
-def set_iam_policy(call: Call) -> Any:
-    project_id = _resource(call)
-    return iam_policy.set_policy(call.world, project_id, f"projects/{project_id}",
-                                 (call.body or {}).get("policy"))
+iam_policy.policy_methods("cloudresourcemanager.projects.getIamPolicy", "cloudresourcemanager.projects.setIamPolicy",
+                          _policy_of)

@@ -133,13 +133,10 @@ def enable(call: Call) -> Any:
     return _set_disabled(call, False)
 
 
-@handles("iam.projects.serviceAccounts.getIamPolicy")
-def get_iam_policy(call: Call) -> Any:
+def _policy_of(call: Call) -> tuple[str, str]:
     project_id, account = find(call.world, call.params["resource"])
-    return iam_policy.get(call.world, project_id, account["name"])
+    return project_id, account["name"]
 
 
-@handles("iam.projects.serviceAccounts.setIamPolicy")
-def set_iam_policy(call: Call) -> Any:
-    project_id, account = find(call.world, call.params["resource"])
-    return iam_policy.set_policy(call.world, project_id, account["name"], (call.body or {}).get("policy"))
+iam_policy.policy_methods("iam.projects.serviceAccounts.getIamPolicy", "iam.projects.serviceAccounts.setIamPolicy",
+                          _policy_of)

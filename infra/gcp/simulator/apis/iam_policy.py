@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any
+from typing import Any, Callable
 
 from infra.gcp.simulator.errors import ApiError, invalid_argument
+from infra.gcp.simulator.server import Call, handles
 from infra.gcp.simulator.state import World
 
 COLLECTION = "iam_policies"
@@ -169,3 +170,19 @@ def roles_of(world: World, project: str, resource: str, member: str) -> set[str]
     if policy is None:
         return set()
     return {b["role"] for b in policy["bindings"] if member in b["members"] and "condition" not in b}
+
+
+# (project id, policy key) of the resource a get/setIamPolicy call names, 404 if it has none.
+Resolve = Callable[[Call], "tuple[str, str]"]
+
+
+def policy_methods(get_id: str, set_id: str, resolve: Resolve) -> None:
+    """Registers a resource's getIamPolicy/setIamPolicy (body {"policy": ...}, the newer APIs)."""
+    def get_policy(call: Call) -> Any:
+        return get(call.world, *resolve(call))
+
+    def set_iam(call: Call) -> Any:
+        return set_policy(call.world, *resolve(call), (call.body or {}).get("policy"))
+
+    handles(get_id)(get_policy)
+    handles(set_id)(set_iam)

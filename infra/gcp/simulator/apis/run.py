@@ -16,8 +16,7 @@ import uuid
 from typing import Any
 
 from infra.gcp.simulator import operations
-from infra.gcp.simulator.apis import iam_policy
-from infra.gcp.simulator.errors import not_found
+from infra.gcp.simulator.apis import iam_policy, locations
 from infra.gcp.simulator.server import Call, handles
 from infra.gcp.simulator.state import World
 
@@ -68,45 +67,20 @@ def remove_service(world: World, project_id: str, name: str) -> None:
     iam_policy.drop(world, project_id, name)
 
 
-def _find(call: Call, name: str) -> dict[str, Any]:
-    found = call.world.collection(call.project_id, SERVICES).get(name)
-    if found is None:
-        raise not_found(name)
-    return found
-
-
 @handles("run.projects.locations.services.get")
 def get(call: Call) -> Any:
-    return _find(call, call.params["name"])
+    return locations.find(call, SERVICES, call.params["name"])
 
 
 @handles("run.projects.locations.services.list")
 def list_(call: Call) -> Any:
-    prefix = call.params["parent"] + "/services/"
-    found = [s for n, s in sorted(call.world.collection(call.project_id, SERVICES).items()) if n.startswith(prefix)]
-    return {"services": found} if found else {}
+    return locations.children(call, SERVICES, "services")
 
 
-@handles("run.projects.locations.services.getIamPolicy")
-def get_iam_policy(call: Call) -> Any:
-    service = _find(call, call.params["resource"])
-    return iam_policy.get(call.world, call.project_id, service["name"])
+def _policy_of(call: Call) -> tuple[str, str]:
+    return call.project_id, locations.find(call, SERVICES, call.params["resource"])["name"]
 
 
-@handles("run.projects.locations.services.setIamPolicy")
-def set_iam_policy(call: Call) -> Any:
-    service = _find(call, call.params["resource"])
-    return iam_policy.set_policy(call.world, call.project_id, service["name"], (call.body or {}).get("policy"))
-
-
-def _ours(world: World, params: dict[str, str]) -> bool:
-    op = operations.find(world, params["name"])
-    return op is not None and op["api"] == API
-
-
-@handles("run.projects.locations.operations.get", claims=_ours)
-def get_operation(call: Call) -> Any:
-    op = operations.find(call.world, call.params["name"])
-    if op is None or op["api"] != API:
-        raise not_found(call.params["name"])
-    return operations.as_longrunning(op, call.params["name"])
+iam_policy.policy_methods("run.projects.locations.services.getIamPolicy",
+                          "run.projects.locations.services.setIamPolicy", _policy_of)
+locations.operations_get(API, "run.projects.locations.operations.get")

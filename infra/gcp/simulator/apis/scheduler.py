@@ -18,7 +18,8 @@ import zoneinfo
 from typing import Any
 
 from infra.gcp.simulator import operations
-from infra.gcp.simulator.errors import already_exists, invalid_argument, not_found
+from infra.gcp.simulator.apis import locations
+from infra.gcp.simulator.errors import already_exists, invalid_argument
 from infra.gcp.simulator.server import Call, handles
 
 JOBS = "scheduler_jobs"
@@ -60,13 +61,6 @@ def _check(job: dict[str, Any]) -> None:
         raise invalid_argument("Schedule or time zone is invalid.")
 
 
-def _find(call: Call, name: str) -> dict[str, Any]:
-    found = call.world.collection(call.project_id, JOBS).get(name)
-    if found is None:
-        raise not_found(name)
-    return found
-
-
 @handles("cloudscheduler.projects.locations.jobs.create")
 def create(call: Call) -> Any:
     body = call.body or {}
@@ -86,35 +80,28 @@ def create(call: Call) -> Any:
 
 @handles("cloudscheduler.projects.locations.jobs.get")
 def get(call: Call) -> Any:
-    return _find(call, call.params["name"])
+    return locations.find(call, JOBS, call.params["name"])
 
 
 @handles("cloudscheduler.projects.locations.jobs.list")
 def list_(call: Call) -> Any:
-    prefix = call.params["parent"] + "/jobs/"
-    found = [j for n, j in sorted(call.world.collection(call.project_id, JOBS).items()) if n.startswith(prefix)]
-    return {"jobs": found} if found else {}
+    return locations.children(call, JOBS, "jobs")
 
 
 @handles("cloudscheduler.projects.locations.jobs.patch")
 def patch(call: Call) -> Any:
-    job = _find(call, call.params["name"])
+    job = locations.find(call, JOBS, call.params["name"])
     body = call.body or {}
-    mask = call.arg("updateMask") or call.arg("update_mask")
-    fields = [f.strip() for f in mask.split(",")] if mask else [k for k in SETTABLE if k in body]
     changed = dict(job)
-    for field in fields:
-        camel = re.sub(r"_([a-z])", lambda m: m[1].upper(), field)
-        top = camel.split(".")[0]
-        if top in SETTABLE:
-            changed[top] = body.get(top)
+    for field in locations.masked_fields(call, SETTABLE):
+        changed[field] = body.get(field)
     _check(changed)
     job.update(changed, userUpdateTime=operations.rfc3339(call.now))
     return job
 
 
 def _set_state(call: Call, state: str) -> Any:
-    job = _find(call, call.params["name"])
+    job = locations.find(call, JOBS, call.params["name"])
     job.update(state=state, userUpdateTime=operations.rfc3339(call.now))
     return job
 
@@ -131,6 +118,6 @@ def resume(call: Call) -> Any:
 
 @handles("cloudscheduler.projects.locations.jobs.delete")
 def delete(call: Call) -> Any:
-    job = _find(call, call.params["name"])
+    job = locations.find(call, JOBS, call.params["name"])
     del call.world.collection(call.project_id, JOBS)[job["name"]]
     return {}
