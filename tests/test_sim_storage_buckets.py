@@ -68,6 +68,11 @@ def test_labels_lifecycle_uniform_access_and_location_are_kept(sim):
     got.labels = {"managed-by": "trainctl"}  # the client sends trainctl-retain: null
     got.patch()
     assert gcs.get_bucket(BUCKET).labels == {"managed-by": "trainctl"}
+    got.lifecycle_rules = []
+    got.update()  # PUT: what the body leaves out is gone
+    again = gcs.get_bucket(BUCKET)
+    assert list(again.lifecycle_rules) == [] and again.labels == {"managed-by": "trainctl"}
+    assert int(again.metageneration) == 3
 
 
 def test_a_bucket_grant_takes_storage_roles_only(sim):

@@ -13,8 +13,8 @@ empty."); objects live in the home's GCS emulator (storage_objects.py), which is
 A new bucket's IAM policy holds GCS's convenience bindings for the project's owners, editors
 and viewers (https://cloud.google.com/storage/docs/access-control/iam#convenience-values); its
 setIamPolicy takes Cloud Storage roles and custom roles only.
-Chosen: `update` (PUT) and the bucket ACL/notification methods are not simulated; a patch
-merges labels (a null value removes one) and replaces the other fields it names.
+Chosen: the bucket ACL/notification methods are not simulated; a patch merges labels (a null
+value removes one) and replaces the other fields it names; an update (PUT) replaces them all.
 """
 
 from __future__ import annotations
@@ -154,6 +154,24 @@ def patch(call: Call) -> Any:
     for key in SETTABLE:
         if key in body and key != "labels":
             bucket[key] = _merged(bucket.get(key), body[key]) if key == "iamConfiguration" else body[key]
+    return _touched(call, bucket)
+
+
+@handles("storage.buckets.update")
+def update(call: Call) -> Any:
+    _, bucket = find(call.world, call.params["bucket"])
+    body = call.body or {}
+    for key in SETTABLE:
+        if key == "iamConfiguration":
+            bucket[key] = _merged(bucket.get(key), body.get(key) or {})
+        elif key in body:
+            bucket[key] = body[key]
+        elif key not in ("storageClass", "softDeletePolicy"):  # kept by GCS when left out
+            bucket.pop(key, None)
+    return _touched(call, bucket)
+
+
+def _touched(call: Call, bucket: dict[str, Any]) -> dict[str, Any]:
     bucket["metageneration"] = str(int(bucket["metageneration"]) + 1)
     bucket["etag"] = iam_policy.etag_for(call.world.next_id())
     bucket["updated"] = operations.rfc3339(call.now)
