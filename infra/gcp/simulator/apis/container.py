@@ -113,6 +113,9 @@ def render(world: World, cluster: dict[str, Any]) -> dict[str, Any]:
     pools = [container_pools.render(cluster, p) for p in cluster["pools"].values()]
     if pools:
         out["nodePools"] = pools
+        # the Cluster reference: "For responses, this field will be populated with the node
+        # configuration of the first node pool."
+        out["nodeConfig"] = pools[0]["config"]
         out["locations"] = sorted({z for p in cluster["pools"].values() for z in container_nodes.zones_of(cluster, p)})
         out["currentNodeCount"] = sum(len(p.get("nodes", [])) for p in cluster["pools"].values())
     return out
