@@ -99,7 +99,7 @@ class Backend:
     def _write(self, stack: str, doc: dict[str, Any]) -> None:
         path = self._stack_file(stack)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = json.dumps(doc, indent=4)
+        text = json.dumps(doc)
         with self._write_lock:  # steps finish on several threads; the last save wins whole
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(text)

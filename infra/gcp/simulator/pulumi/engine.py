@@ -18,7 +18,6 @@ everything done so far (so `destroy` can remove it).
 
 from __future__ import annotations
 
-import copy
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from infra.gcp.simulator.pulumi.plugins import (
     DEFAULTS_KEY, Diff, Package, PackageFactory, ProviderError, inputs_of, unknown_type)
 from infra.gcp.simulator.pulumi.properties import (
     apply_ignore_changes, path_matches, plain, secret_keys, with_asset_hashes, wrap_secrets)
-from infra.gcp.simulator.pulumi.snapshot import Journal, ordered
+from infra.gcp.simulator.pulumi.snapshot import Journal
 from infra.gcp.simulator.pulumi.providers import ProviderRegistry, is_provider_type
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -117,13 +116,16 @@ class Deployment:
         except StepFailed:
             self.failed = True
             raise
-        self._record(state)
+        old = self.olds.get(goal.urn)
+        # an unchanged resource is in the saved state already: no need to write it again now
+        self._record(state, persist=old is None or any(state[k] != old.get(k) for k in ("id", "inputs", "outputs")))
         return state
 
     def register_outputs(self, urn: str, outputs: dict[str, Any]) -> None:
         with self.lock:
-            if urn in self.news:
-                self.news[urn]["outputs"] = outputs
+            if urn not in self.news or self.news[urn]["outputs"] == outputs:
+                return
+            self.news[urn]["outputs"] = outputs
         self.save()
 
     def stack_outputs(self) -> dict[str, Any]:
@@ -147,11 +149,13 @@ class Deployment:
             states = list(self.news.values())
             states += [s for urn, s in self.olds.items() if urn not in self.news and not s.get("delete")]
             states += self.pending_deletes
-            return ordered(copy.deepcopy(states))
+            return states  # registration order: what a resource needs was registered before it
 
     def save(self) -> None:
+        """The state as it is now; written under the lock, so no step changes it meanwhile."""
         if self._save is not None:
-            self._save(self.snapshot())
+            with self.lock:
+                self._save(self.snapshot())
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -262,10 +266,11 @@ class Deployment:
     def _secrets(self, goal: Goal, outputs: dict[str, Any]) -> dict[str, Any]:
         return wrap_secrets(outputs, secret_keys(goal.inputs) | set(goal.additional_secret_outputs))
 
-    def _record(self, state: dict[str, Any]) -> None:
+    def _record(self, state: dict[str, Any], persist: bool = True) -> None:
         with self.lock:
             self.news[state["urn"]] = state
-        self.save()
+        if persist:
+            self.save()
 
     def _forget(self, state: dict[str, Any]) -> None:
         with self.lock:

@@ -5,10 +5,11 @@ the Automation API then raises a CommandError carrying both streams)."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from infra.gcp.simulator.pulumi import langhost
 from infra.gcp.simulator.pulumi.backend import Backend
@@ -35,13 +36,16 @@ class Update:
     config: dict[str, str] = field(default_factory=dict)
     journal: Journal = field(default_factory=Journal)
     last: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     def __post_init__(self) -> None:
-        self.journal = Journal(lambda: self.save(self.last))
+        self.resave: Callable[[], None] = lambda: self.save(self.last)
+        self.journal = Journal(lambda: self.resave())
 
     def save(self, states: list[dict[str, Any]]) -> None:
-        self.last = states
-        self.backend.save(self.stack, deployment(states, self.version, self.journal.entries()))
+        with self.lock:
+            self.last = states
+            self.backend.save(self.stack, deployment(states, self.version, self.journal.entries()))
 
     def begin(self, title: str) -> tuple[Display, list[dict[str, Any]]]:
         """The display and the recorded resources, warning of operations a killed CLI left."""
@@ -98,6 +102,7 @@ def _deploy(update: Update, olds: list[dict[str, Any]], display: Display,
     dep = Deployment(project=update.project.name, stack=update.stack, olds=olds,
                      factories=update.factories, config=update.config, display=display,
                      analyze=analyzers, save=update.save, journal=update.journal)
+    update.resave = dep.save  # a journalled call writes the deployment's state as it is
     stack_name = f"{update.project.name}-{update.stack}"
     try:
         try:
@@ -133,8 +138,9 @@ def destroy(update: Update, *, refresh: bool) -> int:
             update.save(remaining)
 
         def deleted(state: dict[str, Any]) -> None:
-            remaining.remove(state)
-            update.save(remaining)
+            with update.lock:
+                remaining.remove(state)
+                update.save(remaining)
 
         ok = ok and delete_all(list(remaining), providers, display, on_deleted=deleted, journal=update.journal)
         display.finish(None)

@@ -1,12 +1,11 @@
-"""The stack's state as Pulumi's checkpoint records it (apitype.DeploymentV3): resources in an
-order where everything a resource depends on (dependencies, parent, provider) comes first,
-which is the order the engine deletes in reverse."""
+"""The stack's state as Pulumi's checkpoint records it (apitype.DeploymentV3), what each resource
+needs to exist (its dependency edges), and the journal of provider calls in flight."""
 
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 
 def refs(state: dict[str, Any]) -> set[str]:
@@ -19,22 +18,6 @@ def refs(state: dict[str, Any]) -> set[str]:
     return out
 
 
-def ordered(states: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A stable topological order (the given order wherever the dependencies allow it)."""
-    pending = list(states)
-    present = {s["urn"] for s in pending}
-    placed: set[str] = set()
-    out: list[dict[str, Any]] = []
-    while pending:
-        ready = [s for s in pending if not (refs(s) & present) - placed - {s["urn"]}]
-        if not ready:  # a cycle cannot come from a program; keep what is left as it is
-            ready = pending[:1]
-        for state in ready:
-            out.append(state)
-            placed.add(state["urn"])
-        chosen = {id(s) for s in ready}
-        pending = [s for s in pending if id(s) not in chosen]
-    return out
 
 
 def deployment(resources: list[dict[str, Any]], version: str, pending: list[dict[str, Any]]) -> dict[str, Any]:
