@@ -146,7 +146,9 @@ def _machines() -> list[MachineType]:
     ):
         out.append(MachineType(name, vcpus, mem, price, spot, "nvidia-a100-80gb", gpus))
     out.append(MachineType("a3-highgpu-8g", 208, 1872, 88.25, 35.30, "nvidia-h100-80gb", 8))
-    # E2/N2 for CPU-only nodes (GKE system pools, controllers).
+    # E2/N2 for CPU-only nodes (GKE system pools, controllers). e2-medium is GKE's default
+    # node machine type (a cluster's default pool, before trainctl removes it).
+    out.append(MachineType("e2-medium", 2, 4, 0.0335, 0.0101))
     for vcpus in (2, 4, 8, 16, 32):
         out.append(MachineType(f"e2-standard-{vcpus}", vcpus, vcpus * 4,
                                round(0.0335 * vcpus, 4), round(0.0101 * vcpus, 4)))
@@ -215,6 +217,14 @@ def _tpus() -> list[TpuType]:
 
 
 TPUS: dict[str, TpuType] = {t.name: t for t in _tpus()}
+
+# The VM shapes behind TPU hosts (GKE TPU node pools' machine types), as (vCPUs, memory GB):
+# https://cloud.google.com/tpu/docs/v5e, /v6e, /v4, /v5p ("TPU VM configurations").
+TPU_HOST_MACHINES: dict[str, tuple[int, int]] = {
+    "ct5lp-hightpu-1t": (24, 48), "ct5lp-hightpu-4t": (112, 192), "ct5lp-hightpu-8t": (224, 384),
+    "ct6e-standard-1t": (44, 176), "ct6e-standard-4t": (180, 720), "ct6e-standard-8t": (180, 1440),
+    "ct4p-hightpu-4t": (240, 407), "ct5p-hightpu-4t": (208, 448),
+}
 
 
 GKE_CLUSTER_FEE_PER_HOUR = 0.10

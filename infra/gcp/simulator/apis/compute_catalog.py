@@ -49,12 +49,20 @@ def zone_exists(zone: str) -> bool:
 
 
 def machine_type(zone: str, name: str) -> catalog.MachineType | None:
-    m = catalog.MACHINES.get(name)
+    m = catalog.MACHINES.get(name) or _tpu_host(zone, name)
     if m is None or zone not in ZONES:
         return None
     if m.bundled_gpu and zone not in catalog.GPUS[m.bundled_gpu].zones:
         return None
     return m
+
+
+def _tpu_host(zone: str, name: str) -> catalog.MachineType | None:
+    """A TPU host's VM shape (GKE TPU pools' nodes), where a TPU type it carries is offered."""
+    shape = catalog.TPU_HOST_MACHINES.get(name)
+    if shape is None or not any(t.gke_machine_type == name and zone in t.zones for t in catalog.TPUS.values()):
+        return None
+    return catalog.MachineType(name, shape[0], shape[1], 0.0, 0.0)
 
 
 def accelerator_type(zone: str, name: str) -> catalog.GpuType | None:
