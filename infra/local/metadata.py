@@ -42,9 +42,15 @@ FLAVOR = {"Metadata-Flavor": "Google"}
 
 
 def instance_tree(node: dict[str, Any], project: dict[str, Any]) -> dict[str, Any]:
-    """A node's `instance/` directory, keyed as the metadata server's paths are."""
+    """A node's `instance/` directory, keyed as the metadata server's paths are. The optional
+    `external-ip`, `network` and `tags` of a record appear where GCE serves them."""
     number = project["numeric-project-id"]
-    return {
+    interface: dict[str, Any] = {"ip": node["ip"]}
+    if node.get("external-ip"):
+        interface["access-configs"] = [{"external-ip": node["external-ip"], "type": "ONE_TO_ONE_NAT"}]
+    if node.get("network"):
+        interface["network"] = f"projects/{number}/networks/{node['network']}"
+    tree = {
         "attributes": dict(node.get("attributes", {})),
         "guest-attributes": {},
         "hostname": f"{node['name']}.{node['zone']}.c.{project['project-id']}.internal",
@@ -52,13 +58,16 @@ def instance_tree(node: dict[str, Any], project: dict[str, Any]) -> dict[str, An
         "machine-type": f"projects/{number}/machineTypes/{node['machine-type']}",
         "maintenance-event": "NONE",
         "name": node["name"],
-        "network-interfaces": [{"ip": node["ip"]}],
+        "network-interfaces": [interface],
         "preempted": "FALSE",
         "scheduling": {"automatic-restart": "FALSE" if node.get("spot") else "TRUE",
                        "on-host-maintenance": "TERMINATE",
                        "preemptible": "TRUE" if node.get("spot") else "FALSE"},
         "zone": f"projects/{number}/zones/{node['zone']}",
     }
+    if "tags" in node:  # GCE serves instance/tags as a JSON list
+        tree["tags"] = json.dumps(list(node["tags"]))
+    return tree
 
 
 def camel(key: str) -> str:
@@ -90,12 +99,18 @@ class Instances:
         self.changed = asyncio.Condition()
 
     def put(self, node: dict[str, Any]) -> None:
-        """A node as booted (or recreated): fresh values, no guest attributes, not preempted."""
-        old = self.names.get(node["name"])
+        """A node as booted (or recreated): fresh values, no guest attributes, not preempted.
+        Nodes are known by their `handle` where names are not unique (one server for several
+        zones), else by name."""
+        handle = node.get("handle", node["name"])
+        self.remove(handle)
+        self.by_ip[node["ip"]] = instance_tree(node, self.project)
+        self.names[handle] = node["ip"]
+
+    def remove(self, handle: str) -> None:
+        old = self.names.pop(handle, None)
         if old is not None:
             self.by_ip.pop(old, None)
-        self.by_ip[node["ip"]] = instance_tree(node, self.project)
-        self.names[node["name"]] = node["ip"]
 
     def tree(self, ip: str) -> dict[str, Any] | None:
         instance = self.by_ip.get(ip)
@@ -241,18 +256,40 @@ def admin_app(instances: Instances) -> web.Application:
     async def boot(request: web.Request) -> web.Response:
         """A node created again under its name (repair): values of a fresh instance."""
         node = await request.json()
-        instances.put({**node, "name": request.match_info["node"]})
+        handle = request.match_info["node"]
+        instances.put({"name": handle, **node, "handle": handle})
         await instances.notify()
         return web.json_response({"booted": node["name"]} if "name" in node else {"booted": True})
 
     async def instance(request: web.Request) -> web.Response:
         return web.json_response(copy.deepcopy(instance_of(request)))
 
+    async def remove(request: web.Request) -> web.Response:
+        """The instance is deleted: its address answers nothing any more."""
+        instances.remove(request.match_info["node"])
+        await instances.notify()
+        return web.json_response({"removed": request.match_info["node"]})
+
+    async def set_attributes(request: web.Request) -> web.Response:
+        """instances.setMetadata: new custom values; guest attributes and state stay."""
+        instance_of(request)["attributes"] = dict(await request.json())
+        await instances.notify()
+        return web.json_response({"attributes": "set"})
+
+    async def set_project_attributes(request: web.Request) -> web.Response:
+        """projects.setCommonInstanceMetadata: every node sees the new project values."""
+        instances.project["attributes"] = dict(await request.json())
+        await instances.notify()
+        return web.json_response({"attributes": "set"})
+
     app = web.Application()
     app.router.add_get("/nodes/{node}", instance)
     app.router.add_get("/nodes/{node}/guest-attributes", guest_attributes)
     app.router.add_post("/nodes/{node}/preempt", preempt)
     app.router.add_put("/nodes/{node}", boot)
+    app.router.add_delete("/nodes/{node}", remove)
+    app.router.add_put("/nodes/{node}/attributes", set_attributes)
+    app.router.add_put("/project/attributes", set_project_attributes)
     return app
 
 

@@ -1,5 +1,6 @@
 """The controller's side of the local metadata server (infra/local/metadata.py): read a node's
-guest attributes in the shape of Compute's getGuestAttributes, preempt a node, boot one again."""
+guest attributes in the shape of Compute's getGuestAttributes, preempt a node, boot one again;
+for the GCP simulator also change metadata (instance and project) and remove a deleted node."""
 
 from __future__ import annotations
 
@@ -31,5 +32,18 @@ def preempt(admin: str, node: str) -> None:
     _call(f"{admin}/nodes/{node}/preempt", "POST", {})
 
 
-def boot(admin: str, record: dict[str, Any]) -> None:
-    _call(f"{admin}/nodes/{record['name']}", "PUT", record)
+def boot(admin: str, record: dict[str, Any], handle: str | None = None) -> None:
+    """`handle`: what the node is known by where names repeat (zones); its name by default."""
+    _call(f"{admin}/nodes/{handle or record['name']}", "PUT", record)
+
+
+def remove(admin: str, node: str) -> None:
+    _call(f"{admin}/nodes/{node}", "DELETE")
+
+
+def set_attributes(admin: str, node: str, attributes: dict[str, str]) -> None:
+    _call(f"{admin}/nodes/{node}/attributes", "PUT", attributes)
+
+
+def set_project_attributes(admin: str, attributes: dict[str, str]) -> None:
+    _call(f"{admin}/project/attributes", "PUT", attributes)

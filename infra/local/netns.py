@@ -123,6 +123,18 @@ def kill_netns_processes(ns: str, timeout: float = 5.0) -> None:
         time.sleep(0.005)
 
 
+def terminate_workload(ns: str) -> list[int]:
+    """What an ACPI shutdown does to a node's programs: SIGTERM to each of its processes but
+    PID 1 (sshd, which keeps the node up until it is stopped). Returns the host pids signalled."""
+    workload = [pid for pid, inner in guest_pids(ns).items() if inner != 1]
+    for pid in workload:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return workload
+
+
 def delete_netns(ns: str) -> None:
     kill_netns_processes(ns)
     if netns_exists(ns):

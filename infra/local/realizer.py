@@ -10,14 +10,12 @@ Firewall rules from the spec become iptables rules inside each namespace.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import ipaddress
 import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -677,10 +675,7 @@ def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
         raise ConfigError(f"termination action {action!r}: STOP or DELETE")
     metadata_admin.preempt(metadata_admin_for(stack), node)
     progress(f"{node}: preempted; shutting down (grace {grace:g} s), then {action}")
-    workload = [pid for pid, inner in netns.guest_pids(ns).items() if inner != 1]
-    for pid in workload:  # ACPI shutdown: every program gets SIGTERM; sshd (PID 1) stays
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
+    netns.terminate_workload(ns)  # ACPI shutdown: every program gets SIGTERM; sshd (PID 1) stays
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(inner != 1 for inner in netns.guest_pids(ns).values()):
         time.sleep(0.1)

@@ -18,7 +18,8 @@ SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 
-def sshd_config(listen_ip: str, host_key: Path, authorized_keys: Path) -> str:
+def sshd_config(listen_ip: str, host_key: Path, authorized_keys: Path | str, *,
+                print_motd: bool = False) -> str:
     return "\n".join([
         "Port 22",
         f"ListenAddress {listen_ip}",
@@ -34,7 +35,7 @@ def sshd_config(listen_ip: str, host_key: Path, authorized_keys: Path) -> str:
         "X11Forwarding no",
         "AllowTcpForwarding no",
         "AllowAgentForwarding no",
-        "PrintMotd no",
+        f"PrintMotd {'yes' if print_motd else 'no'}",
         "PrintLastLog no",
         # Dead controllers and cut links are noticed in ~15 s instead of never.
         "ClientAliveInterval 5",
@@ -106,15 +107,22 @@ def boot_node(netns: str, hostname: str, private_root: Path, private_tmp: Path, 
               log: Path, host_key_pub: Path) -> None:
     """Start the node detached from this process (it must outlive `trainctl up`)."""
     script = node_boot_script(hostname, private_root, private_tmp, config, log, host_key_pub)
+    start_supervised(netns, hostname, script, log.with_suffix(".boot.log"))
+
+
+def start_supervised(netns: str, hostname: str, script: str, console: Path) -> None:
+    """Run a machine's boot script as PID 1 of its own PID, mount and UTS namespace inside
+    `netns`, booting it again whenever it ends; its output (the machine's console) goes to
+    `console`. Detached from this process."""
     machine = ("unshare --mount --propagation private --pid --uts --fork --kill-child --mount-proc "
                '/bin/sh -c "$1"')
     supervisor = (f'while :; do {machine}; code=$?; echo "$(date -Is) node stopped (exit $code): '
                   f'booting it again in {RESTART_DELAY_S} s"; sleep {RESTART_DELAY_S}; done')
-    subprocess.run(
-        ["setsid", "-f", "ip", "netns", "exec", netns, "/bin/sh", "-c", supervisor,
-         f"node-{hostname}", script],
-        check=True, stdin=subprocess.DEVNULL, stdout=open(log.with_suffix(".boot.log"), "ab"),
-        stderr=subprocess.STDOUT)
+    with open(console, "ab") as out:
+        subprocess.run(
+            ["setsid", "-f", "ip", "netns", "exec", netns, "/bin/sh", "-c", supervisor,
+             f"node-{hostname}", script],
+            check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 
 
 CONNECT_ATTEMPT_SECONDS = 0.2
