@@ -129,7 +129,9 @@ def foreign_namespace_reaches_service(port: int) -> str:
 def test_removing_the_network_leaves_nothing_on_this_machine(sim_machines):  # noqa: F811
     vm0, vm1 = sim_machines.boot(sim_machines.machine("vm0"), sim_machines.machine("vm1"))
     sim_machines.ssh(vm0, "sleep 6062 >/dev/null 2>&1 &")
+    assert sim_machines.backend.alive()
     sim_machines.backend.remove_network(vm0.network)
+    assert not sim_machines.backend.alive()
     assert nodes.leftovers(sim_machines.home) == [f"dir {sim_machines.backend.ledger.dir}"]
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "sleep 6062" not in ps and str(sim_machines.home) not in ps

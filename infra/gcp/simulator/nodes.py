@@ -87,6 +87,12 @@ class NodeMachines:
         self.ledger = Ledger(home)
         self.hidden = hidden_paths(home)
 
+    def alive(self) -> bool:
+        """Whether a simulated network or machine exists (the simulator must stay up for it:
+        machines reach its endpoint, and only it removes them)."""
+        with self.ledger.edit() as data:
+            return bool(data["machines"]) or any(n["status"] != "declared" for n in data["networks"].values())
+
     # -- networks -------------------------------------------------------------------------
 
     def _network(self, data: dict[str, Any], network: str) -> dict[str, Any]:
