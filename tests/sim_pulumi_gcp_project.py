@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from infra import catalog
 from infra.gcp.reaper import API_ENDPOINT_ENV
@@ -84,3 +85,25 @@ class GcpProject:
                "PULUMI_HOME": str(self.cli / "home"), API_ENDPOINT_ENV: self.sim_url}
         return auto.create_or_select_stack(stack_name=name, work_dir=str(self.root), opts=auto.LocalWorkspaceOptions(
             env_vars=env, pulumi_command=auto.PulumiCommand(root=str(self.cli))))
+
+
+@contextmanager
+def recorded_requests(simulator: Any) -> Iterator[list[tuple[str, str]]]:
+    """Every request the (in-process) simulator answers meanwhile, as (verb, path)."""
+    seen: list[tuple[str, str]] = []
+    original = simulator.handle
+
+    def recording(verb: str, target: str, raw: bytes, headers: dict[str, str]) -> Any:
+        seen.append((verb, target.split("?")[0]))
+        return original(verb, target, raw, headers)
+
+    simulator.handle = recording
+    try:
+        yield seen
+    finally:
+        simulator.handle = original
+
+
+def mutations(seen: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The requests that change something (a getIamPolicy is a POST that only reads)."""
+    return [c for c in seen if c[0] != "GET" and not c[1].endswith(":getIamPolicy")]

@@ -12,10 +12,9 @@ import pytest
 from pulumi import automation as auto
 
 from tests.sim_fixtures import PROJECT, RunningSim, start_sim
-from tests.sim_pulumi_gcp_project import GcpProject
+from tests.sim_pulumi_gcp_project import GcpProject, mutations, recorded_requests
 
 PATH = "/compute/v1/projects/sim-project"
-READS = ("GET",)
 
 
 @pytest.fixture(scope="module")
@@ -30,24 +29,12 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSim]:
 @pytest.fixture
 def calls(sim: RunningSim) -> Iterator[list[tuple[str, str]]]:
     """Every request the simulator answers while the test runs: (verb, path)."""
-    seen: list[tuple[str, str]] = []
-    original = sim.simulator.handle
-
-    def recording(verb: str, target: str, raw: bytes, headers: dict[str, str]) -> Any:
-        seen.append((verb, target.split("?")[0]))
-        return original(verb, target, raw, headers)
-
-    sim.simulator.handle = recording  # type: ignore[method-assign]
-    yield seen
-    sim.simulator.handle = original  # type: ignore[method-assign]
+    with recorded_requests(sim.simulator) as seen:
+        yield seen
 
 
 def project_for(sim: RunningSim, tmp_path: Path, prefix: str) -> GcpProject:
     return GcpProject(tmp_path, sim.url, PROJECT, prefix)
-
-
-def mutations(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [c for c in calls if c[0] not in READS and not c[1].endswith(":getIamPolicy")]
 
 
 def instance(sim: RunningSim, name: str) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from infra.gcp.reaper import API_ENDPOINT_ENV
 from infra.gcp.simulator.pulumi import write_launcher
 from infra.stack_config import REPO_ROOT, load_stack
 from tests.sim_fixtures import PROJECT, RunningSim, start_sim
+from tests.sim_pulumi_gcp_project import mutations, recorded_requests
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCKKEY trainctl@test"
 COMPUTE = f"/compute/v1/projects/{PROJECT}"
@@ -43,14 +44,11 @@ def program_stack(sim: RunningSim, tmp_path: Path, name: str, expires_at: int) -
 
 
 def test_the_gpu_vm_stack_comes_up_stays_unchanged_takes_a_new_expiry_in_place_and_goes(sim, tmp_path):
-    seen: list[tuple[str, str]] = []
-    original = sim.simulator.handle
+    with recorded_requests(sim.simulator) as seen:
+        applied_in_turn(sim, tmp_path, seen)
 
-    def recording(verb: str, target: str, raw: bytes, headers: dict[str, str]) -> Any:
-        seen.append((verb, target.split("?")[0]))
-        return original(verb, target, raw, headers)
 
-    sim.simulator.handle = recording  # type: ignore[method-assign]
+def applied_in_turn(sim: RunningSim, tmp_path: Path, seen: list[tuple[str, str]]) -> None:
     expires = int(time.time()) + 3600
     stack = program_stack(sim, tmp_path, "gpu-t4x2", expires)
     result = stack.up(policy_packs=[str(REPO_ROOT / "policy")])
@@ -61,7 +59,7 @@ def test_the_gpu_vm_stack_comes_up_stays_unchanged_takes_a_new_expiry_in_place_a
 
     seen.clear()
     stack.up(policy_packs=[str(REPO_ROOT / "policy")])
-    assert [c for c in seen if c[0] != "GET" and not c[1].endswith(":getIamPolicy")] == []
+    assert mutations(seen) == []
 
     stack = program_stack(sim, tmp_path, "gpu-t4x2", expires + 600)
     seen.clear()

@@ -216,7 +216,8 @@ class Deployment:
             with self.journal.operation("creating", new_state(goal, "", {})):
                 id_, outputs = rtype.create(inputs_of(goal.inputs))
         except Exception as exc:  # noqa: BLE001 - any provider failure fails this step only
-            if isinstance(exc, ProviderError) and exc.partial is not None:  # it exists: the state keeps it, tainted by the error
+            # a resource that exists although its create failed stays in the state, with the error
+            if isinstance(exc, ProviderError) and exc.partial is not None:
                 partial = new_state(goal, exc.partial[0], self._secrets(goal, exc.partial[1]))
                 partial["initErrors"] = [str(exc)]
                 self._record(partial)

@@ -18,7 +18,7 @@ import yaml
 from infra.gcp.simulator.pulumi.display import Display
 from infra.gcp.simulator.pulumi.properties import to_struct
 
-START_TIMEOUT_SECONDS = 60
+LEVELS = {0: "advisory", 1: "mandatory", 2: "disabled", 3: "remediate"}  # analyzer.proto EnforcementLevel
 
 
 class PolicyError(Exception):
@@ -120,10 +120,11 @@ class Analyzers:
         mandatory = []
         for pack, d in found:
             level = d.enforcementLevel
-            name = "mandatory" if level == 1 else "advisory" if level == 0 else "remediate" if level == 3 else "disabled"
+            name = LEVELS.get(level, "disabled")
             where = d.urn.split("::")[-2:] if d.urn else []
-            self.display.violation(f"    [{name}]  {pack.name} v{pack.version}  {d.policyName} "
-                                   f"({' '.join(where[::-1]) if where else 'stack'})\n    {d.description}\n    {d.message}")
+            subject = " ".join(where[::-1]) if where else "stack"
+            self.display.violation(f"    [{name}]  {pack.name} v{pack.version}  {d.policyName} ({subject})\n"
+                                   f"    {d.description}\n    {d.message}")
             if name in ("mandatory", "remediate"):
                 mandatory.append(d.message)
         return mandatory

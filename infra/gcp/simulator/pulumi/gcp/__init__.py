@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.gcp.simulator.pulumi.gcp import container, functions, iam, instance, network, registry, services, storage, tpu
+from infra.gcp.simulator.pulumi.gcp import (
+    container, functions, iam, instance, network, registry, services, storage, tpu)
 from infra.gcp.simulator.pulumi.gcp.rest import Rest
 from infra.gcp.simulator.pulumi.plugins import PackageFactory, ResourceType, unknown_type
 

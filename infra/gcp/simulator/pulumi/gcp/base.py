@@ -88,7 +88,8 @@ class GcpResource(BridgedResource):
     def region(self, inputs: dict[str, Any], field: str = "region") -> str:
         region = inputs.get(field) or self.config.get("region")
         if not region:
-            raise ProviderError(f"Cannot determine region: set in this resource, or set provider-level 'region' or 'zone'.")
+            raise ProviderError("Cannot determine region: set in this resource, or set provider-level "
+                                "'region' or 'zone'.")
         return last(str(region))
 
     def zone(self, inputs: dict[str, Any]) -> str:
@@ -175,6 +176,11 @@ class GcpResource(BridgedResource):
             if exc.code == 404:
                 return None
             raise ProviderError(f"Error deleting {kind}: {exc}") from None
+
+    def fetch(self, url: str, what: str) -> dict[str, Any] | None:
+        """A resource's GET: None where it is gone, other errors worded as HandleNotFoundError."""
+        with failing_as(f"Error when reading or editing {what}"):
+            return self.read_or_none(url)
 
     def read_or_none(self, url: str) -> dict[str, Any] | None:
         try:

@@ -23,10 +23,10 @@ from infra.gcp.simulator.pulumi.gcp.instance_fields import canonical_scope, same
 from infra.gcp.simulator.pulumi.gcp.rest import poll
 from infra.gcp.simulator.pulumi.plugins import Diff, ProviderError
 
-DEFAULT_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_only", "https://www.googleapis.com/auth/logging.write",
-                  "https://www.googleapis.com/auth/monitoring",
-                  "https://www.googleapis.com/auth/service.management.readonly",
-                  "https://www.googleapis.com/auth/servicecontrol", "https://www.googleapis.com/auth/trace.append"]
+# node_config.go defaultOauthScopes (gcloud's gke-default)
+DEFAULT_SCOPES = [f"https://www.googleapis.com/auth/{scope}" for scope in (
+    "devstorage.read_only", "logging.write", "monitoring", "service.management.readonly", "servicecontrol",
+    "trace.append")]
 
 
 class GkeResource(GcpResource):
@@ -111,8 +111,7 @@ class Cluster(GkeResource):
         return id_, self.read(id_, inputs, inputs) or inputs
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing Container Cluster {last(id_)!r}"):
-            found = self.read_or_none(self.url(id_))
+        found = self.fetch(self.url(id_), f"Container Cluster {last(id_)!r}")
         if found is None:
             return None
         auth = found.get("masterAuth") or {}
@@ -121,10 +120,12 @@ class Cluster(GkeResource):
                 "location": found.get("location"), "endpoint": found.get("endpoint"), "selfLink": found.get("selfLink"),
                 "masterAuth": {"clusterCaCertificate": auth.get("clusterCaCertificate"),
                                "clientCertificate": auth.get("clientCertificate"), "clientKey": auth.get("clientKey"),
-                               "clientCertificateConfig": {"issueClientCertificate": bool(auth.get("clientCertificate"))}},
+                               "clientCertificateConfig": {
+                                   "issueClientCertificate": bool(auth.get("clientCertificate"))}},
                 "network": network.get("network", found.get("network")),
                 "subnetwork": network.get("subnetwork", found.get("subnetwork")),
-                "releaseChannel": found.get("releaseChannel"), "workloadIdentityConfig": found.get("workloadIdentityConfig"),
+                "releaseChannel": found.get("releaseChannel"),
+                "workloadIdentityConfig": found.get("workloadIdentityConfig"),
                 "masterVersion": found.get("currentMasterVersion"), "servicesIpv4Cidr": found.get("servicesIpv4Cidr"),
                 "labelFingerprint": found.get("labelFingerprint"),
                 **{k if k != "labels" else "resourceLabels": v for k, v in self.labels_outputs(
@@ -168,7 +169,8 @@ class NodePool(GkeResource):
         cluster = relative(str(inputs["cluster"]))
         if "/" in cluster:
             return cluster
-        return f"projects/{self.project(inputs)}/locations/{self.zone({'zone': inputs.get('location')})}/clusters/{cluster}"
+        location = self.zone({"zone": inputs.get("location")})
+        return f"projects/{self.project(inputs)}/locations/{location}/clusters/{cluster}"
 
     def create(self, inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         cluster = self._cluster(inputs)
@@ -176,7 +178,8 @@ class NodePool(GkeResource):
         id_ = f"{cluster}/nodePools/{inputs['name']}"
         if self.read_or_none(self.url(id_)) is not None:
             raise ProviderError(f"resource - {id_} - already exists")
-        pool = drop_empty({"name": inputs["name"], "initialNodeCount": inputs.get("nodeCount", inputs.get("initialNodeCount")),
+        count = inputs.get("nodeCount", inputs.get("initialNodeCount"))
+        pool = drop_empty({"name": inputs["name"], "initialNodeCount": count,
                            "config": node_config(inputs.get("nodeConfig")), "management": inputs.get("management"),
                            "placementPolicy": inputs.get("placementPolicy"), "autoscaling": inputs.get("autoscaling"),
                            "nodeLocations": inputs.get("nodeLocations"), "version": inputs.get("version")})
@@ -191,8 +194,7 @@ class NodePool(GkeResource):
         return id_, self.read(id_, inputs, inputs) or inputs
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing NodePool {last(id_)!r} from cluster {id_.split('/')[5]!r}"):
-            found = self.read_or_none(self.url(id_))
+        found = self.fetch(self.url(id_), f"NodePool {last(id_)!r} from cluster {id_.split('/')[5]!r}")
         if found is None:
             return None
         return {**state, **inputs, "id": id_, "name": found["name"], "project": id_.split("/")[1],
@@ -201,7 +203,8 @@ class NodePool(GkeResource):
                 "initialNodeCount": found.get("initialNodeCount"), "nodeConfig": flat_node_config(found.get("config")),
                 "management": found.get("management"), "placementPolicy": found.get("placementPolicy"),
                 "version": found.get("version"), "instanceGroupUrls": found.get("instanceGroupUrls") or [],
-                "managedInstanceGroupUrls": found.get("managedInstanceGroupUrls") or found.get("instanceGroupUrls") or []}
+                "managedInstanceGroupUrls": found.get("managedInstanceGroupUrls") or found.get("instanceGroupUrls")
+                or []}
 
     def update(self, id_: str, state: dict[str, Any], news: dict[str, Any], diff: Diff) -> dict[str, Any]:
         project, location = id_.split("/")[1], id_.split("/")[3]

@@ -53,8 +53,7 @@ class Function(GcpResource):
         return id_, self.read(id_, inputs, inputs) or inputs
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing Cloudfunctions2function {id_!r}"):
-            found = self.read_or_none(self.url(id_))
+        found = self.fetch(self.url(id_), f"Cloudfunctions2function {id_!r}")
         if found is None:
             return None
         return {**state, **inputs, "id": id_, "name": last(found["name"]), "project": id_.split("/")[1],
@@ -112,8 +111,7 @@ class Job(GcpResource):
         return id_, self.read(id_, inputs, inputs) or inputs
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing CloudSchedulerJob {id_!r}"):
-            found = self.read_or_none(self.url(id_))
+        found = self.fetch(self.url(id_), f"CloudSchedulerJob {id_!r}")
         if found is None:
             return None
         return {**state, **inputs, "id": id_, "name": last(found["name"]), "project": id_.split("/")[1],

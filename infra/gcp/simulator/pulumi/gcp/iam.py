@@ -53,8 +53,7 @@ class Account(GcpResource):
         return created["name"], found or inputs
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing Service Account {id_!r}"):
-            sa = self.read_or_none(self.url(id_))
+        sa = self.fetch(self.url(id_), f"Service Account {id_!r}")
         if sa is None:
             return None
         return {**inputs, "id": id_, "name": sa["name"], "email": sa.get("email"), "uniqueId": sa.get("uniqueId"),
@@ -111,8 +110,7 @@ class CustomRole(GcpResource):
                 "stage": inputs.get("stage") or "GA", "includedPermissions": sorted(inputs.get("permissions") or [])}
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing {id_}"):
-            role = self.read_or_none(self.url(id_))
+        role = self.fetch(self.url(id_), id_)
         if role is None:
             return None
         return {**inputs, "id": id_, "name": role["name"], "roleId": last(role["name"]), "project": id_.split("/")[1],
@@ -201,7 +199,8 @@ class IamMember(GcpResource):
                 if exc.code == 404:
                     return None
                 raise
-        binding = next((b for b in policy.get("bindings") or [] if b.get("role") == role and not b.get("condition")), None)
+        binding = next((b for b in policy.get("bindings") or []
+                        if b.get("role") == role and not b.get("condition")), None)
         found = next((m for m in (binding or {}).get("members") or [] if m.lower() == member.lower()), None)
         if found is None:
             return None

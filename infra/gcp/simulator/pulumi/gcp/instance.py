@@ -91,8 +91,7 @@ class Instance(GcpResource):
             poll(fetch, lambda i: i.get("status") == status, f"instance to reach {status}")
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing Instance {id_!r}"):
-            found = self.read_or_none(self.url(id_))
+        found = self.fetch(self.url(id_), f"Instance {id_!r}")
         if found is None:
             return None
         declared = {**state, **inputs}

@@ -117,7 +117,8 @@ def scheduling(inputs: dict[str, Any]) -> dict[str, Any]:
 def flatten_scheduling(found: dict[str, Any]) -> dict[str, Any]:
     s = found.get("scheduling") or {}
     return {"automaticRestart": s.get("automaticRestart", True), "preemptible": bool(s.get("preemptible")),
-            "onHostMaintenance": s.get("onHostMaintenance"), "provisioningModel": s.get("provisioningModel", "STANDARD"),
+            "onHostMaintenance": s.get("onHostMaintenance"),
+            "provisioningModel": s.get("provisioningModel", "STANDARD"),
             "instanceTerminationAction": s.get("instanceTerminationAction")}
 
 

@@ -47,8 +47,7 @@ class ComputeObject(GcpResource):
         return id_, found
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing Compute{self.kind} {id_!r}"):
-            obj = self.read_or_none(self.url(id_))
+        obj = self.fetch(self.url(id_), f"Compute{self.kind} {id_!r}")
         if obj is None:
             return None
         return {**inputs, "id": id_, "name": obj.get("name"), "project": id_.split("/")[1],
@@ -216,8 +215,7 @@ class RouterNat(ComputeObject):
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
         project, region, router, name = id_.split("/")
-        with failing_as(f"Error when reading or editing ComputeRouterNat {id_!r}"):
-            obj = self.read_or_none(self.url(f"projects/{project}/regions/{region}/routers/{router}"))
+        obj = self.fetch(self.url(f"projects/{project}/regions/{region}/routers/{router}"), f"ComputeRouterNat {id_!r}")
         nat = next((n for n in (obj or {}).get("nats") or [] if n.get("name") == name), None)
         if nat is None:
             return None

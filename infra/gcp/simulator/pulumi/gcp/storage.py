@@ -66,8 +66,7 @@ class Bucket(GcpResource):
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
         name = inputs.get("name") or state.get("name") or id_
-        with failing_as(f"Error when reading or editing Storage Bucket {name!r}"):
-            found = self.read_or_none(self.url(f"b/{quote(name, safe='')}"))
+        found = self.fetch(self.url(f"b/{quote(name, safe='')}"), f"Storage Bucket {name!r}")
         if found is None:
             return None
         project = inputs.get("project") or state.get("project") or self._project_of(found)
@@ -186,8 +185,8 @@ class BucketObject(GcpResource):
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
         bucket, name = inputs.get("bucket") or state["bucket"], inputs.get("name") or state["name"]
-        with failing_as(f"Error when reading or editing Storage Bucket Object {name!r}"):
-            found = self.read_or_none(self.url(f"b/{quote(bucket, safe='')}/o/{quote(name, safe='')}"))
+        found = self.fetch(self.url(f"b/{quote(bucket, safe='')}/o/{quote(name, safe='')}"),
+                           f"Storage Bucket Object {name!r}")
         if found is None:
             return None
         md5 = found.get("md5Hash", "")

@@ -69,8 +69,7 @@ class V2Vm(GcpResource):
         return id_, self.read(id_, inputs, inputs) or inputs
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
-        with failing_as(f"Error when reading or editing TpuV2Vm {id_!r}"):
-            found = self.read_or_none(self.url(id_))
+        found = self.fetch(self.url(id_), f"TpuV2Vm {id_!r}")
         if found is None:
             return None
         sa = found.get("serviceAccount")
