@@ -91,7 +91,8 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (list, tuple)) else []
+    # pulumi_policy hands lists to a policy as a read-only Sequence proxy, not a list
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, (str, bytes)) else []
 
 
 def _labels_of(props: Mapping[str, Any]) -> dict[str, Any]:

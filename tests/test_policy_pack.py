@@ -238,6 +238,18 @@ def test_image_repositories_are_never_public() -> None:
                                                  "members": ["serviceAccount:x", "allAuthenticatedUsers"]}))
 
 
+def test_list_rules_fire_on_the_read_only_lists_the_policy_engine_hands_over() -> None:
+    """Under `pulumi up --policy-pack`, pulumi_policy wraps a resource's properties in proxies
+    whose lists are Sequences, not lists; the list-reading rules must still see them."""
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    props = {"direction": "INGRESS", "sourceRanges": ["0.0.0.0/0"],
+             "allows": [{"protocol": "tcp", "ports": ["22"]}]}
+    proxied = unknown_checking_proxy(props)
+    assert not isinstance(proxied["sourceRanges"], list)
+    assert fired("firewall-no-public-ssh", Resource(rules.T_FIREWALL, "fw", proxied))
+
+
 def test_every_rule_has_a_firing_test() -> None:
     text = Path(__file__).read_text()
     missing = [r.name for r in RULES if f'"{r.name}"' not in text.split("def test_every_rule_has")[0]]

@@ -10,6 +10,9 @@ from infra.gcp.common import TYPE_PREFIX, child_opts
 from infra.spec import ClusterSpec
 
 
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
 def tpu_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-tpu"
 
@@ -31,7 +34,11 @@ class TpuVm(pulumi.ComponentResource):
             network_config=gcp.tpu.V2VmNetworkConfigArgs(
                 network=network, subnetwork=subnet, enable_external_ips=spec.network.external_ips),
             scheduling_config=gcp.tpu.V2VmSchedulingConfigArgs(spot=spec.spot) if spec.spot else None,
+            # The full scope URL, as the provider's own examples send it: the provider passes TPU
+            # scopes through unexpanded (resource_tpu_v2_vm.go; only instances expand aliases),
+            # and the field is immutable, so a form the API answered differently would replace
+            # the TPU on every `up`.
             service_account=gcp.tpu.V2VmServiceAccountArgs(email=service_account,
-                                                            scopes=["cloud-platform"]),
+                                                            scopes=[CLOUD_PLATFORM_SCOPE]),
             metadata=metadata, labels=labels, tags=[tag], opts=child)
         self.register_outputs({"hosts": self.hosts})

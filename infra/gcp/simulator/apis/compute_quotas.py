@@ -64,7 +64,8 @@ def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str,
     sim = instance["_sim"]
     region = region_of(sim["zone"])
     family = sim["machine_type"].split("-", 1)[0]
-    vcpus = float(catalog.MACHINES[sim["machine_type"]].vcpus)
+    shape = catalog.MACHINES.get(sim["machine_type"])
+    vcpus = float(shape.vcpus if shape else catalog.TPU_HOST_MACHINES[sim["machine_type"]][0])
     cpu = CPU_METRICS.get(family, "CPUS")
     cpu = _metric(project, region, "CPUS", sim["spot"]) if cpu == "CPUS" else cpu
     out = {("global", "CPUS_ALL_REGIONS"): vcpus, (region, cpu): vcpus, (region, "INSTANCES"): 1.0}

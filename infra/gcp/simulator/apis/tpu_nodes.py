@@ -130,7 +130,10 @@ def create(world: World, now: float, project: str, zone: str, node_id: str, body
                         "external": compute_addresses.allocate_external(world, owner) if external else None})
     node = {**body, "name": path, "acceleratorType": t.name, "state": "CREATING", "health": "HEALTHY",
             "acceleratorConfig": {"type": tpu.CONFIG_TYPES[t.generation], "topology": t.topology},
-            "networkConfig": {**config, "network": subnet["network"], "subnetwork": subnet["selfLink"],
+            # answered in the form it was given (the provider's acceptance test sends ids and
+            # expects an empty plan after: network/subnetwork are ForceNew, not diff-suppressed)
+            "networkConfig": {**config, "network": config.get("network") or subnet["network"],
+                              "subnetwork": config.get("subnetwork") or subnet["selfLink"],
                               "enableExternalIps": external},
             "cidrBlock": subnet["ipCidrRange"], "apiVersion": "V2", "createTime": operations.rfc3339(now),
             "id": str(world.next_id() + 7_000_000_000_000_000_000), "symptoms": [],
