@@ -28,7 +28,7 @@ import urllib.error
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from infra.errors import ProvisionError
+from infra.errors import ConfigError, ProvisionError
 from infra.gcp.simulator import firewall, image, vpc
 from infra.gcp.simulator.ledger import Ledger
 from infra.gcp.simulator.machines import FirewallRule, Machine
@@ -69,12 +69,12 @@ def with_admin(fn: Callable[..., T], *args: Any) -> T:
 def hidden_paths(home: Path) -> tuple[Path, ...]:
     """What a machine must not see: the simulator's home and trainctl's state (keys), unless
     they hold what machines need (the guest agent, the shared uv cache)."""
-    needed = [image.GUEST_AGENT.resolve(), cache_dir().resolve()]
-    candidates = [home.resolve()]
-    try:
-        candidates.append(trainctl_home().resolve())
-    except Exception:  # an unset or unusable TRAINCTL_HOME: nothing of it to hide
-        pass
+    needed, candidates = [image.GUEST_AGENT.resolve()], [home.resolve()]
+    for place, into in ((cache_dir, needed), (trainctl_home, candidates)):
+        try:
+            into.append(place())
+        except ConfigError:  # a setting trainctl itself refuses: nothing there to keep or hide
+            pass
     return tuple(p for p in candidates if not any(n.is_relative_to(p) for n in needed))
 
 
