@@ -32,7 +32,8 @@ project = spec["project"]
 bucket = gcp.storage.Bucket(
     f"{p}-bucket", name=spec["bucket"], project=project, location="US-CENTRAL1",
     uniform_bucket_level_access=True, labels=spec.get("bucket_labels", {}),
-    opts=pulumi.ResourceOptions(provider=provider, retain_on_delete=True, import_=spec.get("import_bucket")))
+    opts=pulumi.ResourceOptions(provider=provider, retain_on_delete=True, import_=spec.get("import_bucket"),
+                                ignore_changes=spec.get("bucket_ignore_changes")))
 net = gcp.compute.Network(f"{p}-vpc", name=f"{p}-vpc", project=project, auto_create_subnetworks=False,
                           opts=pulumi.ResourceOptions(provider=provider))
 subnet = gcp.compute.Subnetwork(f"{p}-subnet", name=f"{p}-subnet", project=project, region="us-central1",

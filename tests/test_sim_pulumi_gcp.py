@@ -105,7 +105,15 @@ def test_destroy_leaves_only_the_retained_bucket_and_a_later_up_adopts_it_by_imp
     with pytest.raises(auto.CommandError, match="googleapi: Error 409"):
         stack.up()  # the kept bucket's name is taken by the kept bucket
     stack.destroy()
+    # Importing is strict, as Pulumi's import option is: what the program declares must match.
     project.declare(import_bucket=bucket, bucket_labels={"adopted": "yes"})
+    with pytest.raises(auto.CommandError, match="inputs to import do not match the existing resource"):
+        stack.up()
+    stack.destroy()
+    # The documented way: ignore what differs for the import, then update it in place.
+    project.declare(import_bucket=bucket, bucket_labels={"adopted": "yes"}, bucket_ignore_changes=["labels"])
+    stack.up()
+    project.declare(bucket_labels={"adopted": "yes"})
     stack.up()
     assert sim.http("GET", f"/storage/v1/b/{bucket}")[1]["labels"]["adopted"] == "yes"
 

@@ -76,9 +76,14 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
     return tpu.vm.network_endpoints.apply(shape)
 
 
+# The provider reads the project through Cloud Resource Manager after enabling any service
+# (google_project_service's read: projects.get), so in a fresh project it goes first.
+RESOURCE_MANAGER_API = "cloudresourcemanager.googleapis.com"
+
+
 def required_apis(spec: ClusterSpec) -> list[str]:
     """The services a stack's resources need; a fresh project has few of them on."""
-    apis = ["compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
+    apis = [RESOURCE_MANAGER_API, "compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
             "artifactregistry.googleapis.com"]
     if spec.kind == "tpu":
         apis.append("tpu.googleapis.com")
@@ -91,10 +96,17 @@ def required_apis(spec: ClusterSpec) -> list[str]:
 
 
 def enable_apis(spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> list[gcp.projects.Service]:
-    # disable_on_destroy=False: other stacks and users of the project still need them.
-    return [gcp.projects.Service(f"{spec.name}-api-{api.split('.')[0]}", project=spec.project,
-                                 service=api, disable_on_destroy=False, opts=opts)
-            for api in required_apis(spec)]
+    """One Service per API, Resource Manager's before the others (their reads need it)."""
+    def service(api: str, after: list[gcp.projects.Service]) -> gcp.projects.Service:
+        # disable_on_destroy=False: other stacks and users of the project still need them.
+        return gcp.projects.Service(
+            f"{spec.name}-api-{api.split('.')[0]}", project=spec.project, service=api,
+            disable_on_destroy=False,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)))
+
+    first, *rest = required_apis(spec)
+    manager = service(first, [])
+    return [manager, *(service(api, [manager]) for api in rest)]
 
 
 def workload_identity_member(spec: ClusterSpec) -> str:

@@ -17,6 +17,8 @@ from typing import Any, Callable, Mapping
 from infra import cost, keys
 from infra.cost import Estimate
 from infra.gcp import simulation
+from infra.gcp.adoption import bucket_to_adopt
+from infra.gcp.storage import ADOPT_ENV
 from infra.errors import CapacityUnavailable
 from infra.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.inventory import Inventory, Node, Registry
@@ -157,8 +159,12 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
         meta = _current_meta(spec)
-        result = _stack(spec, _program_env(spec, meta["expires_at"], public)).up(
-            on_output=progress, policy_packs=policy_packs())
+        pulumi_stack = _stack(spec, _program_env(spec, meta["expires_at"], public))
+        kept = bucket_to_adopt(spec, pulumi_stack)
+        if kept:
+            progress(f"adopting bucket gs://{kept}, which an earlier `down` kept with its checkpoints")
+            pulumi_stack.workspace.env_vars[ADOPT_ENV] = kept
+        result = pulumi_stack.up(on_output=progress, policy_packs=policy_packs())
         return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
 
 

@@ -31,9 +31,11 @@ def active() -> bool:
     return bool(os.environ.get(SIMULATOR_ENV))
 
 
-def activate(project: str | None, project_file: Path | None = None) -> str:
+def activate(project: str | None, project_file: Path | None = None, *, api_only: bool = False) -> str:
     """Start (or find) the simulator, create the project if it does not exist yet (from the
-    file, else the prepared template), and point this process and its children at it."""
+    file, else the prepared template), and point this process and its children at it.
+    `api_only`: VMs are the API's alone, no machines stand behind them (no root needed; what
+    a large stack's `up` is measured with)."""
     from infra.gcp.simulator import daemon
     from infra.gcp.simulator.project import ProjectFile, load_project_file
 
@@ -43,7 +45,7 @@ def activate(project: str | None, project_file: Path | None = None) -> str:
     if described is not None and described.project != project:
         raise ConfigError(f"the simulated project file {project_file} describes project "
                           f"{described.project!r}, but the stack names gcp:project {project!r}")
-    url = daemon.ensure_running(home())
+    url = daemon.ensure_running(home(), api_only=api_only)
     _post(url, "/trainctl-sim/v1/projects",
           (described or ProjectFile(project=project)).model_dump(mode="json"))
     _export(url)

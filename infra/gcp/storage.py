@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -17,6 +19,21 @@ def bucket_name(spec: ClusterSpec) -> str:
 
 def kept_on_down(spec: ClusterSpec) -> bool:
     return not spec.ephemeral
+
+
+# Set by trainctl's `up` when the stack's kept bucket exists but its Pulumi state does not hold
+# it (an earlier `down` left it on purpose): the bucket is adopted instead of created again,
+# which GCS would refuse (409, "you already own it").
+ADOPT_ENV = "TRAINCTL_ADOPT_BUCKET"
+
+
+def adoption(spec: ClusterSpec) -> pulumi.ResourceOptions:
+    """Pulumi's import is strict (what the program declares must match the bucket), so the
+    labels, whose expiry differs from the kept bucket's, are ignored while importing; the next
+    `up` writes them (https://www.pulumi.com/docs/iac/adopting-pulumi/import/)."""
+    if os.environ.get(ADOPT_ENV) != bucket_name(spec):
+        return pulumi.ResourceOptions()
+    return pulumi.ResourceOptions(import_=bucket_name(spec), ignore_changes=["labels"])
 
 
 class Storage(pulumi.ComponentResource):
@@ -41,7 +58,8 @@ class Storage(pulumi.ComponentResource):
                 condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=spec.bucket.retention_days),
             )],
             opts=pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(retain_on_delete=kept_on_down(spec))),
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=kept_on_down(spec))),
+                adoption(spec)),
         )
         self.uri = self.bucket.name.apply(lambda n: f"gs://{n}")
         self.register_outputs({"uri": self.uri})

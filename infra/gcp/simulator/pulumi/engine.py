@@ -6,8 +6,9 @@ step generator and executor do (pkg/resource/deploy/step_generator.go, step.go):
     (auto-names), then analyzed by the policy packs; a mandatory violation makes the resource
     invalid and fails the update before it is touched;
   - a resource with an `import` id that the state does not hold yet is read from the cloud
-    (it must exist), then diffed against the program like any other: an update changes it in
-    place; a replacement is refused, as for any previously-imported resource;
+    (it must exist) and must match what the program declares, ignoreChanges aside: any
+    difference fails the step ("inputs to import do not match the existing resource"), as
+    Pulumi's import option does (https://www.pulumi.com/docs/iac/adopting-pulumi/import/);
   - a replacement deletes first where the provider says so (delete-before-replace), else
     creates the new resource and deletes the old one at the end of the update;
   - what the program no longer declares is deleted at the end in reverse dependency order
@@ -174,16 +175,23 @@ class Deployment:
         old = self.olds.get(goal.urn)
         if old is not None and old.get("delete"):
             old = None
-        goal.declared = apply_ignore_changes(with_asset_hashes(goal.inputs), old["inputs"] if old else None,
-                                             goal.ignore_changes)
+        program = with_asset_hashes(goal.inputs)
+        goal.declared = apply_ignore_changes(program, old["inputs"] if old else None, goal.ignore_changes)
         news = rtype.check(goal.name, goal.declared, old["inputs"] if old else None)
         goal.inputs = news
         self._policy(goal, news)
-        if goal.import_id and (old is None or (old.get("importID") or old["id"]) != goal.import_id):
+        importing = bool(goal.import_id) and (old is None or (old.get("importID") or old["id"]) != goal.import_id)
+        if importing:
             old = self._import(goal, rtype)
+            # ignoreChanges holds against what was imported: those values are the cloud's
+            goal.declared = apply_ignore_changes(program, old["inputs"], goal.ignore_changes)
+            news = goal.inputs = rtype.check(goal.name, goal.declared, old["inputs"])
         if old is None:
             return self._create(goal, rtype, "create")
         diff = rtype.diff(old["inputs"], old["outputs"], news)
+        if importing and diff.changed:
+            self._fail("import", goal, "inputs to import do not match the existing resource; the following "
+                                       "properties differed: " + ", ".join(sorted(diff.changed)))
         diff.replaces += [p for p in diff.changed if p not in diff.replaces
                           and any(path_matches(pat, p) for pat in goal.replace_on_changes)]
         if diff.needs_replace:
