@@ -5,6 +5,7 @@ API's getGuestAttributes returns; deleting the VM and its network leaves nothing
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from typing import Iterator
 
@@ -34,7 +35,9 @@ def api_machines() -> Iterator[tuple[ComputeSim, SimMachines]]:
     finally:
         running.simulator.stop()
         nodes.cleanup_all(home)
-        assert nodes.leftovers(home) == [] and root_leftovers() == []
+        left = nodes.leftovers(home)
+        shutil.rmtree(home, ignore_errors=True)
+        assert left == [] and root_leftovers() == []
 
 
 def test_a_vm_inserted_through_the_api_is_a_machine_reached_with_the_apis_host_key(api_machines):
