@@ -94,7 +94,23 @@ def fill_uv_cache(node_env: dict[str, str], spec: BootstrapSpec, log_path: Path)
     (seed_argv); returns the install's exit code, its output in `log_path`."""
     argv, env, _seed = seed_argv(node_env, spec, controller_uv())
     with open(log_path, "a") as log:
-        return subprocess.run(argv, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT).returncode
+        argv, home = as_cache_owner(argv, Path(node_env["UV_CACHE_DIR"]))
+        return subprocess.run(argv, env={**os.environ, **env, **home},
+                              stdout=log, stderr=subprocess.STDOUT).returncode
+
+
+def as_cache_owner(argv: list[str], cache: Path) -> tuple[list[str], dict[str, str]]:
+    """The install runs as whoever owns the cache's folder (and with its HOME there): nodes
+    whose user is not root link packages from a cache of their own uid (the kernel lets a user
+    hardlink only files it owns), so the controller fills that cache as that uid."""
+    try:
+        owner = cache.parent.stat().st_uid
+    except FileNotFoundError:
+        return argv, {}
+    if owner == os.geteuid() or os.geteuid() != 0:
+        return argv, {}
+    return (["setpriv", f"--reuid={owner}", f"--regid={owner}", "--clear-groups", *argv],
+            {"HOME": str(cache.parent)})
 
 
 def _prefetch(inventory: Inventory, spec: BootstrapSpec, log_dir: Path) -> None:

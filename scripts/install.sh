@@ -8,9 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# sudo: simulated GCP machines give their metadata users GCE's passwordless sudo (google-sudoers).
 # Containers (trainctl build, `container:` experiments): buildah builds and pushes, podman + runc run them on
 # nodes, docker-registry is the local stack's registry, debootstrap makes the base image.
-PKGS=(openssh-server openssh-client rsync iproute2 iptables util-linux procps python3 python3-venv ca-certificates
+PKGS=(openssh-server openssh-client rsync iproute2 iptables util-linux procps python3 python3-venv ca-certificates sudo
       buildah podman runc catatonit docker-registry debootstrap)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

@@ -224,8 +224,8 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
         known_hosts=str(sdir / "keys" / "known_hosts"),
         kubeconfig=str(kubeconfig) if kubeconfig else None,
         gke_service_account=partial.get("gke_service_account"),
-        registry=Registry(**partial["registry"]) if partial.get("registry") else None,
-        **simulation.inventory_extras())
+        registry=Registry(**partial["registry"]) if partial.get("registry") else None)
+    inventory = simulation.adapt(inventory, progress)
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
     inventory.write(sdir / "inventory.json")
     return inventory
@@ -318,6 +318,7 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         workspace_stack.workspace.remove_stack(stack, force=force, preserve_config=True)
         shutil.rmtree(sdir, ignore_errors=True)
         remove_lock()
+        simulation.release()
         return True
 
 

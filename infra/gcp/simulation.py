@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from infra.errors import ConfigError
 from infra.gcp.reaper import API_ENDPOINT_ENV
 from infra.stack_home import cache_dir, state_dir, trainctl_home
+
+if TYPE_CHECKING:
+    from infra.inventory import Inventory
 
 SIMULATOR_ENV = "TRAINCTL_GCP_SIMULATOR"  # the simulator home in use by this process
 MARKER = "simulated.json"
@@ -66,6 +69,21 @@ def _export(url: str) -> None:
     os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "simulated")
 
 
+def release() -> None:
+    """After a `down`: the simulator stops now if no machine is left (its world stays on disk;
+    the next command that needs it starts it again)."""
+    if not active():
+        return
+    from infra.gcp.simulator import daemon
+
+    try:
+        idle = not _get(os.environ[API_ENDPOINT_ENV], "/trainctl-sim/v1/health")["machines"]
+    except OSError:
+        return
+    if idle:
+        daemon.stop(home())
+
+
 def record(stack: str) -> None:
     """Called by the realizer before it creates anything: later verbs find the simulator."""
     if active():
@@ -86,20 +104,55 @@ def resume(stack: str) -> None:
     _export(daemon.ensure_running(home()))
 
 
-def inventory_extras() -> dict[str, Any]:
-    """What a simulated stack's inventory adds: the bucket's endpoint (the simulator's storage,
-    for the controller and, through the service address, for the nodes) and offline installs
-    (simulated machines, like local nodes, have no route off this machine)."""
+def adapt(inventory: Inventory, progress: Callable[[str], None]) -> Inventory:
+    """A simulated stack's inventory as the nodes really are: they compute on the CPU (what
+    they declare is kept in `simulates`, and the nodes say so themselves), reach the bucket
+    through the simulator's storage (the controller on loopback, the nodes at SERVICE_IP),
+    and install offline from a package cache their user owns (they have no route off this
+    machine, like local nodes)."""
     if not active():
-        return {}
+        return inventory
+    from infra.accelerator import Cpu
     from infra.gcp.simulator.daemon import SERVICE_IP
-    from infra.local.realizer import offline_uv_env
 
     url = os.environ[API_ENDPOINT_ENV]
     port = url.rsplit(":", 1)[1]
-    return {"storage_emulator_host": url, "offline_nodes": True,
-            "node_env": {"STORAGE_EMULATOR_HOST": f"http://{SERVICE_IP}:{port}",
-                         "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", **offline_uv_env(cache_dir())}}
+    declared = sorted({str(n.accelerator) for n in inventory.nodes if n.accelerator.kind != "cpu"})
+    if declared:
+        progress(f"simulated accelerators ({', '.join(declared)}) are declared, not present: "
+                 "the nodes compute on CPU")
+    nodes = tuple(n if n.accelerator.kind == "cpu"
+                  else n.model_copy(update={"accelerator": Cpu(), "simulates": n.accelerator})
+                  for n in inventory.nodes)
+    user = inventory.nodes[0].ssh_user if inventory.nodes else "root"
+    return inventory.model_copy(update={
+        "nodes": nodes, "storage_emulator_host": url, "offline_nodes": True,
+        "node_env": {**inventory.node_env, "STORAGE_EMULATOR_HOST": f"http://{SERVICE_IP}:{port}",
+                     "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", **_cache_env(url, user)}})
+
+
+def _cache_env(url: str, user: str) -> dict[str, str]:
+    """uv's offline settings over a cache the machines' user owns: uv must write into its cache,
+    and the kernel lets a user hardlink only files it owns (fs.protected_hardlinks), so one
+    cache per uid, filled on the controller as that uid (bootstrap installs as the cache's
+    owner), keeps N nodes at one copy of each package."""
+    from infra.local.realizer import offline_uv_env
+
+    if user == "root":
+        return offline_uv_env(cache_dir())
+    uid = int(_get(url, f"/trainctl-sim/v1/users/{user}")["uid"])
+    owned = cache_dir() / f"simulated-uid{uid}"
+    for path in (owned, owned / "uv"):
+        path.mkdir(parents=True, exist_ok=True)
+        os.chown(path, uid, uid)
+    return offline_uv_env(owned)
+
+
+def _get(url: str, path: str) -> Any:
+    import urllib.request
+
+    with urllib.request.urlopen(url + path, timeout=30) as response:
+        return json.loads(response.read())
 
 
 def _post(url: str, path: str, body: Any) -> Any:

@@ -130,33 +130,31 @@ def stop(home: Path, timeout: float = 10.0) -> bool:
 
 
 def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float = IDLE_SECONDS) -> None:
-    """The daemon's body: serve until idle (no request, no machine) or SIGTERM."""
+    """The daemon's body: serve until idle (no request, no machine) or SIGTERM. With real
+    machines it also serves them at SERVICE_IP, and on leaving removes what it made on this
+    machine that no simulated network still uses."""
     from infra.gcp.simulator.server import Simulator
 
-    backend = None
-    if not api_only:
-        from infra.gcp.simulator.nodes import RealMachines  # type: ignore[attr-defined]
-
-        backend = RealMachines(home)
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
+    backend = None
+    if not api_only:
+        from infra.gcp.simulator import nodes, vpc
+
+        backend = nodes.NodeMachines(home)
+        with vpc.host_lock():
+            vpc.ensure_service()
     sim = Simulator(home, backend)
     sim.start("127.0.0.1", port)
+    if not api_only:
+        sim.start_also(SERVICE_IP, port)
     _record_path(home).write_text(json.dumps({"pid": os.getpid(), "port": port}))
-    extra_listening = False
-    while not done.wait(0.5):
-        if not extra_listening and _has_address(SERVICE_IP):
-            sim.start_also(SERVICE_IP, port)
-            extra_listening = True
-        if time.time() - sim.last_request > idle_seconds and not sim.has_machines():
-            break
-    sim.stop()
-
-
-def _has_address(ip: str) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((ip, 0))
-            return True
-        except OSError:
-            return False
+    try:
+        while not done.wait(0.5):
+            if time.time() - sim.last_request > idle_seconds and not sim.has_machines():
+                break
+    finally:
+        sim.stop()
+        if not api_only:
+            with vpc.host_lock():
+                vpc.remove_service_if_unused()

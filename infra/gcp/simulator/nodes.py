@@ -308,6 +308,23 @@ class NodeMachines:
         found = metadata_admin.guest_attributes(vpc.Link(net["link"]).admin_url, rec["handle"], query_path)
         return list(found["queryValue"]["items"])
 
+    def user_id(self, user: str) -> int | None:
+        """The uid the guest agent gave `user` on the machines (useradd on each machine's /etc
+        overlay); None until a machine has created the user."""
+        with self.ledger.edit() as data:
+            dirs = [Path(rec["dir"]) for rec in data["machines"].values()]
+        for directory in dirs:
+            passwd = image.Disk(directory / "disk").upper("/etc/passwd")
+            try:
+                lines = passwd.read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                fields = line.split(":")
+                if len(fields) > 2 and fields[0] == user:
+                    return int(fields[2])
+        return None
+
     def set_metadata(self, machine: Machine) -> None:
         with self.ledger.edit() as data:
             rec = data["machines"].get(machine.key)

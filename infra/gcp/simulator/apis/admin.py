@@ -49,3 +49,14 @@ def set_quotas(sim: Simulator, m: re.Match[str], body: Any) -> Any:
 @admin("GET", "health")
 def health(sim: Simulator, _m: re.Match[str], _body: Any) -> Any:
     return {"ok": True, "machines": sim.has_machines()}
+
+
+@admin("GET", "users/(?P<user>[a-z_][a-z0-9_-]*)")
+def user_id(sim: Simulator, m: re.Match[str], _body: Any) -> Any:
+    """The uid simulated machines gave a metadata user (the controller fills a package cache
+    that user may link from)."""
+    lookup = getattr(sim.backend, "user_id", None)
+    uid = lookup(m["user"]) if lookup else None
+    if uid is None:
+        raise ApiError(404, f"no simulated machine has a user {m['user']!r}")
+    return {"user": m["user"], "uid": uid}
