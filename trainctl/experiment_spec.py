@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from infra.spec import Role, validate_name
 from infra.stack_config import ConfigError, format_validation_error, read_yaml_mapping
@@ -124,6 +124,16 @@ class SweepSection(Model):
     parameters: tuple[Parameter, ...] = Field(min_length=1)
 
 
+# An artifact the program leaves in its working directory on the chief (a snapshot.pt saved next
+# to the script, as PyTorch's DDP tutorial does) rather than in the job dir: `workdir:<path>`.
+WORKDIR = "workdir:"
+
+
+def from_workdir(artifact: str) -> str | None:
+    """The path inside the chief's working directory, for a `workdir:` artifact; else None."""
+    return artifact[len(WORKDIR):] if artifact.startswith(WORKDIR) else None
+
+
 def safe_relative(value: str, what: str, inside: str = "the job dir") -> str:
     path = PurePosixPath(value)
     if path.is_absolute() or ".." in path.parts or not value.strip():
@@ -149,6 +159,8 @@ class Experiment(Model):
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
+    # Where the overrides were written, for errors the stack's validation finds in them.
+    _overrides_from: str = PrivateAttr("overrides")
 
     @field_validator("name")
     @classmethod
@@ -167,11 +179,25 @@ class Experiment(Model):
     @field_validator("artifacts")
     @classmethod
     def artifact_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(safe_relative(a, "artifact") + ("/" if a.endswith("/") else "") for a in v)
+        checked: dict[str, str] = {}  # where it lands in runs/<run-id>/ -> the artifact
+        for artifact in v:
+            path = from_workdir(artifact)
+            inside = "the chief's working directory" if path is not None else "the job dir"
+            name = safe_relative(artifact if path is None else path, "artifact", inside)
+            if name in checked:
+                raise ValueError(f"artifacts {checked[name]!r} and {artifact!r} would both be collected "
+                                 f"to runs/<run-id>/{name}")
+            checked[name] = artifact
+        return tuple(("" if from_workdir(a) is None else WORKDIR) + name + ("/" if a.endswith("/") else "")
+                     for name, a in checked.items())
 
     @property
     def code_dir(self) -> Path:
         return (self.base_dir / self.code).resolve()
+
+    @property
+    def overrides_from(self) -> str:
+        return self._overrides_from
 
 
 def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,
@@ -189,10 +215,15 @@ def load_experiment(path: Path, *, stack: str | None = None, code: Path | None =
         data = mapping.experiment
         if notes is not None:
             notes.extend(mapping.notes)
+        overrides_from = f"{path} (a job spec; --stack picks the stack it runs on)"
     elif stack or code or requirements or framework:
         raise ConfigError(f"{path}: --stack, --code, --requirements and --framework apply to AI Platform / Vertex "
                           "job specs; an experiment file names its own stack, code and requirements")
-    return build_experiment(data, path)
+    else:
+        overrides_from = f"{path}: overrides"
+    exp = build_experiment(data, path)
+    exp._overrides_from = overrides_from
+    return exp
 
 
 def build_experiment(data: dict[str, Any], path: Path) -> Experiment:

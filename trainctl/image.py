@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bootstrap.containers import cert_args
 from bootstrap.plan import BootstrapSpec, filter_args
-from bootstrap.runner import controller_uv, fill_uv_cache
+from bootstrap.runner import controller_uv, fill_uv_cache, install_failure
 from infra.errors import ConfigError, ProvisionError
 from infra.inventory import Registry
 from infra.stack_home import cache_dir
@@ -203,8 +203,9 @@ def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _
         # the requirements into the controller's uv cache (as bootstrap's prefetch does for
         # offline nodes), so the build installs them without a network
         uv_env = offline_uv_env(cache_dir())
-        if fill_uv_cache(uv_env, spec.code, log) != 0:
-            raise ImageError(f"installing {spec.code.requirements} into the uv cache failed; see {log}")
+        code, output = fill_uv_cache(uv_env, spec.code, log)
+        if code != 0:
+            raise ImageError(install_failure(spec.code.requirements, output, log))
         uv = shutil.which(controller_uv())
         if uv is None:
             raise ConfigError("uv is not installed: run scripts/install.sh")

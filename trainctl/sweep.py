@@ -166,7 +166,7 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
             if state == optuna.trial.TrialState.COMPLETE:
                 # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
                 collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts,
-                        run_dir / f"trial-{trial.number}")
+                        run_dir / f"trial-{trial.number}", run_id=f"{sweep_id}-t{trial.number}", image=base.image)
         except KeyboardInterrupt:
             with tell_lock:
                 requeue(study, trial.number, params)
