@@ -24,6 +24,12 @@ def target_stack(path: Path) -> str:
     return match.group(1) if match else "local"
 
 
+def example_requirements(path: Path) -> str | None:
+    """The requirements file each example's own comment runs it with."""
+    match = re.search(r"--requirements (\S+)", path.read_text())
+    return match.group(1) if match else None
+
+
 def mapped(path: Path, stack: str = "local", **kw) -> tuple[Experiment, list[str]]:
     notes: list[str] = []
     return load_experiment(path, stack=stack, code=REPO, notes=notes, **kw), notes
@@ -37,7 +43,7 @@ def spec_file(tmp_path: Path, data: dict) -> Path:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_maps_onto_a_valid_experiment_and_cluster(path: Path) -> None:
-    exp, _ = mapped(path, target_stack(path))
+    exp, _ = mapped(path, target_stack(path), requirements=example_requirements(path))
     spec = load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True})
     assert spec.pools and spec.pools[0].role == "chief"
     assert exp.run.command[:2] == ("python", "-m")

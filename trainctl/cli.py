@@ -398,8 +398,14 @@ def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None)
         raise typer.Exit(1)
 
 
-@app.command()
-def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an AI Platform "
+def _gcloud(flag: str, help: str):
+    """One of gcloud's own job flags, with gcloud's meaning (trainctl/gcloud_flags.py)."""
+    return typer.Option(flag, help=f"job specs, as gcloud: {help}", rich_help_panel="gcloud's flags (job specs)")
+
+
+@app.command(context_settings={"allow_extra_args": True})
+def run(ctx: typer.Context,
+        experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an AI Platform "
                                                         "config.yaml / Vertex AI CustomJob spec")],
         keep: Annotated[bool, typer.Option(help="keep the stack after the run (TTL still "
                                                 "applies)")] = False,
@@ -409,20 +415,53 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an 
         stack: Annotated[Optional[str], typer.Option(help="job specs: the stack to run on (default local)")] = None,
         code: Annotated[Optional[Path], typer.Option(help="job specs: the trainer's source folder "
                                                           "(default: the spec's folder)")] = None,
-        requirements: Annotated[Optional[str], typer.Option(help="job specs: requirements file, "
-                                                                 "relative to --code")] = None,
+        requirements: Annotated[Optional[str], typer.Option(help="job specs: requirements file, relative to "
+                                                                 "the code (default: its requirements.txt)")] = None,
         framework: Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
                                                               "(default: from the training image)")] = None,
         show_plan: Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
-                                                               "mapping) and run nothing")] = False) -> None:
+                                                               "mapping) and run nothing")] = False,
+        module_name: Annotated[Optional[str], _gcloud("--module-name", "the trainer's module (python -m)")] = None,
+        package_path: Annotated[Optional[Path], _gcloud(
+            "--package-path", "the trainer's package, built from its parent folder (its setup.py) and "
+                              "installed with its dependencies")] = None,
+        packages: Annotated[Optional[list[str]], _gcloud("--packages", "more package archives (paths or gs://), "
+                                                                       "comma-separated")] = None,
+        job_dir: Annotated[Optional[str], _gcloud("--job-dir", "passed to the trainer as --job-dir (here: the "
+                                                               "stack's bucket)")] = None,
+        runtime_version: Annotated[Optional[str], _gcloud("--runtime-version", "AI Platform runtime: its "
+                                                                               "TensorFlow is installed")] = None,
+        python_version: Annotated[Optional[str], _gcloud("--python-version", "checked against the runtime")] = None,
+        scale_tier: Annotated[Optional[str], _gcloud("--scale-tier", "basic, standard-1, premium-1, custom")] = None,
+        master_machine_type: Annotated[Optional[str], _gcloud("--master-machine-type", "masterType")] = None,
+        worker_machine_type: Annotated[Optional[str], _gcloud("--worker-machine-type", "workerType")] = None,
+        worker_count: Annotated[Optional[int], _gcloud("--worker-count", "workerCount")] = None,
+        parameter_server_machine_type: Annotated[Optional[str], _gcloud("--parameter-server-machine-type",
+                                                                        "parameterServerType")] = None,
+        parameter_server_count: Annotated[Optional[int], _gcloud("--parameter-server-count",
+                                                                 "parameterServerCount")] = None,
+        master_image_uri: Annotated[Optional[str], _gcloud("--master-image-uri", "a custom container")] = None,
+        region: Annotated[Optional[str], _gcloud("--region", "noted (the stack decides where)")] = None,
+        worker_pool_spec: Annotated[Optional[list[str]], _gcloud(
+            "--worker-pool-spec", "Vertex: machine-type=...,replica-count=...,executor-image-uri=...,"
+                                  "python-module=...,local-package-path=... (once per pool)")] = None,
+        args_: Annotated[Optional[list[str]], _gcloud("--args", "Vertex: the trainer's arguments, "
+                                                                "comma-separated")] = None,
+        python_package_uris: Annotated[Optional[list[str]], _gcloud("--python-package-uris",
+                                                                    "Vertex: package archives in gs://")] = None,
+        display_name: Annotated[Optional[str], _gcloud("--display-name", "Vertex: the job's name")] = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.experiment import run_experiment
     from trainctl.experiment_spec import load_experiment
     from trainctl.progress import NodeBoard
 
+    from trainctl.gcloud_flags import GcloudFlags
+
+    gcloud = {k: v for k, v in locals().items() if k in GcloudFlags.model_fields and v is not None}
+    flags = _validated(GcloudFlags, **gcloud, args=args_ or (), user_args=tuple(ctx.args))
     notes: list[str] = []
     exp = load_experiment(experiment, stack=stack, code=code, requirements=requirements,
-                          framework=framework, notes=notes)
+                          framework=framework, notes=notes, flags=flags)
     if show_plan:
         import yaml
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from infra.spec import Role, validate_name
 from infra.stack_config import ConfigError, format_validation_error, read_yaml_mapping
 from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+
+if TYPE_CHECKING:
+    from trainctl.gcloud_flags import GcloudFlags
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -202,23 +205,24 @@ class Experiment(Model):
 
 def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,
                     requirements: str | None = None, framework: str | None = None,
-                    notes: list[str] | None = None) -> Experiment:
+                    notes: list[str] | None = None, flags: GcloudFlags | None = None) -> Experiment:
     """An experiment file, or an AI Platform / Vertex AI job spec mapped onto `stack` (its
-    code from `code`, default the spec's folder); what the mapping changed goes to `notes`."""
+    code from `code`, default the spec's folder; gcloud's `flags` over it); what the mapping
+    changed goes to `notes`."""
     data = read_yaml_mapping(path, "experiment file")
     from trainctl.vertex_job import is_job_spec, to_experiment
 
-    if is_job_spec(data):
+    if is_job_spec(data) or (flags is not None and flags.given):  # gcloud's flags make a job of any config
         mapping = to_experiment(data, path=path, stack=stack or "local",
                                 code=code, requirements=requirements,
-                                framework=framework)
+                                framework=framework, flags=flags)
         data = mapping.experiment
         if notes is not None:
             notes.extend(mapping.notes)
         overrides_from = f"{path} (a job spec; --stack picks the stack it runs on)"
-    elif stack or code or requirements or framework:
-        raise ConfigError(f"{path}: --stack, --code, --requirements and --framework apply to AI Platform / Vertex "
-                          "job specs; an experiment file names its own stack, code and requirements")
+    elif stack or code or requirements or framework or (flags and flags.given):
+        raise ConfigError(f"{path}: --stack, --code, --requirements, --framework and gcloud's flags apply to AI "
+                          "Platform / Vertex job specs; an experiment file names its own stack, code and requirements")
     else:
         overrides_from = f"{path}: overrides"
     exp = build_experiment(data, path)

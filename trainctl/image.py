@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import resource
 import shlex
@@ -138,6 +139,28 @@ def _exists(ref: str) -> bool:
     exe = shutil.which("buildah") or "buildah"
     return subprocess.run([exe, "inspect", "--type", "image", ref], env=build_env(),
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+
+
+def image_command(ref: str, where: str) -> tuple[list[str], list[str]]:
+    """An image's ENTRYPOINT and CMD, from its configuration: an image in trainctl's store
+    (buildah), or one in a registry (skopeo reads the configuration without pulling the layers)."""
+    if ref.startswith(LOCAL_PREFIX):
+        if not _exists(ref):
+            raise ConfigError(f"{where}: image {ref!r} is not in trainctl's image store; `trainctl build` makes it")
+        exe = shutil.which("buildah") or "buildah"
+        argv = [exe, "inspect", "--type", "image", ref]
+    else:
+        skopeo = shutil.which("skopeo")
+        if skopeo is None:
+            raise ConfigError(f"{where}: no command, and reading {ref}'s ENTRYPOINT needs skopeo (scripts/install.sh "
+                              "installs it): install it, or give command")
+        argv = [skopeo, "inspect", "--config", f"docker://{ref}"]
+    done = subprocess.run(argv, env=build_env(), capture_output=True, text=True)
+    if done.returncode:
+        raise ConfigError(f"{where}: no command, and {ref}'s ENTRYPOINT cannot be read: {done.stderr.strip()[-500:]}")
+    found = json.loads(done.stdout)
+    config = (found.get("OCIv1") or found).get("config") or {}  # buildah's inspection, skopeo's configuration
+    return list(config.get("Entrypoint") or []), list(config.get("Cmd") or [])
 
 
 def ensure_base(log: Path) -> str:
