@@ -138,7 +138,7 @@ def test_container_pools_run_their_command_in_the_image(tmp_path: Path) -> None:
     ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "gcr.io/p/trainer:1", "command": ["t"]}, "replicaCount": 1}]},
      "containerSpec: image 'gcr.io/p/trainer:1' cannot be had"),
     ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "localhost/trainctl/t:1"}, "replicaCount": 1}]},
-     "give command"),
+     "image 'localhost/trainctl/t:1' is not in trainctl's image store"),  # its ENTRYPOINT cannot be read
     ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "localhost/trainctl/t:1", "command": ["t"]}},
                           {"containerSpec": {"imageUri": "localhost/trainctl/u:1", "command": ["t"]}, "replicaCount": 1}]},
      "one image per job"),

@@ -114,6 +114,15 @@ def push_image(built: Future, inventory: Inventory, log: Path, echo: Callable[[s
     return push(image, inventory.registry, log, lambda m: echo(f"[trainctl] {m}"))
 
 
+def missing_artifacts(exp: Experiment, missing: list[str]) -> str | None:
+    """What the job did not write of the artifacts the experiment names; the default set
+    (metrics.json, model/: trainctl's trainers' and AIP_MODEL_DIR's) is collected where present
+    and not asked for, so a job spec that never named it hears nothing of it."""
+    if not missing or "artifacts" not in exp.model_fields_set:
+        return None
+    return f"artifacts not found: {', '.join(missing)}"
+
+
 def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec:
     return LaunchSpec(run_id=run_id, command=exp.run.command, framework=exp.run.framework,
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
@@ -284,8 +293,9 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                 with phase("collect"):
                     missing = collector.collect(job_dir(inventory, run_id), exp.artifacts, report.run_dir,
                                                 run_id=run_id, image=lspec.image)
-                    if missing:
-                        echo(f"[trainctl] artifacts not found: {', '.join(missing)}")
+                    said = missing_artifacts(exp, missing)
+                    if said:
+                        echo(f"[trainctl] {said}")
                 # The picture is drawn while the stack comes down; the numbers are already here.
                 drawer.submit(draw_loss, report.run_dir)
                 metrics_path = report.run_dir / "metrics.json"
