@@ -132,3 +132,15 @@ def test_flags_that_do_not_fit_are_refused_by_name(tmp_path: Path, config: dict,
         path.write_text(yaml.safe_dump({"scheduling": {}}))
     with pytest.raises(ConfigError, match=message):
         plan(path, code=REPO, **flags)
+
+
+def test_a_job_named_as_gcloud_names_it_needs_no_config_file(offline, monkeypatch, tmp_path) -> None:
+    """`gcloud ai-platform jobs submit training census_1 --module-name ... --package-path ...`:
+    no --config, the job is the flags; trainctl takes the job name where a file would be."""
+    monkeypatch.chdir(tmp_path)
+    exp, notes = plan(Path("census_20190101_1"), module_name="trainer.task", package_path=TRAINER,
+                      scale_tier="BASIC", job_dir="gs://b/census", user_args=("--num-epochs", "2"))
+    assert exp.name == "census-20190101-1"
+    assert exp.run.command == ("python", "-m", "trainer.task", "--num-epochs", "2", "--job-dir", "{job_dir}")
+    with pytest.raises(ConfigError, match="experiment file nope.yaml does not exist"):
+        plan(Path("nope.yaml"), module_name="trainer.task")

@@ -102,3 +102,13 @@ def test_runtime_and_python_versions_ai_platform_never_offered_are_refused(runti
     flags = {"python_version": python} if python else {}
     with pytest.raises(ConfigError, match=message):
         plan(config, code=REPO, module_name="trainers.digits_keras", runtime_version=runtime, **flags)
+
+
+def test_a_package_whose_own_tensorflow_cannot_run_on_the_nodes_python_is_refused(offline, tmp_path) -> None:
+    """The published iris sample's requirements.txt pins tensorflow==1.15.5 (Python 3.7 at most)."""
+    project = package(tmp_path, []).parent
+    (project / "requirements.txt").write_text("tensorflow==1.15.5\n")
+    config = SAMPLES / "tensorflow" / "standard" / "iris" / "hptuning_config.yaml"
+    with pytest.raises(ConfigError, match=r"the job requires tensorflow==1\.15\.5: TensorFlow 1\.15 was built for "
+                                          r"Python 3\.3 to 3\.7.*nearest release built for it: tensorflow==2\.12\.\*"):
+        plan(config, module_name="trainer.task", package_path=project / "trainer", runtime_version="1.13")

@@ -209,8 +209,15 @@ def load_experiment(path: Path, *, stack: str | None = None, code: Path | None =
     """An experiment file, or an AI Platform / Vertex AI job spec mapped onto `stack` (its
     code from `code`, default the spec's folder; gcloud's `flags` over it); what the mapping
     changed goes to `notes`."""
-    data = read_yaml_mapping(path, "experiment file")
     from trainctl.vertex_job import is_job_spec, to_experiment
+
+    if flags is not None and flags.given and not path.exists() and path.suffix not in (".yaml", ".yml", ".json"):
+        # `gcloud ai-platform jobs submit training JOB --module-name ...` with no --config: a
+        # job named JOB, all of it in the flags, its code found from here
+        data: dict[str, Any] = {}
+        path = Path.cwd() / path.name
+    else:
+        data = read_yaml_mapping(path, "experiment file")
 
     if is_job_spec(data) or (flags is not None and flags.given):  # gcloud's flags make a job of any config
         mapping = to_experiment(data, path=path, stack=stack or "local",

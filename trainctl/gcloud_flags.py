@@ -117,9 +117,10 @@ def _ai_platform(job: dict[str, Any], flags: GcloudFlags) -> dict[str, Any]:
         if value is not None:
             ti[field] = value
     if flags.scale_tier is not None:
-        if flags.scale_tier.lower() not in SCALE_TIERS:
+        tier = flags.scale_tier.lower().replace("_", "-")  # gcloud takes the enum's name too (STANDARD_1)
+        if tier not in SCALE_TIERS:
             raise ConfigError(f"--scale-tier {flags.scale_tier!r}: valid: {', '.join(SCALE_TIERS)}")
-        ti["scaleTier"] = SCALE_TIERS[flags.scale_tier.lower()]
+        ti["scaleTier"] = SCALE_TIERS[tier]
     if flags.master_image_uri:
         ti.setdefault("masterConfig", {})["imageUri"] = flags.master_image_uri
     if flags.user_args:

@@ -25,8 +25,8 @@ from packaging.utils import canonicalize_name
 
 from infra import catalog
 from infra.errors import ConfigError
-from infra.job_runtimes import (AI_PLATFORM_RUNTIMES, FRAMEWORK_DISTRIBUTIONS, FrameworkPin, ai_platform_runtime,
-                                nearest_runtime, nearest_tensorflow, prebuilt_image, runs_on)
+from infra.job_runtimes import (AI_PLATFORM_RUNTIMES, FRAMEWORK_DISTRIBUTIONS, TENSORFLOW_PYTHONS, FrameworkPin,
+                                ai_platform_runtime, nearest_runtime, nearest_tensorflow, prebuilt_image, runs_on)
 from infra.spec import ClusterSpec
 
 REQUIREMENTS_TXT = "requirements.txt"
@@ -98,7 +98,8 @@ def reconcile(pins: list[FrameworkPin], requirements: list[Requirement], notes: 
 
 
 def _allows(requirement: Requirement, version: str) -> bool:
-    return any(requirement.specifier.contains(f"{version}.{patch}", prereleases=True) for patch in (0, 99))
+    """Whether the requirement admits some release of `version` (major.minor)."""
+    return any(requirement.specifier.contains(f"{version}.{patch}", prereleases=True) for patch in range(100))
 
 
 def check_python(pins: list[FrameworkPin], python: str | None, stack: str) -> None:
@@ -123,6 +124,21 @@ def check_python(pins: list[FrameworkPin], python: str | None, stack: str) -> No
         raise ConfigError(f"{problem}. The nearest prebuilt image that runs there is TensorFlow {nearest}'s "
                           f"(tf-cpu.{nearest.replace('.', '-') if nearest else '?'}), or require "
                           f"tensorflow=={nearest}.* in the package")
+
+
+def check_requirements(requirements: list[Requirement], python: str | None, stack: str) -> None:
+    """Refuses a job whose own TensorFlow requirement allows no release built for the nodes'
+    Python (a 2019 package pinning tensorflow 1.15), naming the nearest release that is."""
+    names = FRAMEWORK_DISTRIBUTIONS["tensorflow"]
+    for req in requirements:
+        if python is None or canonicalize_name(req.name) not in names or not req.specifier:
+            continue
+        allowed = [v for v in TENSORFLOW_PYTHONS if _allows(req, v)]
+        if allowed and not any(runs_on(FrameworkPin("tensorflow", v, ""), python) for v in allowed):
+            low, high = TENSORFLOW_PYTHONS[allowed[-1]]
+            raise ConfigError(f"the job requires {req}: TensorFlow {allowed[-1]} was built for Python {low} to {high}, "
+                              f"and stack {stack}'s nodes run Python {python}; the nearest release built for it: "
+                              f"tensorflow=={nearest_tensorflow(allowed[-1], python)}.*")
 
 
 def node_python(spec: ClusterSpec) -> str | None:
@@ -224,9 +240,10 @@ def code_and_requirements(job: dict[str, Any], *, path: Path, target: ClusterSpe
     extra = _requirements_file(context, sources.requirements, notes, beside=bool(sources.package_path))
 
     def environment(wheels: list[Path]) -> list[str]:
-        mine = [r for w in wheels for r in wheel_requirements(w)]
-        kept = reconcile(pins, mine + requirements_of(extra.read_text() if extra else ""), notes)
+        mine = [r for w in wheels for r in wheel_requirements(w)] + requirements_of(extra.read_text() if extra else "")
+        kept = reconcile(pins, mine, notes)
         check_python(kept, python, target.name)
+        check_requirements(mine, python, target.name)
         return [p.requirement for p in kept]
 
     built = build_package(sources.package_path) if sources.package_path else None
@@ -250,8 +267,10 @@ def _source_folder(job: dict[str, Any], path: Path, target: ClusterSpec, sources
         notes.append(f"packageUris {package_uris(job)} are not fetched: the code comes from --code (the "
                      "package's source), synced to every node")
     extra = _requirements_file(code, sources.requirements, notes, beside=sources.code is not None)
-    kept = reconcile(pins, requirements_of(extra.read_text() if extra else ""), notes)
+    mine = requirements_of(extra.read_text() if extra else "")
+    kept = reconcile(pins, mine, notes)
     check_python(kept, python, target.name)
+    check_requirements(mine, python, target.name)
     if kept:
         notes.append(f"{', '.join(p.source for p in kept)}: with --code the environment is the requirements file; "
                      f"add {', '.join(p.requirement for p in kept)} to it for the runtime's framework")
