@@ -203,14 +203,21 @@ def build_package(package_path: Path) -> Path:
             '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
             f'[project]\nname = "{package_path.name}"\nversion = "0.0.0"\n'
             f'[tool.setuptools]\npackages = ["{package_path.name}"]\n')
-    done = subprocess.run([_uv(), "build", "-q", "--wheel", "--out-dir", str(out / "dist"), str(context)],
+    done = subprocess.run([_uv(), "build", "--wheel", "--out-dir", str(out / "dist"), str(context)],
                           capture_output=True, text=True)
     wheels = list((out / "dist").glob("*.whl"))
     if done.returncode or not wheels:
         shutil.rmtree(out, ignore_errors=True)
-        raise ConfigError(f"--package-path {package_path}: {package_path.parent} does not build into a wheel:\n"
-                          f"{done.stderr.strip()[-2000:]}")
+        raise ConfigError(f"--package-path {package_path}: {package_path.parent} does not build into a wheel "
+                          f"with setuptools: {build_failure(done.stderr)}")
     return wheels[0]
+
+
+def build_failure(stderr: str) -> str:
+    """The build backend's own reason (its exception's line) before uv's summary of it."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    reasons = [line for line in lines if not line.startswith((" ", "Traceback", "error:", "hint:", "Building"))]
+    return reasons[-1].strip() if reasons else stderr.strip()[-2000:]
 
 
 def package_uris(job: dict[str, Any]) -> list[str]:
@@ -230,6 +237,9 @@ def code_and_requirements(job: dict[str, Any], *, path: Path, target: ClusterSpe
     with the runtime's framework pins (trainctl.packages), else the spec's folder."""
     pins = runtime_pins(job, notes)
     python = node_python(target)
+    wanted = ((job.get("trainingInput") or {}).get("pythonVersion"))
+    if wanted and python and str(wanted) != python:
+        notes.append(f"trainingInput.pythonVersion {wanted}: stack {target.name}'s nodes run Python {python}")
     uris = package_uris(job)
     staged = bool(uris or sources.package_path or sources.archives)
     if sources.code or not staged:
@@ -249,7 +259,8 @@ def code_and_requirements(job: dict[str, Any], *, path: Path, target: ClusterSpe
     built = build_package(sources.package_path) if sources.package_path else None
     try:
         folder = stage(uris, reaches_google=target.nodes_reach_google, requirements=extra,
-                       archives=(*((built,) if built else ()), *sources.archives),
+                       archives=(*(((built, f"--package-path {sources.package_path}"),) if built else ()),
+                                 *((a, f"--packages {a}") for a in sources.archives)),
                        pins=tuple(p.requirement for p in pins), environment=environment)
     finally:
         if built:

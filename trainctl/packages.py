@@ -61,21 +61,22 @@ def check_uris(uris: list[str]) -> None:
 
 
 def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = None,
-          archives: tuple[Path, ...] = (), pins: tuple[str, ...] = (),
+          archives: tuple[tuple[Path, str], ...] = (), pins: tuple[str, ...] = (),
           environment: Callable[[list[Path]], list[str]] = lambda wheels: []) -> Path:
-    """The packages (`uris` fetched from gs://, `archives` on this machine) as a folder of wheels
+    """The packages (`uris` fetched from gs://, `archives` on this machine, each with what the
+    user called it) as a folder of wheels
     plus `requirements.txt` (the wheels, the lines of `requirements`, then what `environment`
     returns for the wheels: the runtime's framework pins, whose candidates `pins` names), kept by
     content in the cache: the same packages give the same folder, which a rerun finds after
     downloading them (to compare) without building again."""
     if uris:
         check_uris(uris)
-    names = [u.rsplit("/", 1)[1] for u in uris] + [a.name for a in archives]
+    names = [u.rsplit("/", 1)[1] for u in uris] + [a.name for a, _ in archives]
     if len(set(names)) != len(names):
         raise ConfigError(f"packages: two share a file name ({', '.join(names)})")
     with tempfile.TemporaryDirectory(prefix="packages-", dir=_packages_root()) as tmp:
         fetched = _fetch(uris, Path(tmp), reaches_google)
-        for archive in archives:
+        for archive, _ in archives:
             fetched.append(Path(shutil.copy2(archive, Path(tmp) / archive.name)))
         extra = requirements.read_text() if requirements else ""
         digest = hashlib.sha256("\n".join([extra, *pins]).encode())
@@ -86,9 +87,10 @@ def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = 
             environment(sorted(folder.glob("*/*.whl")))  # its notes, and its checks, again
             return folder
         build = Path(tmp) / "out"
-        wheels = _wheels(uris + [str(a) for a in archives], fetched, Path(tmp), build)
+        shown = uris + [label for _, label in archives]
+        wheels = _wheels(shown, fetched, Path(tmp), build)
         pinned = environment([build / w for w in wheels])
-        lines = [f"# {source}" for source in uris + [str(a) for a in archives]] + [f"./{w}" for w in wheels]
+        lines = [f"# {source}" for source in shown] + [f"./{w}" for w in wheels]
         if extra:
             lines += [f"# from {requirements}", extra.rstrip("\n")]
         if pinned:
