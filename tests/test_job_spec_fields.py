@@ -165,4 +165,15 @@ def test_only_artifacts_the_experiment_names_are_reported_missing(tmp_path: Path
     assert missing_artifacts(mapped, ["metrics.json", "model/"]) is None  # the spec never asked for them
     named = build_experiment({"name": "x", "code": str(REPO), "run": {"command": "python t.py"},
                               "artifacts": ["metrics.json", "loss.png"]}, tmp_path / "x.yaml")
-    assert missing_artifacts(named, ["loss.png"]) == "not in the job dir: loss.png"
+    assert missing_artifacts(named, ["loss.png"]) == "artifacts not found: loss.png"
+
+
+def test_labels_and_disable_retries_are_honoured(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"labels": {"team": "ml"}, "jobSpec": {
+        "scheduling": {"disableRetries": True},
+        "workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                             "pythonPackageSpec": {"executorImageUri": "x", "pythonModule": "trainers.digits_ddp"}}]}}))
+    exp, _ = plan(path, code=REPO)
+    assert exp.overrides["labels"] == {"team": "ml"}  # the stack's resource labels
+    assert exp.restart.job_retries == 0

@@ -266,8 +266,8 @@ def code_and_requirements(job: dict[str, Any], *, path: Path, target: ClusterSpe
         if built:
             shutil.rmtree(built.parent.parent, ignore_errors=True)
     what = [*uris, *([str(sources.package_path)] if sources.package_path else []), *map(str, sources.archives)]
-    notes.append(f"packages {what}: fetched, built into wheels and installed on every node with their "
-                 f"dependencies ({folder}); the job runs from there")
+    notes.append(f"packages {what}: fetched, built into wheels and installed on every node ({folder}) with "
+                 "their dependencies; the job runs from there")
     return folder, REQUIREMENTS
 
 

@@ -93,10 +93,11 @@ _JOB: dict[str, str | None] = {  # CustomJob and HyperparameterTuningJob, around
         "parameters[].conditionalParameterSpecs", "algorithm", "medianAutomatedStoppingSpec",
         "decayCurveStoppingSpec", "convexAutomatedStoppingSpec")},
     **{f"studySpec.parameters[].{kind}.{f}": HONOURED for kind, fields in (
-        ("doubleValueSpec", ("minValue", "maxValue", "defaultValue")),
-        ("integerValueSpec", ("minValue", "maxValue", "defaultValue")),
-        ("categoricalValueSpec", ("values", "defaultValue")), ("discreteValueSpec", ("values", "defaultValue")))
-       for f in fields},
+        ("doubleValueSpec", ("minValue", "maxValue")), ("integerValueSpec", ("minValue", "maxValue")),
+        ("categoricalValueSpec", ("values",)), ("discreteValueSpec", ("values",))) for f in fields},
+    **{f"studySpec.parameters[].{kind}.defaultValue": "the sampler picks the first trials itself; the default "
+       "value is not tried first" for kind in ("doubleValueSpec", "integerValueSpec", "categoricalValueSpec",
+                                               "discreteValueSpec")},
     "studySpec.metrics[].safetyConfig": "safety thresholds are not checked",
     "studySpec.measurementSelectionType": "a trial's value is its last report",
     "studySpec.observationNoise": "the sampler (optuna TPE or random) does not take a noise level",
