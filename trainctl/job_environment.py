@@ -28,6 +28,7 @@ from infra.errors import ConfigError
 from infra.job_runtimes import (AI_PLATFORM_RUNTIMES, FRAMEWORK_DISTRIBUTIONS, TENSORFLOW_PYTHONS, FrameworkPin,
                                 ai_platform_runtime, nearest_runtime, nearest_tensorflow, prebuilt_image, runs_on)
 from infra.spec import ClusterSpec
+from trainctl.gcloud_flags import GcloudFlags
 
 REQUIREMENTS_TXT = "requirements.txt"
 
@@ -40,6 +41,33 @@ class Sources:
     requirements: str | None = None  # --requirements, relative to the code folder
     package_path: Path | None = None  # --package-path / local-package-path=: built with setuptools
     archives: tuple[Path, ...] = ()  # local --packages / extra-packages=
+
+
+def sources_of(job: dict[str, Any], flags: GcloudFlags, code: Path | None, requirements: str | None) -> Sources:
+    """Where the code comes from: --code, gcloud's --package-path and local --packages, or a
+    --worker-pool-spec's local-package-path (taken out of the job: it is gcloud's, not Vertex's)."""
+    archives = [Path(p) for p in flags.packages if not p.startswith("gs://")]
+    spec = job.get("trialJobSpec") or job.get("jobSpec") or job
+    local = [pool.pop("local") for pool in spec.get("workerPoolSpecs") or [] if pool and "local" in pool]
+    folders = {entry.get("local-package-path") for entry in local} - {None}
+    if len(folders) > 1:
+        raise ConfigError(f"--worker-pool-spec: local-package-path differs between pools ({', '.join(sorted(folders))}); "
+                          "trainctl gives a job one code folder")
+    for entry in local:
+        if entry.get("requirements"):
+            raise ConfigError(f"--worker-pool-spec requirements={entry['requirements']}: put them in "
+                              "requirements.txt in local-package-path (gcloud documents the same effect)")
+        if entry.get("script"):
+            raise ConfigError(f"--worker-pool-spec script={entry['script']}: give python-module= (the script's "
+                              "module) instead")
+        archives += [Path(next(iter(folders), ".")) / p for p in entry.get("extra-packages", [])]
+    for archive in archives:
+        if not archive.is_file():
+            raise ConfigError(f"--packages: {archive} is not a file (a package archive: .tar.gz, .zip, .whl)")
+    if folders and code:
+        raise ConfigError("--code and local-package-path= both name the code: give one")
+    return Sources(code=code or (Path(next(iter(folders))) if folders else None), requirements=requirements,
+                   package_path=flags.package_path, archives=tuple(archives))
 
 
 def runtime_pins(job: dict[str, Any], notes: list[str]) -> list[FrameworkPin]:

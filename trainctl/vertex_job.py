@@ -26,7 +26,7 @@ from infra.job_runtimes import prebuilt_image
 from infra.spec import POOL_ORDER
 from infra.stack_config import load_stack
 from trainctl.gcloud_flags import GcloudFlags, apply
-from trainctl.job_environment import Sources, code_and_requirements
+from trainctl.job_environment import code_and_requirements, sources_of
 from trainctl.job_fields import field_notes
 from trainctl.job_tuning import hyperparameters_sweep, parallel_trials, study_sweep
 
@@ -350,7 +350,7 @@ def _ai_platform(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, 
                                   "run": {"command": command, "framework": _framework([], notes, ai_platform=True)}}
     if image:
         experiment["container"] = {"image": image}
-    boot = [int((ti.get(f"{k}Config") or {}).get("diskConfig", {}).get("bootDiskSizeGb") or 0) for _, k in AI_ROLES]
+    boot = [int(((ti.get(f"{k}Config") or {}).get("diskConfig") or {}).get("bootDiskSizeGb") or 0) for _, k in AI_ROLES]
     if max(boot):
         experiment["overrides"]["boot_disk_gb"] = max(boot)
     if (ti.get("scheduling") or {}).get("maxRunningTime"):
@@ -359,33 +359,6 @@ def _ai_platform(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, 
     if hp:
         experiment["sweep"] = hyperparameters_sweep(hp)
     return experiment
-
-
-def _sources(job: dict[str, Any], flags: GcloudFlags, code: Path | None, requirements: str | None) -> Sources:
-    """Where the code comes from: --code, gcloud's --package-path and local --packages, or a
-    --worker-pool-spec's local-package-path (taken out of the job: it is gcloud's, not Vertex's)."""
-    archives = [Path(p) for p in flags.packages if not p.startswith("gs://")]
-    spec = job.get("trialJobSpec") or job.get("jobSpec") or job
-    local = [pool.pop("local") for pool in spec.get("workerPoolSpecs") or [] if pool and "local" in pool]
-    folders = {entry.get("local-package-path") for entry in local} - {None}
-    if len(folders) > 1:
-        raise ConfigError(f"--worker-pool-spec: local-package-path differs between pools ({', '.join(sorted(folders))}); "
-                          "trainctl gives a job one code folder")
-    for entry in local:
-        if entry.get("requirements"):
-            raise ConfigError(f"--worker-pool-spec requirements={entry['requirements']}: put them in "
-                              "requirements.txt in local-package-path (gcloud documents the same effect)")
-        if entry.get("script"):
-            raise ConfigError(f"--worker-pool-spec script={entry['script']}: give python-module= (the script's "
-                              "module) instead")
-        archives += [Path(next(iter(folders), ".")) / p for p in entry.get("extra-packages", [])]
-    for archive in archives:
-        if not archive.is_file():
-            raise ConfigError(f"--packages: {archive} is not a file (a package archive: .tar.gz, .zip, .whl)")
-    if folders and code:
-        raise ConfigError("--code and local-package-path= both name the code: give one")
-    return Sources(code=code or (Path(next(iter(folders))) if folders else None), requirements=requirements,
-                   package_path=flags.package_path, archives=tuple(archives))
 
 
 def _job_name(job: dict[str, Any], path: Path) -> str:
@@ -400,7 +373,7 @@ def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | N
     what the mapping changed."""
     flags = flags or GcloudFlags()
     job = apply(job, flags, path)
-    sources = _sources(job, flags, code, requirements)
+    sources = sources_of(job, flags, code, requirements)
     refuse_reduction_server(job)
     notes = field_notes(job)
     name = _job_name(job, path)
