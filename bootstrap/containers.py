@@ -82,7 +82,8 @@ def run_argv(node: Node, image: str, env_names: list[str], mounts: list[str], ar
     """The program in the image, as on the node itself: the node's network (addresses, ports and
     the metadata server as they are), its IPC (shared memory between local ranks), an init that
     passes signals on (SIGTERM for a checkpoint), the job's environment by name; the image's own
-    working directory (trainctl's images: the code)."""
+    working directory (trainctl's images: the code). The program replaces the image's ENTRYPOINT,
+    as a Vertex containerSpec's command does (a job without one runs the ENTRYPOINT by name)."""
     args = ["podman", "run", "--rm", "--init", "--network", "host", "--ipc", "host"]
     for name in env_names:
         args += ["--env", name]  # the value comes from podman's own environment
@@ -93,4 +94,4 @@ def run_argv(node: Node, image: str, env_names: list[str], mounts: list[str], ar
     elif node.accelerator.kind == "tpu":
         # Google's TPU VM guide runs training containers privileged, on the host network.
         args += ["--privileged"]
-    return [*args, image, *argv]
+    return [*args, "--entrypoint", argv[0], image, *argv[1:]]

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 from bootstrap import containers
 from bootstrap.ssh import join, openssh_command, shell_env
 from bootstrap.treesync import list_tree, unpack_command
+from infra.errors import ConfigError
 from infra.inventory import Inventory, Node
 
 STEPS = ("ready", "drivers", "sync", "env", "setup", "runtime", "pull")
@@ -300,11 +301,16 @@ def _first_steps(inventory: Inventory, node: Node) -> list[Step]:
 
 
 def check_inputs(spec: BootstrapSpec) -> None:
-    """What must exist on the controller before anything is sent to a node."""
-    if spec.requirements and not (spec.code_dir / spec.requirements).is_file():
-        raise FileNotFoundError(f"requirements file {spec.code_dir / spec.requirements} does not exist")
-    if not spec.code_dir.is_dir():
-        raise FileNotFoundError(f"code directory {spec.code_dir} does not exist")
+    """What must exist on the controller before anything is sent to a node: bad input (exit 2)."""
+    code = spec.code_dir
+    if code.exists() and not code.is_dir():
+        raise ConfigError(f"--code {code} is a file; give the folder to copy to every node "
+                          f"(e.g. --code {code.parent})")
+    if not code.is_dir():
+        raise ConfigError(f"--code {code} does not exist; give the folder to copy to every node")
+    if spec.requirements and not (code / spec.requirements).is_file():
+        raise ConfigError(f"--requirements {spec.requirements}: {code / spec.requirements} does not exist "
+                          "(the file is looked up inside the --code folder)")
 
 
 def container_steps(inventory: Inventory, node: Node, image: str) -> list[Step]:

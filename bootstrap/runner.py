@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,14 +90,16 @@ def controller_uv() -> str:
     return shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
 
 
-def fill_uv_cache(node_env: dict[str, str], spec: BootstrapSpec, log_path: Path) -> int:
+def fill_uv_cache(node_env: dict[str, str], spec: BootstrapSpec, log_path: Path) -> tuple[int, str]:
     """The requirements into the uv cache `node_env` names, installed once on the controller
-    (seed_argv); returns the install's exit code, its output in `log_path`."""
+    (seed_argv); returns the install's exit code and output, also appended to `log_path`."""
     argv, env, _seed = seed_argv(node_env, spec, controller_uv())
+    argv, home = as_cache_owner(argv, Path(node_env["UV_CACHE_DIR"]))
+    done = subprocess.run(argv, env={**os.environ, **env, **home}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace")
     with open(log_path, "a") as log:
-        argv, home = as_cache_owner(argv, Path(node_env["UV_CACHE_DIR"]))
-        return subprocess.run(argv, env={**os.environ, **env, **home},
-                              stdout=log, stderr=subprocess.STDOUT).returncode
+        log.write(done.stdout)
+    return done.returncode, done.stdout
 
 
 def as_cache_owner(argv: list[str], cache: Path) -> tuple[list[str], dict[str, str]]:
@@ -113,13 +116,32 @@ def as_cache_owner(argv: list[str], cache: Path) -> tuple[list[str], dict[str, s
             {"HOME": str(cache.parent)})
 
 
+def install_failure(requirements: str, output: str, log_path: Path) -> str:
+    """Why uv could not install the requirements, in its own words (the resolver's `error:` and
+    `cause:` lines, or the `×`/`╰─▶` report it draws on a terminal), then where the whole output is."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if UV_MARKER.match(line) and
+                  not line.lower().startswith(("cause:", "hint:", "╰─▶"))), None)
+    reason = ""
+    for line in lines[start:] if start is not None else lines[-5:]:
+        marker = UV_MARKER.match(line)
+        text = line[marker.end():] if marker and not line.lower().startswith("hint:") else line
+        # a marked line is uv's next statement; an unmarked one continues a line it wrapped
+        glue = ": " if marker and reason and not reason.endswith((":", ".")) else " "
+        reason = f"{reason}{glue}{text}" if reason else text
+    return f"uv could not install {requirements}: {reason or 'no output'} (all of its output: {log_path})"
+
+
+UV_MARKER = re.compile(r"(error:|cause:|hint:|×|╰─▶)\s*", re.IGNORECASE)
+
+
 def _prefetch(inventory: Inventory, spec: BootstrapSpec, log_dir: Path) -> None:
     if not inventory.offline_nodes or not spec.requirements:
         return
-    code = fill_uv_cache(inventory.node_env, spec, log_dir / "controller-prefetch.log")
+    log = log_dir / "controller-prefetch.log"
+    code, output = fill_uv_cache(inventory.node_env, spec, log)
     if code != 0:
-        raise PrefetchFailed(f"filling the nodes' package cache on the controller failed "
-                             f"(exit {code}); see {log_dir / 'controller-prefetch.log'}")
+        raise PrefetchFailed(install_failure(spec.requirements, output, log))
 
 
 class _Tee:
@@ -386,7 +408,7 @@ class NodeRunner:
                 if result.failed_step:
                     result.statuses[step.name] = "failed"
                     detail = f"exit {result.exit_code}" if result.exit_code is not None else result.error
-                    self.report(self.node.name, step.name, "failed", detail[:120])
+                    self.report(self.node.name, step.name, "failed", detail)
                     return
                 result.statuses[step.name] = status
                 self.report(self.node.name, step.name, status)

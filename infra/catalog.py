@@ -234,6 +234,9 @@ GKE_CLUSTER_FEE_PER_HOUR = 0.10
 IMAGE_GPU_DEFAULT = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
 IMAGE_CPU_DEFAULT = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 BOOT_DISK_TYPE = "pd-balanced"
+# The Python 3 each default boot image runs (python3 of Ubuntu 22.04, both images' base): what a
+# job's framework must have a build for (trainctl/job_environment.py).
+IMAGE_PYTHON = {IMAGE_GPU_DEFAULT: "3.10", IMAGE_CPU_DEFAULT: "3.10"}
 
 # GKE container images by (framework, accelerator kind). A TPU pod needs torch_xla and libtpu,
 # a GPU pod CUDA builds: the pool's accelerator decides, not the framework alone.

@@ -133,7 +133,10 @@ def build_spec(fields: Mapping[str, Any], source: str) -> ClusterSpec:
 
 
 def load_stack(stack: str, *, name: str | None = None,
-               overrides: Mapping[str, Any] | None = None) -> ClusterSpec:
+               overrides: Mapping[str, Any] | None = None,
+               overrides_from: str = "overrides") -> ClusterSpec:
+    """The stack file's spec with `overrides` (an experiment's, the command line's) on top; a
+    mistake is reported against where it was made: the stack file, or `overrides_from`."""
     path = stack_path(stack)
     if not path.is_file():
         raise ConfigError(f"no stack {stack!r}: {path} does not exist; "
@@ -146,14 +149,21 @@ def load_stack(stack: str, *, name: str | None = None,
     fields.setdefault("name", name or stack_name_of(path))
     if name:
         fields["name"] = name
-    for key, value in (overrides or {}).items():
+    if not overrides:
+        return build_spec(fields, str(path))
+    for key in overrides:
         if key not in ClusterSpec.model_fields:
-            raise ConfigError(f"override {key!r} is not a cluster field"
+            raise ConfigError(f"{overrides_from}: override {key!r} is not a cluster field"
                               f"{suggest(key, list(ClusterSpec.model_fields))}")
-        fields[key] = value
-    if overrides and "pools" in overrides and "nodes" not in overrides:
-        fields.pop("nodes", None)  # an experiment's pools replace the stack file's node count
-    return build_spec(fields, str(path))
+    merged = {**fields, **overrides}
+    if "pools" in overrides and "nodes" not in overrides:
+        merged.pop("nodes", None)  # an experiment's pools replace the stack file's node count
+    try:
+        return ClusterSpec.model_validate(merged)
+    except ValidationError as exc:
+        build_spec(fields, str(path))  # the stack file's own mistake, if it has one, first
+        raise ConfigError(format_validation_error(
+            f"{overrides_from}, on stack file {path}", exc, ClusterSpec)) from None
 
 
 def spec_from_pulumi_config() -> ClusterSpec:

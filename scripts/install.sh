@@ -10,9 +10,10 @@ cd "$(dirname "$0")/.."
 
 # sudo: simulated GCP machines give their metadata users GCE's passwordless sudo (google-sudoers).
 # Containers (trainctl build, `container:` experiments): buildah builds and pushes, podman + runc run them on
-# nodes, docker-registry is the local stack's registry, debootstrap makes the base image.
+# nodes, docker-registry is the local stack's registry, debootstrap makes the base image, skopeo reads
+# a registry image's ENTRYPOINT (a Vertex containerSpec without command).
 PKGS=(openssh-server openssh-client rsync iproute2 iptables util-linux procps python3 python3-venv ca-certificates sudo
-      buildah podman runc catatonit docker-registry debootstrap)
+      buildah podman runc catatonit docker-registry debootstrap skopeo)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

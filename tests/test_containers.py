@@ -116,12 +116,13 @@ def test_launch_runs_the_same_program_inside_the_image():
     passed = {podman[i + 1] for i, a in enumerate(podman) if a == "--env"}
     assert {"TRAINCTL_RUN_ID", "AIP_MODEL_DIR", "CLUSTER_SPEC", "GLOO_SOCKET_IFNAME"} <= passed
     assert "PATH" not in passed  # the image's PATH leads to its environment
-    assert program[0] == "torchrun"  # the image's PATH leads to its own environment
+    # the program replaces the image's ENTRYPOINT; the image's PATH leads to its own environment
+    assert podman[podman.index("--entrypoint") + 1] == "torchrun"
     assert "--rdzv-endpoint=10.0.0.10:29400" in program
     assert program[-4:] == ["--module", "trainers.digits_ddp", "--job-dir", "gs://bkt/r-1"]
     assert "CONTAINERS_CONF=/w/node1/.trainctl/containers/containers.conf" in command
     tf = node_command(inv, inv.nodes[0], spec.model_copy(update={"framework": "tensorflow"}))
-    assert f"{IMAGE} python -m trainers.digits_ddp" in tf
+    assert f"--entrypoint python {IMAGE} -m trainers.digits_ddp" in tf
 
 
 @pytest.mark.parametrize("accelerator, flag", [("gpu:1xnvidia-l4", "nvidia.com/gpu=all"), ("tpu:v5litepod-8", "--privileged")])

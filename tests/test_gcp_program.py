@@ -224,12 +224,12 @@ def test_plan_of_a_gcp_stack_lists_resources_and_cost_without_credentials():
 
     result = trainctl("plan", "--stack", "gpu-a100x8x2")
     assert result.returncode == 0, result.stderr
-    assert result.stderr.count("compute/instance") == 2
-    assert "estimated $58.92/hour; $235.68 for the 4 h TTL" in result.stderr
+    assert result.stdout.count("compute/instance") == 2
+    assert "estimated $58.92/hour; $235.68 for the 4 h TTL" in result.stdout
     # a named stack keeps its bucket on purpose (defect 4): the plan says so and how to remove it
     spec = load_stack("gpu-a100x8x2")
-    assert "is kept by `trainctl down`" in result.stderr
-    assert "gcloud storage rm -r gs://" in result.stderr and spec.name in result.stderr
+    assert "is kept by `trainctl down`" in result.stdout
+    assert "gcloud storage rm -r gs://" in result.stdout and spec.name in result.stdout
 
 
 def test_scheduled_reaper_is_declared_with_least_privilege_and_the_shared_reaper_code():

@@ -31,7 +31,7 @@ def test_init_writes_a_project_that_trainctl_finds_from_any_subdirectory(tmp_pat
     gpu.write_text(gpu.read_text().replace("trainctl:nodes: 1", "trainctl:nodes: 2"))
     plan = trainctl("plan", "--stack", "gpu-t4x2", cwd=repo / "src" / "deep")
     assert plan.returncode == 0, plan.stderr
-    assert plan.stderr.count("compute/instance") == 2
+    assert plan.stdout.count("compute/instance") == 2
     assert trainctl("plan", "--stack", "local", cwd=repo).returncode == 0
 
 

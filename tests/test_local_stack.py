@@ -148,8 +148,8 @@ def test_ls_shows_live_stacks_and_reap_removes_expired_local_ones(local_stack, t
     data["created_at"] -= data["spec"]["ttl_hours"] * 3600 + 60  # its TTL ran out a minute ago
     state.write_text(json.dumps(data))
     listing = trainctl("ls")
-    assert listing.returncode == 0 and "fresh" in listing.stderr and "expired" in listing.stderr
+    assert listing.returncode == 0 and "fresh" in listing.stdout and "expired" in listing.stdout
     reaped = trainctl("reap")
-    assert reaped.returncode == 0 and "stack stale expired" in reaped.stderr
+    assert reaped.returncode == 0 and "stack stale expired" in reaped.stderr and reaped.stdout == "stale removed\n"
     assert leftovers("stale") == []
     assert trainctl("status", "--stack", "fresh").returncode == 0

@@ -51,7 +51,9 @@ def test_permanent_error_fails_fast_naming_the_node_and_still_tears_down(tmp_pat
 
 def test_step_by_step_commands(tmp_path, trainctl_home):
     stack = "steps"
-    stack_file = tmp_path / f"Pulumi.{stack}.yaml"
+    (tmp_path / "Pulumi.yaml").write_text("name: steps\n")  # a project: launch keeps its runs here
+    stack_file = tmp_path / "stacks" / f"Pulumi.{stack}.yaml"
+    stack_file.parent.mkdir()
     stack_file.write_text("config:\n  trainctl:provider: local\n  trainctl:nodes: 2\n")
     try:
         up = trainctl("up", "--stack", str(stack_file))
@@ -59,7 +61,7 @@ def test_step_by_step_commands(tmp_path, trainctl_home):
         again = trainctl("up", "--stack", str(stack_file))
         assert again.returncode == 2 and "already exists" in again.stderr
         status = trainctl("status", "--stack", stack)
-        assert status.returncode == 0 and status.stderr.count(" ok ") == 2, status.stderr
+        assert status.returncode == 0 and status.stdout.count(" ok ") == 2, status.stdout + status.stderr
         plan = trainctl("bootstrap", "--stack", stack, "--code", str(REPO),
                         "--requirements", "trainers/requirements.txt", "--plan")
         assert re.search(r"^\[sync\] \(controller\) \(skipped if fingerprint \w+ is stored\) rsync ", plan.stdout, re.M)

@@ -97,18 +97,46 @@ def test_a_trial_the_controller_died_under_runs_again_and_is_not_counted_as_fini
     assert len(study.trials) == 3  # nothing queued twice
 
 
-def test_reports_written_by_an_unchanged_cloudml_hypertune_are_read() -> None:
-    """The lines cloudml-hypertune 0.1 writes (its HyperTune._dump_metrics_to_file): the value
-    under the metric's tag and the step, both as strings."""
+def test_reports_written_by_the_real_cloudml_hypertune_are_read(tmp_path, monkeypatch) -> None:
+    """The file the published cloudml-hypertune package writes, unchanged: its lines carry
+    `checkpoint_path` (empty unless given), `trial`, `timestamp` beside the metric's tag."""
+    import hypertune
+
     from trainctl.sweep import parse_hypertune_file
 
-    text = ('{"global_step": "1", "test_accuracy": "0.91", "timestamp": 1795458371.3, "trial": "2"}\n'
-            '{"global_step": "2", "test_accuracy": "0.95", "timestamp": 1795458372.1, "trial": "2"}\n'
-            '{"global_st')  # a line the library was rewriting as it was read
-    assert parse_hypertune_file(text) == [{"tag": "test_accuracy", "value": 0.91, "step": 1},
-                                          {"tag": "test_accuracy", "value": 0.95, "step": 2}]
-    default_tag = '{"global_step": "0", "timestamp": 1.0, "training/hptuning/metric": "3.5", "trial": "0"}'
-    assert parse_hypertune_file(default_tag) == [{"tag": "training/hptuning/metric", "value": 3.5, "step": 0}]
+    path = tmp_path / "hypertune" / "output.metrics"
+    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(path))
+    monkeypatch.setenv("CLOUD_ML_TRIAL_ID", "2")
+    hpt = hypertune.HyperTune()
+    hpt.report_hyperparameter_tuning_metric(hyperparameter_metric_tag="epoch_acc", metric_value=0.91,
+                                            global_step=1)
+    hpt.report_hyperparameter_tuning_metric(hyperparameter_metric_tag="epoch_acc", metric_value=0.95,
+                                            global_step=2, checkpoint_path="gs://b/ckpt-2")
+    hpt.report_hyperparameter_tuning_metric(hyperparameter_metric_tag="", metric_value=3.5)
+    reports = parse_hypertune_file(path.read_text() + '{"global_st')  # a line being rewritten
+    assert [(r["tag"], r["value"], r["step"]) for r in reports] == [
+        ("epoch_acc", 0.91, 1), ("epoch_acc", 0.95, 2), ("training/hptuning/metric", 3.5, 0)]
+
+
+def test_hypertune_reports_are_told_apart_when_the_library_drops_old_lines(tmp_path, monkeypatch) -> None:
+    """cloudml-hypertune keeps its last 100 reports: the file's lines shift once there are more,
+    so new reports are recognised by their timestamps, not by their position in the file."""
+    import hypertune
+
+    from trainctl.sweep import new_reports, parse_hypertune_file
+
+    path = tmp_path / "output.metrics"
+    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(path))
+    hpt = hypertune.HyperTune()
+    for step in range(1, 101):
+        hpt.report_hyperparameter_tuning_metric("loss", 1.0 / step, global_step=step)
+    seen = parse_hypertune_file(path.read_text())
+    for step in (101, 102):
+        hpt.report_hyperparameter_tuning_metric("loss", 1.0 / step, global_step=step)
+    later = parse_hypertune_file(path.read_text())
+    assert len(later) == 100
+    assert [r["step"] for r in new_reports(later, seen[-1])] == [101, 102]
+    assert new_reports(later, None) == later
 
 
 def test_every_run_tells_cloudml_hypertune_where_to_write_on_its_node() -> None:

@@ -24,6 +24,12 @@ def target_stack(path: Path) -> str:
     return match.group(1) if match else "local"
 
 
+def example_requirements(path: Path) -> str | None:
+    """The requirements file each example's own comment runs it with."""
+    match = re.search(r"--requirements (\S+)", path.read_text())
+    return match.group(1) if match else None
+
+
 def mapped(path: Path, stack: str = "local", **kw) -> tuple[Experiment, list[str]]:
     notes: list[str] = []
     return load_experiment(path, stack=stack, code=REPO, notes=notes, **kw), notes
@@ -37,7 +43,7 @@ def spec_file(tmp_path: Path, data: dict) -> Path:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_maps_onto_a_valid_experiment_and_cluster(path: Path) -> None:
-    exp, _ = mapped(path, target_stack(path))
+    exp, _ = mapped(path, target_stack(path), requirements=example_requirements(path))
     spec = load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True})
     assert spec.pools and spec.pools[0].role == "chief"
     assert exp.run.command[:2] == ("python", "-m")
@@ -132,7 +138,7 @@ def test_container_pools_run_their_command_in_the_image(tmp_path: Path) -> None:
     ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "gcr.io/p/trainer:1", "command": ["t"]}, "replicaCount": 1}]},
      "containerSpec: image 'gcr.io/p/trainer:1' cannot be had"),
     ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "localhost/trainctl/t:1"}, "replicaCount": 1}]},
-     "give command"),
+     "image 'localhost/trainctl/t:1' is not in trainctl's image store"),  # its ENTRYPOINT cannot be read
     ({"workerPoolSpecs": [{"containerSpec": {"imageUri": "localhost/trainctl/t:1", "command": ["t"]}},
                           {"containerSpec": {"imageUri": "localhost/trainctl/u:1", "command": ["t"]}, "replicaCount": 1}]},
      "one image per job"),
@@ -156,4 +162,10 @@ def test_what_cannot_be_honoured_is_refused_by_name(tmp_path: Path, job: dict, m
 
 def test_job_spec_options_do_not_apply_to_experiment_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="apply to AI Platform / Vertex job specs"):
-        load_experiment(REPO / "examples" / "digits-ddp.yaml", stack="local")
+        load_experiment(REPO / "examples" / "digits-ddp.yaml", requirements="other.txt")
+
+
+def test_stack_runs_an_experiment_file_on_another_stack() -> None:
+    exp = load_experiment(REPO / "examples" / "digits-ddp.yaml", stack="gpu-t4x2")
+    assert exp.stack == "gpu-t4x2"
+    assert exp.overrides == {"nodes": 2}  # the experiment's own overrides still apply

@@ -73,6 +73,17 @@ def _simulate_if_asked(spec, simulate: bool, project_file: Path | None) -> None:
         realizers.for_spec(spec).simulate(spec, project_file)
 
 
+RunsDirOpt = Annotated[Optional[Path], typer.Option(help="where runs/<run-id>/ are (default: runs/ in the project root)")]
+
+
+def runs_root() -> Path:
+    """Runs are kept in the project (trainctl init, or trainctl's own checkout), wherever a
+    command is started from, as its stacks are read from there."""
+    from infra.stack_config import project_root
+
+    return project_root() / "runs"
+
+
 def console():
     from trainctl.progress import console
 
@@ -129,45 +140,55 @@ def _node_list(value: str | None) -> list[str] | None:
 
 @app.command()
 def plan(stack: StackOpt = "local",
-         nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None) -> None:
+         nodes: Annotated[Optional[int], typer.Option(help="override the node count")] = None,
+         as_json: Annotated[bool, typer.Option("--json", help="the plan as one JSON document on stdout "
+                                                             "(docs/plan-json.md), for policies in CI")] = False) -> None:
     """Show what `up` would create, without creating anything."""
     from infra.stack_config import load_stack
+    from trainctl.output import result, show, table as result_table
 
-    spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
-    resources = table(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), "
-                      f"{spec.accelerator}", ("resource", "name"))
-    resources.add_column("details", overflow="fold")
-    rows = realizers.for_spec(spec).plan(spec)
+    spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes}, overrides_from="--nodes")
+    realizer = realizers.for_spec(spec)
+    rows = realizer.plan(spec)
+    cost = realizer.estimate(spec)
+    notes = [f"bucket gs://{r['name']} is kept by `trainctl down` (a named stack's checkpoints outlive "
+             f"it); delete it with `gcloud storage rm -r gs://{r['name']}`" for r in rows if r.get("on_down") == "kept"]
+    if as_json:
+        from trainctl.plan_document import plan_document
+
+        out(plan_document(spec, rows, cost, notes).model_dump_json(indent=2))
+        return
+    resources = result_table("resource", "name", "details")
     for r in rows:
         details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("kind", "name"))
         resources.add_row(r["kind"], str(r.get("name", "")), details)
-    console().print(resources)
-    for r in (r for r in rows if r.get("on_down") == "kept"):
-        say(f"bucket gs://{r['name']} is kept by `trainctl down` (a named stack's checkpoints "
-            f"outlive it); delete it with `gcloud storage rm -r gs://{r['name']}`")
-    cost = realizers.for_spec(spec).estimate(spec)
+    show(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), {spec.accelerator}", resources)
+    for note in notes:
+        result(note)
     for what, per_hour in cost.lines:
-        say(f"  {what}: ${per_hour:.2f}/hour")
-    say(f"estimated ${cost.per_hour:.2f}/hour; ${cost.for_hours(spec.ttl_hours):.2f} for the "
-        f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
+        result(f"  {what}: ${per_hour:.2f}/hour")
+    result(f"estimated ${cost.per_hour:.2f}/hour; ${cost.for_hours(spec.ttl_hours):.2f} for the "
+           f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
 
 
 @app.command(name="ls")
 def ls_() -> None:
     """Live stacks and experiments: age, TTL left, estimated cost so far."""
     rows = realizers.live()
-    if not rows:
+    if not rows:  # stdout stays empty: no stack
         say("No stack is up. Start one with `trainctl up --stack local`, "
             "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")
         return
-    stacks = table("stacks", ("stack", "provider", "nodes", "age", "TTL left", "cost so far"))
-    for r in rows:
+    from trainctl.output import show, table as result_table
+
+    stacks = result_table("stack", "provider", "nodes", "age", "TTL left", "cost so far")
+    for r in sorted(rows, key=lambda r: r.stack):
         if r.broken:
             stacks.add_row(r.stack, r.provider, "?", "?", "?", "state unreadable: down --force")
             continue
         left = f"{r.ttl_left_h:.2f} h" if r.ttl_left_h > 0 else "[red]expired[/]"
         stacks.add_row(r.stack, r.provider, str(r.nodes), f"{r.age_h:.2f} h", left, f"${r.cost_so_far:.2f}")
-    console().print(stacks)
+    show("stacks", stacks)
 
 
 @app.command()
@@ -180,7 +201,10 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
         from infra.gcp import simulation
 
         simulation.activate(project)
-    if not realizers.reap(project, dry_run, say):
+    reaped = realizers.reap(project, dry_run, say)
+    for name in reaped:  # the result, one name a line; how it went is on stderr
+        out(f"{name}{' (expired; --dry-run: kept)' if dry_run else ' removed'}")
+    if not reaped:
         say("nothing expired")
 
 
@@ -202,7 +226,7 @@ def up(stack: StackOpt = "local",
     """Create the stack's cluster."""
     from infra.stack_config import load_stack
 
-    spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes})
+    spec = load_stack(stack, overrides=None if nodes is None else {"nodes": nodes}, overrides_from="--nodes")
     _simulate_if_asked(spec, simulate, simulated_project)
     start = time.monotonic()
     inventory = realizers.for_spec(spec).up(spec, say)
@@ -237,7 +261,7 @@ def bootstrap(
                                                  "that holds code and environment: pulled instead")] = None,
 ) -> None:
     """Make every node ready: SSH + startup, drivers, code sync, Python env, setup commands."""
-    from bootstrap.plan import BootstrapSpec
+    from bootstrap.plan import BootstrapSpec, check_inputs
     from bootstrap.plan import plan as bootstrap_plan
     from bootstrap.runner import bootstrap as run_bootstrap
     from trainctl.progress import NodeBoard
@@ -255,6 +279,7 @@ def bootstrap(
                           setup=tuple(setup or ()), force=tuple(force or ()))
     if image:
         spec = _validated(BootstrapSpec, **{**spec.model_dump(), "image": image})
+    check_inputs(spec)
     inventory = _nodes_over_ssh(stack, "bootstrap")
     log_dir = _stack_log_dir(stack) / "bootstrap"
     if retry_failed:
@@ -300,7 +325,7 @@ def _validated(model, **kwargs):
 
 
 def _stack_log_dir(stack: str) -> Path:
-    return Path("runs") / f"stack-{stack}"
+    return runs_root() / f"stack-{stack}"
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -337,7 +362,7 @@ def launch(
     if show_plan:  # exactly what `run` executes: each node's command line, or the Job's objects
         out(launcher.dryrun(cluster, inventory, spec).render())
         return
-    log_dir = Path("runs") / rid / "logs" / "launch"
+    log_dir = runs_root() / rid / "logs" / "launch"
     say(f"run {rid} on {cluster.node_count} node(s) of stack {stack} ({inventory.target}); logs in {log_dir}")
     result = launcher.run(cluster, inventory, spec, log_dir, out)
     if not result.ok:
@@ -364,7 +389,7 @@ def build(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its 
     if show_plan:
         out(containerfile(spec, f"localhost/trainctl/base (from {base_tar()})"))
         return
-    log = Path("runs") / f"image-{exp.name}" / "build.log"
+    log = runs_root() / f"image-{exp.name}" / "build.log"
     built = build_image(spec, log, say)
     out(built.local)
     if stack is None:
@@ -393,32 +418,71 @@ def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None)
         raise typer.Exit(1)
 
 
-@app.command()
-def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an AI Platform "
+def _gcloud(flag: str, help: str):
+    """One of gcloud's own job flags, with gcloud's meaning (trainctl/gcloud_flags.py)."""
+    return typer.Option(flag, help=f"job specs, as gcloud: {help}", rich_help_panel="gcloud's flags (job specs)")
+
+
+@app.command(context_settings={"allow_extra_args": True})
+def run(ctx: typer.Context,
+        experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an AI Platform "
                                                         "config.yaml / Vertex AI CustomJob spec")],
         keep: Annotated[bool, typer.Option(help="keep the stack after the run (TTL still "
                                                 "applies)")] = False,
-        runs_dir: Annotated[Path, typer.Option(help="where runs/<run-id>/ goes")] = Path("runs"),
+        runs_dir: RunsDirOpt = None,
         resume: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
                                                       help="continue an interrupted sweep by its id")] = None,
-        stack: Annotated[Optional[str], typer.Option(help="job specs: the stack to run on (default local)")] = None,
+        stack: Annotated[Optional[str], typer.Option(help="the stack to run on (an experiment file: instead of its own; a job spec: default local)")] = None,
         code: Annotated[Optional[Path], typer.Option(help="job specs: the trainer's source folder "
                                                           "(default: the spec's folder)")] = None,
-        requirements: Annotated[Optional[str], typer.Option(help="job specs: requirements file, "
-                                                                 "relative to --code")] = None,
+        requirements: Annotated[Optional[str], typer.Option(help="job specs: requirements file, relative to "
+                                                                 "the code (default: its requirements.txt)")] = None,
         framework: Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
                                                               "(default: from the training image)")] = None,
         show_plan: Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
                                                                "mapping) and run nothing")] = False,
+        module_name: Annotated[Optional[str], _gcloud("--module-name", "the trainer's module (python -m)")] = None,
+        package_path: Annotated[Optional[Path], _gcloud(
+            "--package-path", "the trainer's package, built from its parent folder (its setup.py) and "
+                              "installed with its dependencies")] = None,
+        packages: Annotated[Optional[list[str]], _gcloud("--packages", "more package archives (paths or gs://), "
+                                                                       "comma-separated")] = None,
+        job_dir: Annotated[Optional[str], _gcloud("--job-dir", "passed to the trainer as --job-dir (here: the "
+                                                               "stack's bucket)")] = None,
+        runtime_version: Annotated[Optional[str], _gcloud("--runtime-version", "AI Platform runtime: its "
+                                                                               "TensorFlow is installed")] = None,
+        python_version: Annotated[Optional[str], _gcloud("--python-version", "checked against the runtime")] = None,
+        scale_tier: Annotated[Optional[str], _gcloud("--scale-tier", "basic, standard-1, premium-1, custom")] = None,
+        master_machine_type: Annotated[Optional[str], _gcloud("--master-machine-type", "masterType")] = None,
+        worker_machine_type: Annotated[Optional[str], _gcloud("--worker-machine-type", "workerType")] = None,
+        worker_count: Annotated[Optional[int], _gcloud("--worker-count", "workerCount")] = None,
+        parameter_server_machine_type: Annotated[Optional[str], _gcloud("--parameter-server-machine-type",
+                                                                        "parameterServerType")] = None,
+        parameter_server_count: Annotated[Optional[int], _gcloud("--parameter-server-count",
+                                                                 "parameterServerCount")] = None,
+        master_image_uri: Annotated[Optional[str], _gcloud("--master-image-uri", "a custom container")] = None,
+        region: Annotated[Optional[str], _gcloud("--region", "noted (the stack decides where)")] = None,
+        worker_pool_spec: Annotated[Optional[list[str]], _gcloud(
+            "--worker-pool-spec", "Vertex: machine-type=...,replica-count=...,executor-image-uri=...,"
+                                  "python-module=...,local-package-path=... (once per pool)")] = None,
+        args_: Annotated[Optional[list[str]], _gcloud("--args", "Vertex: the trainer's arguments, "
+                                                                "comma-separated")] = None,
+        python_package_uris: Annotated[Optional[list[str]], _gcloud("--python-package-uris",
+                                                                    "Vertex: package archives in gs://")] = None,
+        display_name: Annotated[Optional[str], _gcloud("--display-name", "Vertex: the job's name")] = None,
         simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.experiment import run_experiment
     from trainctl.experiment_spec import load_experiment
     from trainctl.progress import NodeBoard
 
+    from trainctl.gcloud_flags import GcloudFlags
+
+    gcloud = {k: v for k, v in locals().items() if k in GcloudFlags.model_fields and v is not None}
+    flags = _validated(GcloudFlags, **gcloud, args=args_ or (), user_args=tuple(ctx.args))
     notes: list[str] = []
     exp = load_experiment(experiment, stack=stack, code=code, requirements=requirements,
-                          framework=framework, notes=notes)
+                          framework=framework, notes=notes, flags=flags)
     if show_plan:
         import yaml
 
@@ -428,7 +492,8 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an 
         for note in notes:
             out(f"# note: {note}")
         # the cluster it would get, validated as `run` validates it before anything exists
-        spec = load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True})
+        spec = load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True},
+                          overrides_from=exp.overrides_from)
         for role, _, group in spec.groups():
             shape = group.machine_type or "local node"
             gpu = f" + {group.accelerator}" if group.gpu else ""
@@ -440,13 +505,14 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an 
     if simulate or simulated_project is not None:
         from infra.stack_config import load_stack
 
-        _simulate_if_asked(load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True}),
-                           simulate, simulated_project)
+        _simulate_if_asked(load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True},
+                                      overrides_from=exp.overrides_from), simulate, simulated_project)
 
     def board(inventory):
         return NodeBoard(f"bootstrap {inventory.stack}", [n.name for n in inventory.nodes],
                          _steps(bool(exp.setup), exp.container is not None))
 
+    runs_dir = runs_dir or runs_root()
     if resume and not (runs_dir / resume / "optuna.db").exists():
         raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
     report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=board, resume=resume)
@@ -485,33 +551,35 @@ def run(experiment: Annotated[Path, typer.Argument(help="experiment YAML, or an 
 def status(stack: StackOpt = "local",
            run: Annotated[Optional[str], typer.Option(callback=_run_id_argument,
                                                       help="a run id: its outcome instead")] = None,
-           runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
+           runs_dir: RunsDirOpt = None) -> None:
     """Show the stack's nodes and whether each answers over SSH (host key verified), or a run's state."""
     if run:
         from trainctl.run_logs import outcome
 
-        out(outcome(runs_dir, run))
+        out(outcome(runs_dir or runs_root(), run))
         return
+    from rich.text import Text
+
+    from trainctl.output import show, table as result_table
     from trainctl.remote_exec import probe
 
     inventory = _nodes_over_ssh(stack, "status")
-    nodes = table(f"stack {stack} ({inventory.provider}), bucket {inventory.bucket_uri}",
-                  ("node", "rank", "address", "accelerator", "ssh"))
-    for node, seconds, error in probe(inventory):
-        state = f"[red]{error}[/]" if seconds is None else f"[green]ok[/] ({seconds * 1000:.0f} ms)"
+    nodes = result_table("node", "rank", "address", "accelerator", "ssh")
+    for node, seconds, error in sorted(probe(inventory), key=lambda probed: probed[0].rank):
+        state = Text(error, style="red") if seconds is None else Text(f"ok ({seconds * 1000:.0f} ms)", style="green")
         nodes.add_row(node.name, str(node.rank), node.internal_ip, str(node.accelerator), state)
-    console().print(nodes)
+    show(f"stack {stack} ({inventory.provider}), bucket {inventory.bucket_uri}", nodes)
 
 
 @app.command()
 def logs(run_id: Annotated[str, typer.Argument(callback=_run_id_argument, help="run id (see runs/)")],
          node: Annotated[Optional[str], typer.Option(help="only this node")] = None,
          follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
-         runs_dir: Annotated[Path, typer.Option()] = Path("runs")) -> None:
+         runs_dir: RunsDirOpt = None) -> None:
     """Print a run's per-node logs (of a running or finished run)."""
     from trainctl.run_logs import print_logs
 
-    print_logs(runs_dir, run_id, out, node=node, follow=follow)
+    print_logs(runs_dir or runs_root(), run_id, out, node=node, follow=follow)
 
 
 @app.command(hidden=True)

@@ -1,4 +1,5 @@
-"""Copy a run's artifacts from its job dir in the bucket to runs/<run-id>/, and plot its loss."""
+"""Copy a run's artifacts from its job dir in the bucket (and `workdir:` ones from the chief) to
+runs/<run-id>/, and plot its loss."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from infra.inventory import Inventory
 from infra.stack_home import state_dir
+from trainctl.experiment_spec import WORKDIR, from_workdir
 
 
 def bucket_fs(inventory: Inventory):
@@ -30,8 +32,11 @@ def bucket_fs(inventory: Inventory):
 
 
 def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest: Path, *,
-            fs: Any = None, draw: bool = True) -> list[str]:
-    """Fetch each artifact (a file, or a folder when it ends in '/'); returns what was missing.
+            fs: Any = None, draw: bool = True, run_id: str | None = None,
+            image: str | None = None) -> list[str]:
+    """Fetch each artifact (a file, or a folder when it ends in '/') from the job dir, or with
+    `workdir:` from the chief's working directory for `run_id` (launched in `image`, if any);
+    returns what was missing.
 
     Downloads land in the stack's state folder first and move into `dest` only once all of them
     are complete: an interrupted collect leaves no half-written model among the artifacts, and
@@ -43,10 +48,11 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
     fs = fs or bucket_fs(inventory)
     staging = state_dir(inventory.stack) / "collecting" / uuid.uuid4().hex[:8]
     root = fs._strip_protocol(job_dir).rstrip("/")
+    on_chief = [path for path in map(from_workdir, artifacts) if path is not None]
     listed = fs.find(root, detail=True)
     missing: list[str] = []
     wanted: dict[str, Path] = {}  # remote path -> local file in staging
-    for artifact in artifacts:
+    for artifact in (a for a in artifacts if from_workdir(a) is None):
         name = artifact.rstrip("/")
         remote = f"{root}/{name}"
         if artifact.endswith("/"):
@@ -60,13 +66,19 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
     try:
         if wanted:
             _download(fs, listed, wanted)
+        if on_chief:
+            if run_id is None:
+                raise ValueError("workdir: artifacts need the run id (whose working directory)")
+            from trainctl.chief_files import fetch_from_chief
+
+            missing += [WORKDIR + path for path in fetch_from_chief(inventory, run_id, image, on_chief, staging)]
         dest.mkdir(parents=True, exist_ok=True)
-        for item in os.listdir(staging) if wanted else ():
+        for item in os.listdir(staging) if staging.exists() else ():
             target = dest / item
             if target.is_dir():
                 shutil.rmtree(target)
             shutil.move(staging / item, target)  # the runs folder may be on another filesystem
-        if wanted:
+        if staging.exists():
             staging.rmdir()
     except BaseException:  # an interrupted or failed download leaves nothing behind
         shutil.rmtree(staging, ignore_errors=True)
@@ -116,12 +128,13 @@ class Collector:
         new_figure()  # matplotlib's import: ~0.5 s of the collect phase otherwise
         return fs
 
-    def collect(self, job_dir: str, artifacts: tuple[str, ...], dest: Path) -> list[str]:
+    def collect(self, job_dir: str, artifacts: tuple[str, ...], dest: Path, *, run_id: str | None = None,
+                image: str | None = None) -> list[str]:
         try:
             fs = self.fs.result()
         except Exception:  # noqa: BLE001 - warming up is an optimisation: collect cold instead
             fs = None
-        return collect(self.inventory, job_dir, artifacts, dest, fs=fs, draw=False)
+        return collect(self.inventory, job_dir, artifacts, dest, fs=fs, draw=False, run_id=run_id, image=image)
 
 
 # Even without pyplot, matplotlib's text layout (the mathtext parser behind log-scale tick

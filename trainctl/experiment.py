@@ -27,7 +27,7 @@ from infra.spec import ClusterSpec
 from infra.stack_config import load_stack
 from infra import realizers
 from trainctl.collect import Collector, draw_loss
-from trainctl.experiment_spec import Experiment
+from trainctl.experiment_spec import Experiment, from_workdir
 from trainctl.interrupts import (
     interrupt_main,
     raise_if_pending,
@@ -112,6 +112,15 @@ def push_image(built: Future, inventory: Inventory, log: Path, echo: Callable[[s
         raise ConfigError(f"stack {inventory.stack} has no container registry (the local stack starts "
                           "one where Debian's docker-registry is installed: run scripts/install.sh)")
     return push(image, inventory.registry, log, lambda m: echo(f"[trainctl] {m}"))
+
+
+def missing_artifacts(exp: Experiment, missing: list[str]) -> str | None:
+    """What the job did not write of the artifacts the experiment names; the default set
+    (metrics.json, model/: trainctl's trainers' and AIP_MODEL_DIR's) is collected where present
+    and not asked for, so a job spec that never named it hears nothing of it."""
+    if not missing or "artifacts" not in exp.model_fields_set:
+        return None
+    return f"artifacts not found: {', '.join(missing)}"
 
 
 def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec:
@@ -209,6 +218,16 @@ def record_spot_saving(result_file: Path, saving: float) -> None:
         result_file.write_text(json.dumps({**data, "spot_saving_usd": saving}, indent=2))
 
 
+def refuse_workdir_artifacts_in_pods(exp: Experiment, over_ssh: bool) -> None:
+    """`workdir:` artifacts are copied from the chief node over SSH; a pod's working directory
+    goes with the pod."""
+    on_chief = [a for a in exp.artifacts if from_workdir(a) is not None]
+    if on_chief and not over_ssh:
+        raise ConfigError(f"artifacts {', '.join(on_chief)}: stack {exp.stack} runs the job as GKE pods, whose "
+                          "working directories go with them; save these files under the job dir "
+                          "($AIP_MODEL_DIR, or the --job-dir argument) and name them without workdir:")
+
+
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board=None,
                    resume: str | None = None) -> RunReport:
@@ -216,11 +235,12 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
     `resume` reuses a sweep's id: its study continues without redoing finished trials."""
     run_id = resume or new_run_id(exp.name)
     # Validate everything before anything exists.
-    spec = load_stack(exp.stack, name=run_id,
+    spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
                       overrides={**exp.overrides, "ephemeral": True, "ttl_hours": exp.ttl_hours})
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
     launcher = launcher_for_cluster(spec)
+    refuse_workdir_artifacts_in_pods(exp, launcher.needs_bootstrap)
     if exp.sweep:
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
@@ -271,9 +291,11 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     report.spot_saving_usd = spot_saving(spec, report.phases["train"])
                     record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
                 with phase("collect"):
-                    missing = collector.collect(job_dir(inventory, run_id), exp.artifacts, report.run_dir)
-                    if missing:
-                        echo(f"[trainctl] not in the job dir: {', '.join(missing)}")
+                    missing = collector.collect(job_dir(inventory, run_id), exp.artifacts, report.run_dir,
+                                                run_id=run_id, image=lspec.image)
+                    said = missing_artifacts(exp, missing)
+                    if said:
+                        echo(f"[trainctl] {said}")
                 # The picture is drawn while the stack comes down; the numbers are already here.
                 drawer.submit(draw_loss, report.run_dir)
                 metrics_path = report.run_dir / "metrics.json"
@@ -284,7 +306,9 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
             finally:
                 if not keep:
                     with uninterruptible(), phase("down", interruptible=False):
-                        realizers.for_stack(run_id).down(run_id, force=False, progress=lambda m: echo(f"[trainctl] {m}"))
+                        if realizers.for_stack(run_id).down(run_id, force=False,
+                                                            progress=lambda m: echo(f"[trainctl] {m}")):
+                            echo(f"[trainctl] stack {run_id} removed")
                 else:
                     echo(f"[trainctl] --keep: stack {run_id} stays up; "
                          f"`trainctl down --stack {run_id}` removes it")

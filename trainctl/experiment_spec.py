@@ -5,13 +5,16 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from infra.spec import Role, validate_name
 from infra.stack_config import ConfigError, format_validation_error, read_yaml_mapping
 from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+
+if TYPE_CHECKING:
+    from trainctl.gcloud_flags import GcloudFlags
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -124,6 +127,16 @@ class SweepSection(Model):
     parameters: tuple[Parameter, ...] = Field(min_length=1)
 
 
+# An artifact the program leaves in its working directory on the chief (a snapshot.pt saved next
+# to the script, as PyTorch's DDP tutorial does) rather than in the job dir: `workdir:<path>`.
+WORKDIR = "workdir:"
+
+
+def from_workdir(artifact: str) -> str | None:
+    """The path inside the chief's working directory, for a `workdir:` artifact; else None."""
+    return artifact[len(WORKDIR):] if artifact.startswith(WORKDIR) else None
+
+
 def safe_relative(value: str, what: str, inside: str = "the job dir") -> str:
     path = PurePosixPath(value)
     if path.is_absolute() or ".." in path.parts or not value.strip():
@@ -149,6 +162,8 @@ class Experiment(Model):
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
+    # Where the overrides were written, for errors the stack's validation finds in them.
+    _overrides_from: str = PrivateAttr("overrides")
 
     @field_validator("name")
     @classmethod
@@ -167,32 +182,61 @@ class Experiment(Model):
     @field_validator("artifacts")
     @classmethod
     def artifact_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(safe_relative(a, "artifact") + ("/" if a.endswith("/") else "") for a in v)
+        checked: dict[str, str] = {}  # where it lands in runs/<run-id>/ -> the artifact
+        for artifact in v:
+            path = from_workdir(artifact)
+            inside = "the chief's working directory" if path is not None else "the job dir"
+            name = safe_relative(artifact if path is None else path, "artifact", inside)
+            if name in checked:
+                raise ValueError(f"artifacts {checked[name]!r} and {artifact!r} would both be collected "
+                                 f"to runs/<run-id>/{name}")
+            checked[name] = artifact
+        return tuple(("" if from_workdir(a) is None else WORKDIR) + name + ("/" if a.endswith("/") else "")
+                     for name, a in checked.items())
 
     @property
     def code_dir(self) -> Path:
         return (self.base_dir / self.code).resolve()
 
+    @property
+    def overrides_from(self) -> str:
+        return self._overrides_from
+
 
 def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,
                     requirements: str | None = None, framework: str | None = None,
-                    notes: list[str] | None = None) -> Experiment:
+                    notes: list[str] | None = None, flags: GcloudFlags | None = None) -> Experiment:
     """An experiment file, or an AI Platform / Vertex AI job spec mapped onto `stack` (its
-    code from `code`, default the spec's folder); what the mapping changed goes to `notes`."""
-    data = read_yaml_mapping(path, "experiment file")
+    code from `code`, default the spec's folder; gcloud's `flags` over it); what the mapping
+    changed goes to `notes`."""
     from trainctl.vertex_job import is_job_spec, to_experiment
 
-    if is_job_spec(data):
+    if flags is not None and flags.given and not path.exists() and path.suffix not in (".yaml", ".yml", ".json"):
+        # `gcloud ai-platform jobs submit training JOB --module-name ...` with no --config: a
+        # job named JOB, all of it in the flags, its code found from here
+        data: dict[str, Any] = {}
+        path = Path.cwd() / path.name
+    else:
+        data = read_yaml_mapping(path, "experiment file")
+
+    if is_job_spec(data) or (flags is not None and flags.given):  # gcloud's flags make a job of any config
         mapping = to_experiment(data, path=path, stack=stack or "local",
                                 code=code, requirements=requirements,
-                                framework=framework)
+                                framework=framework, flags=flags)
         data = mapping.experiment
         if notes is not None:
             notes.extend(mapping.notes)
-    elif stack or code or requirements or framework:
-        raise ConfigError(f"{path}: --stack, --code, --requirements and --framework apply to AI Platform / Vertex "
-                          "job specs; an experiment file names its own stack, code and requirements")
-    return build_experiment(data, path)
+        overrides_from = f"{path} (a job spec; --stack picks the stack it runs on)"
+    elif code or requirements or framework or (flags and flags.given):
+        raise ConfigError(f"{path}: --code, --requirements, --framework and gcloud's flags apply to AI "
+                          "Platform / Vertex job specs; an experiment file names its own code and requirements")
+    else:
+        if stack:  # the same experiment on another stack
+            data = {**data, "stack": stack}
+        overrides_from = f"{path}: overrides"
+    exp = build_experiment(data, path)
+    exp._overrides_from = overrides_from
+    return exp
 
 
 def build_experiment(data: dict[str, Any], path: Path) -> Experiment:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import resource
 import shlex
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bootstrap.containers import cert_args
 from bootstrap.plan import BootstrapSpec, filter_args
-from bootstrap.runner import controller_uv, fill_uv_cache
+from bootstrap.runner import controller_uv, fill_uv_cache, install_failure
 from infra.errors import ConfigError, ProvisionError
 from infra.inventory import Registry
 from infra.stack_home import cache_dir
@@ -140,6 +141,28 @@ def _exists(ref: str) -> bool:
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 
+def image_command(ref: str, where: str) -> tuple[list[str], list[str]]:
+    """An image's ENTRYPOINT and CMD, from its configuration: an image in trainctl's store
+    (buildah), or one in a registry (skopeo reads the configuration without pulling the layers)."""
+    if ref.startswith(LOCAL_PREFIX):
+        if not _exists(ref):
+            raise ConfigError(f"{where}: image {ref!r} is not in trainctl's image store; `trainctl build` makes it")
+        exe = shutil.which("buildah") or "buildah"
+        argv = [exe, "inspect", "--type", "image", ref]
+    else:
+        skopeo = shutil.which("skopeo")
+        if skopeo is None:
+            raise ConfigError(f"{where}: no command, and reading {ref}'s ENTRYPOINT needs skopeo (scripts/install.sh "
+                              "installs it): install it, or give command")
+        argv = [skopeo, "inspect", "--config", f"docker://{ref}"]
+    done = subprocess.run(argv, env=build_env(), capture_output=True, text=True)
+    if done.returncode:
+        raise ConfigError(f"{where}: no command, and {ref}'s ENTRYPOINT cannot be read: {done.stderr.strip()[-500:]}")
+    found = json.loads(done.stdout)
+    config = (found.get("OCIv1") or found).get("config") or {}  # buildah's inspection, skopeo's configuration
+    return list(config.get("Entrypoint") or []), list(config.get("Cmd") or [])
+
+
 def ensure_base(log: Path) -> str:
     """The base image, imported once from the debootstrapped rootfs; named by the tar's identity."""
     tar = base_tar()
@@ -203,8 +226,9 @@ def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _
         # the requirements into the controller's uv cache (as bootstrap's prefetch does for
         # offline nodes), so the build installs them without a network
         uv_env = offline_uv_env(cache_dir())
-        if fill_uv_cache(uv_env, spec.code, log) != 0:
-            raise ImageError(f"installing {spec.code.requirements} into the uv cache failed; see {log}")
+        code, output = fill_uv_cache(uv_env, spec.code, log)
+        if code != 0:
+            raise ImageError(install_failure(spec.code.requirements, output, log))
         uv = shutil.which(controller_uv())
         if uv is None:
             raise ConfigError("uv is not installed: run scripts/install.sh")

@@ -259,13 +259,23 @@ HYPERTUNE_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
 
 
 def hypertune_file(node: Node, run_id: str) -> str:
-    return f"{node_paths(node)['state']}/runs/{run_id}/hypertune/output.metrics"
+    return f"{node_run_dir(node, run_id)}/hypertune/output.metrics"
+
+
+def node_run_dir(node: Node, run_id: str) -> str:
+    return f"{node_paths(node)['state']}/runs/{run_id}"
+
+
+def job_workdir(node: Node, run_id: str, image: str | None) -> str:
+    """Where the program runs on the node: the code folder bootstrap synced, or in an image
+    (which holds the code) the run's own folder on the node."""
+    return node_run_dir(node, run_id) if image else node_paths(node)["code"]
 
 
 def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0,
                  joiners: bool = False) -> str:
     p = node_paths(node)
-    run_dir = f"{p['state']}/runs/{spec.run_id}"
+    run_dir = node_run_dir(node, spec.run_id)
     env = {
         **inventory.node_env,
         **job_env(inventory, spec.run_id),
@@ -298,9 +308,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         inside = sorted(k for k in env if k != "PATH")  # the image's own PATH leads to its venv
         env.update(containers.container_env(node))
         argv = containers.run_argv(node, spec.image, inside, [run_dir], argv)
-        workdir = run_dir
-    else:
-        workdir = p["code"]
+    workdir = job_workdir(node, spec.run_id, spec.image)
     return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && {shell_env(env)}"
             f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; exec {join(argv)}")
 

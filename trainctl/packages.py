@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlparse
 
 from infra.errors import ConfigError
@@ -60,57 +60,87 @@ def check_uris(uris: list[str]) -> None:
         raise ConfigError(f"packageUris: two packages share a file name ({', '.join(names)})")
 
 
-def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = None) -> Path:
-    """The packages as a folder of wheels plus `requirements.txt` (the wheels, then the lines
-    of `requirements`), kept by content in the cache: the same packages give the same folder,
-    which a rerun finds after downloading them (to compare) without building again."""
-    check_uris(uris)
-    fs = bucket_client(reaches_google)
+def stage(uris: list[str], *, reaches_google: bool, requirements: Path | None = None,
+          archives: tuple[tuple[Path, str], ...] = (), pins: tuple[str, ...] = (),
+          environment: Callable[[list[Path]], list[str]] = lambda wheels: []) -> Path:
+    """The packages (`uris` fetched from gs://, `archives` on this machine, each with what the
+    user called it) as a folder of wheels
+    plus `requirements.txt` (the wheels, the lines of `requirements`, then what `environment`
+    returns for the wheels: the runtime's framework pins, whose candidates `pins` names), kept by
+    content in the cache: the same packages give the same folder, which a rerun finds after
+    downloading them (to compare) without building again."""
+    if uris:
+        check_uris(uris)
+    names = [u.rsplit("/", 1)[1] for u in uris] + [a.name for a, _ in archives]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"packages: two share a file name ({', '.join(names)})")
     with tempfile.TemporaryDirectory(prefix="packages-", dir=_packages_root()) as tmp:
-        fetched = [Path(tmp) / uri.rsplit("/", 1)[1] for uri in uris]
-        for uri, local in zip(uris, fetched):
-            try:
-                fs.get(uri, str(local))
-            except FileNotFoundError:
-                raise ConfigError(f"packageUris: {uri} does not exist") from None
-            except Exception as exc:  # 403, 5xx after gcsfs' retries, no credentials
-                raise ConfigError(f"packageUris: {uri} cannot be read: {type(exc).__name__}: {exc}") from None
+        fetched = _fetch(uris, Path(tmp), reaches_google)
+        for archive, _ in archives:
+            fetched.append(Path(shutil.copy2(archive, Path(tmp) / archive.name)))
         extra = requirements.read_text() if requirements else ""
-        digest = hashlib.sha256(extra.encode())
+        digest = hashlib.sha256("\n".join([extra, *pins]).encode())
         for local in fetched:
             digest.update(local.name.encode() + hashlib.sha256(local.read_bytes()).digest())
         folder = _packages_root() / digest.hexdigest()[:16]
         if (folder / REQUIREMENTS).is_file():
+            environment(sorted(folder.glob("*/*.whl")))  # its notes, and its checks, again
             return folder
-        built, build = Path(tmp) / "built", Path(tmp) / "out"
-        built.mkdir()
-        build.mkdir()
-        for uri, local in zip(uris, fetched):
-            if local.name.endswith(".whl"):
-                shutil.copy2(local, built / local.name)
-                continue
-            # (uv also writes a .gitignore of `*` there, which would hide the folder from sync)
-            done = subprocess.run([_uv(), "build", "-q", "--wheel", "--out-dir", str(built), str(local)],
-                                  capture_output=True, text=True)
-            if done.returncode:
-                raise ConfigError(f"packageUris: {uri} does not build into a wheel:\n{done.stderr.strip()[-2000:]}")
-        # Each wheel under its content's digest: uv keeps an installed wheel whose path is
-        # unchanged, so a rebuilt package of the same version must come from a new path.
-        wheels = []
-        for wheel in sorted(built.glob("*.whl")):
-            sub = build / hashlib.sha256(wheel.read_bytes()).hexdigest()[:12]
-            sub.mkdir()
-            wheel.rename(sub / wheel.name)
-            wheels.append(f"{sub.name}/{wheel.name}")
-        lines = [f"# {uri}" for uri in uris] + [f"./{w}" for w in wheels]
+        build = Path(tmp) / "out"
+        shown = uris + [label for _, label in archives]
+        wheels = _wheels(shown, fetched, Path(tmp), build)
+        pinned = environment([build / w for w in wheels])
+        lines = [f"# {source}" for source in shown] + [f"./{w}" for w in wheels]
         if extra:
             lines += [f"# from {requirements}", extra.rstrip("\n")]
+        if pinned:
+            lines += ["# the job's runtime: its framework, as Google's image had it", *pinned]
         (build / REQUIREMENTS).write_text("\n".join(lines) + "\n")
         try:
             build.rename(folder)
         except OSError:  # staged meanwhile by a concurrent run: the same content
             pass
     return folder
+
+
+def _fetch(uris: list[str], tmp: Path, reaches_google: bool) -> list[Path]:
+    if not uris:
+        return []
+    fs = bucket_client(reaches_google)
+    fetched = [tmp / uri.rsplit("/", 1)[1] for uri in uris]
+    for uri, local in zip(uris, fetched):
+        try:
+            fs.get(uri, str(local))
+        except FileNotFoundError:
+            raise ConfigError(f"packageUris: {uri} does not exist") from None
+        except Exception as exc:  # 403, 5xx after gcsfs' retries, no credentials
+            raise ConfigError(f"packageUris: {uri} cannot be read: {type(exc).__name__}: {exc}") from None
+    return fetched
+
+
+def _wheels(sources: list[str], fetched: list[Path], tmp: Path, build: Path) -> list[str]:
+    """Every package as a wheel under `build`, each in a folder named by its content (uv keeps
+    an installed wheel whose path is unchanged, so a rebuilt package of the same version must
+    come from a new path); their paths relative to `build`."""
+    built = tmp / "built"
+    built.mkdir()
+    build.mkdir()
+    for source, local in zip(sources, fetched):
+        if local.name.endswith(".whl"):
+            shutil.copy2(local, built / local.name)
+            continue
+        # (uv also writes a .gitignore of `*` there, which would hide the folder from sync)
+        done = subprocess.run([_uv(), "build", "-q", "--wheel", "--out-dir", str(built), str(local)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            raise ConfigError(f"packages: {source} does not build into a wheel:\n{done.stderr.strip()[-2000:]}")
+    wheels = []
+    for wheel in sorted(built.glob("*.whl")):
+        sub = build / hashlib.sha256(wheel.read_bytes()).hexdigest()[:12]
+        sub.mkdir()
+        wheel.rename(sub / wheel.name)
+        wheels.append(f"{sub.name}/{wheel.name}")
+    return wheels
 
 
 def _packages_root() -> Path:

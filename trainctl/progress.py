@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+from textwrap import shorten
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+
+from trainctl.output import UNBOUNDED_WIDTH
 
 if TYPE_CHECKING:  # loaded with the first board: a CLI that only prints a line never needs them
     from rich.live import Live
     from rich.table import Table
 
-console = Console(stderr=True, highlight=False)
+# Off a terminal (a CI log, a file) lines are never wrapped at 80 columns: a path or a message
+# stays whole on its line.
+console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else UNBOUNDED_WIDTH)
+# A live board keeps a row per node on screen: a long detail is shortened there (the whole of it
+# is in the failure report that follows).
+BOARD_DETAIL_CHARS = 120
 
 STYLE = {"waiting": "dim", "running": "yellow", "done": "green", "skipped": "cyan",
          "failed": "bold red", "not needed": "cyan"}
@@ -58,10 +67,11 @@ class NodeBoard:
             elif status != "running":
                 extra = f" — {detail}" if detail else ""
                 console.print(f"  {node:>8} {step:<8} {status} ({elapsed:.1f}s){extra}",
-                              style=STYLE.get(status, ""))
+                              style=STYLE.get(status, ""), markup=False)  # details quote output
 
     def render(self) -> Table:
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=self.title, title_justify="left", expand=False)
         table.add_column("node")
@@ -70,5 +80,5 @@ class NodeBoard:
         table.add_column("detail", overflow="fold", max_width=60)
         for n in self.nodes:
             cells = [f"[{STYLE.get(self.cells[(n, s)], '')}]{self.cells[(n, s)]}[/]" for s in self.steps]
-            table.add_row(n, *cells, self.details[n])
+            table.add_row(n, *cells, Text(shorten(self.details[n], BOARD_DETAIL_CHARS, placeholder=" …")))
         return table

@@ -3,12 +3,14 @@ reachability probe `trainctl status` shows. Both over the pinned-host-key SSH la
 
 from __future__ import annotations
 
+import shlex
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
-from bootstrap.ssh import open_connection
+from bootstrap.plan import node_paths
+from bootstrap.ssh import open_connection, shell_env
 from infra.inventory import Inventory, Node
 from trainctl.launch import LinePrinter, NodeOutcome
 
@@ -25,7 +27,7 @@ def run_everywhere(inventory: Inventory, nodes: list[Node], command: str, log_di
         printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome)
         try:
             with open_connection(inventory, node, deadline=time.monotonic() + 30) as conn:
-                return conn.run(command, warn=True, hide=False, out_stream=printer,
+                return conn.run(where_jobs_run(inventory, node, command), warn=True, hide=False, out_stream=printer,
                                 err_stream=printer, in_stream=False).exited
         except Exception as exc:
             printer.write(f"error: {exc}\n")
@@ -35,6 +37,15 @@ def run_everywhere(inventory: Inventory, nodes: list[Node], command: str, log_di
 
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(nodes)))) as pool:
         return dict(zip((n.name for n in nodes), pool.map(run_on, nodes)))
+
+
+def where_jobs_run(inventory: Inventory, node: Node, command: str) -> str:
+    """A shell line run where `launch` runs the job: in the code folder bootstrap synced (the
+    login directory before there is one), with the node's environment and its venv first on PATH."""
+    paths = node_paths(node)
+    env = {**inventory.node_env, "VIRTUAL_ENV": paths["venv"]}
+    return (f"cd {shlex.quote(paths['code'])} 2>/dev/null; {shell_env(env)}"
+            f"export PATH={shlex.quote(paths['venv'] + '/bin')}:\"$PATH\"; {command}")
 
 
 def probe(inventory: Inventory, timeout: float = 5) -> list[tuple[Node, float | None, str]]:

@@ -93,35 +93,46 @@ def parallelism(sweep: SweepSection) -> int:
 
 
 def read_reports(inventory: Inventory, trial_job_dir: str, run_id: str) -> list[dict[str, Any]]:
-    """A trial's metric reports: from trainers.hypertune in the job dir, else from the file an
-    unchanged cloudml-hypertune (AI Platform's library) wrote on the chief."""
+    """A trial's metric reports, oldest first, each with a `seq` that orders them: from
+    trainers.hypertune in the job dir, else from the file an unchanged cloudml-hypertune (AI
+    Platform's library) wrote on the chief."""
     fs = bucket_fs(inventory)
     path = f"{trial_job_dir}/hypertune/metrics.json"
     try:
         with fs.open(path, "rb") as fh:
-            return json.loads(fh.read())
+            history = json.loads(fh.read())
     except (FileNotFoundError, ValueError):
         return chief_hypertune_reports(inventory, run_id)
+    return [{**r, "seq": i} for i, r in enumerate(history)]  # the file only grows
 
 
-# Keys cloudml-hypertune writes beside the metric's own tag on each line.
-HYPERTUNE_FIELDS = {"timestamp", "trial", "global_step"}
+# What cloudml-hypertune 0.1.0.dev6 (hypertune/hypertune.py, report_hyperparameter_tuning_metric)
+# writes on each line beside the metric, whose key is the tag: the report's time, the trial id,
+# the step and a checkpoint path (empty unless given), all but the time as strings.
+HYPERTUNE_FIELDS = {"timestamp", "trial", "global_step", "checkpoint_path"}
 
 
 def parse_hypertune_file(text: str) -> list[dict[str, Any]]:
-    """cloudml-hypertune's file: one JSON object per report, the metric under its tag as a
-    string, `global_step` as a string (github.com/GoogleCloudPlatform/cloudml-hypertune)."""
+    """cloudml-hypertune's file: one JSON object per report, rewritten whole at each report
+    (github.com/GoogleCloudPlatform/cloudml-hypertune). Its `timestamp` orders the reports: the
+    library keeps only the last 100, so a line's position changes once there are more."""
     reports = []
     for line in text.splitlines():
         try:
             entry = json.loads(line)
-        except ValueError:
+            tags = [k for k in entry if k not in HYPERTUNE_FIELDS]
+            value = float(entry[tags[0]])
+        except (ValueError, TypeError, IndexError, AttributeError):
             continue  # a line being rewritten while read
-        step = int(float(entry.get("global_step", 0) or 0))
-        for tag, value in entry.items():
-            if tag not in HYPERTUNE_FIELDS:
-                reports.append({"tag": tag, "value": float(value), "step": step})
+        step = int(float(entry.get("global_step") or 0))
+        reports.append({"tag": tags[0], "value": value, "step": step,
+                        "seq": float(entry.get("timestamp") or 0)})
     return reports
+
+
+def new_reports(reports: list[dict[str, Any]], last: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The reports after `last` (the newest one already handled)."""
+    return reports if last is None else [r for r in reports if r["seq"] > last["seq"]]
 
 
 def chief_hypertune_reports(inventory: Inventory, run_id: str) -> list[dict[str, Any]]:
@@ -166,7 +177,7 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
             if state == optuna.trial.TrialState.COMPLETE:
                 # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
                 collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts,
-                        run_dir / f"trial-{trial.number}")
+                        run_dir / f"trial-{trial.number}", run_id=f"{sweep_id}-t{trial.number}", image=base.image)
         except KeyboardInterrupt:
             with tell_lock:
                 requeue(study, trial.number, params)
@@ -205,16 +216,16 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
     finished = threading.Event()
 
     def watch() -> None:
-        seen = 0
+        last: dict[str, Any] | None = None
         while not finished.wait(POLL_SECONDS):
             reports = [r for r in read_reports(group, trial_dir, run_id) if r["tag"] == sweep.metric]
-            for r in reports[seen:]:
+            for r in new_reports(reports, last):
+                last = r
                 trial.report(r["value"], r["step"])
                 if trial.should_prune():
                     echo(f"[sweep] pruning trial {trial.number} at step {r['step']}")
                     pruned.set()  # launch stops the trial's run and does not rerun it
                     return
-            seen = len(reports)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

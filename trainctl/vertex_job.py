@@ -2,10 +2,12 @@
 (`trainingInput`) or a Vertex AI CustomJob (`workerPoolSpecs`, also under `jobSpec:`, with an
 optional hyperparameter `studySpec`) becomes an experiment with worker pools on a trainctl stack.
 
-Every field is mapped or refused by name with the nearest alternative; none is ignored. A job's
-packageUris are fetched and installed (trainctl/packages.py) unless --code gives the source. What a
-mapping changes (e.g. machine types on the local stack, whose nodes are CPU namespaces) is said
-in the notes that `trainctl run --plan` prints. Field names follow the public references:
+Every field is mapped, refused by name with the nearest alternative, or named in a note
+(trainctl/job_fields.py); none is ignored. gcloud's own flags are laid over the file as gcloud
+lays them (trainctl/gcloud_flags.py). The job's code, packages and runtime become the nodes'
+environment (trainctl/job_environment.py). What a mapping changes (e.g. machine types on the
+local stack, whose nodes are CPU namespaces) is said in the notes that `trainctl run --plan`
+prints. Field names follow the public references:
   AI Platform TrainingInput  https://cloud.google.com/ai-platform/training/docs/reference/rest/v1/projects.jobs#TrainingInput
   Vertex AI CustomJobSpec    https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec
   Vertex AI StudySpec        https://cloud.google.com/vertex-ai/docs/reference/rest/v1/StudySpec
@@ -20,8 +22,13 @@ from typing import Any
 
 from infra import catalog
 from infra.errors import ConfigError
+from infra.job_runtimes import prebuilt_image
 from infra.spec import POOL_ORDER
 from infra.stack_config import load_stack
+from trainctl.gcloud_flags import GcloudFlags, apply
+from trainctl.job_environment import code_and_requirements, sources_of
+from trainctl.job_fields import field_notes
+from trainctl.job_tuning import hyperparameters_sweep, parallel_trials, study_sweep
 
 ROLES = POOL_ORDER  # workerPoolSpecs[0..3]; AI Platform's master, worker, parameterServer, evaluator
 
@@ -41,8 +48,8 @@ LEGACY_MACHINES = {"standard": "n1-standard-4", "large_model": "n1-highmem-8",
                    "complex_model_l": "n1-highcpu-32"}
 RETIRED_ACCELERATORS = {"NVIDIA_TESLA_K80": "NVIDIA_TESLA_T4", "NVIDIA_TESLA_P4": "NVIDIA_TESLA_T4",
                         "NVIDIA_TESLA_P100": "NVIDIA_TESLA_T4"}
-SCALES = {"UNIT_LINEAR_SCALE": "LINEAR", "UNIT_LOG_SCALE": "LOG", "SCALE_TYPE_UNSPECIFIED": "LINEAR"}
-ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "tpe", "RANDOM_SEARCH": "random"}
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")  # DiskSpec.bootDiskType's valid values
+REDUCTION_SERVER = "reductionserver"  # us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver
 
 
 @dataclass
@@ -107,54 +114,72 @@ def _machine(name: str | None, where: str) -> str | None:
 
 def _command(module: str | None, args: list[str], where: str) -> list[str]:
     if not module:
-        raise _refuse(where, "pythonModule is required (the trainer's module, run as `python -m`)")
+        raise _refuse(where, "pythonModule is required (the trainer's module, run as `python -m`): give "
+                             "gcloud's --module-name (AI Platform) or python-module= in --worker-pool-spec")
     return ["python", "-m", module, *(str(a) for a in args)]
 
 
 # --- Vertex AI CustomJob -------------------------------------------------------------------
 
-KNOWN_POOL_FIELDS = {"machineSpec", "replicaCount", "diskSpec", "pythonPackageSpec", "containerSpec", "nfsMounts"}
+def refuse_reduction_server(job: dict[str, Any]) -> None:
+    """A Reduction Server pool is refused first, by name: its other fields (an image only Vertex
+    has, no command) would otherwise be what the user hears about."""
+    spec = job.get("trialJobSpec") or job.get("jobSpec") or job
+    for i, pool in enumerate(spec.get("workerPoolSpecs") or []):
+        image = ((pool or {}).get("containerSpec") or {}).get("imageUri", "")
+        if REDUCTION_SERVER in image.replace("-", "").lower():
+            raise _refuse(f"workerPoolSpecs[{i}]", "a Reduction Server pool is Vertex-only; leave it out (NCCL "
+                                                   "all-reduce runs between the workers) or use parameter servers")
 
 
-def _container(where: str, container: dict[str, Any], env: dict[str, str]) -> tuple[list[str], str]:
-    """A containerSpec as the pool's command in its image: the images trainctl can run (see
-    ContainerSection), the command and args as Vertex joins them, env for the job."""
+def _container(where: str, container: dict[str, Any], env: dict[str, str],
+               notes: list[str]) -> tuple[list[str], str | None]:
+    """A containerSpec as the pool's command: in its image (the images trainctl can run, see
+    ContainerSection), or, for one of Google's prebuilt training images, in the nodes' uv
+    environment with the image's framework (trainctl.job_environment). The command and args as
+    Vertex joins them; without a command, the image's ENTRYPOINT (and CMD unless args are given)."""
     from pydantic import ValidationError
 
     from trainctl.experiment_spec import ContainerSection
 
     image = container.get("imageUri", "")
+    args = [str(a) for a in container.get("args", [])]
+    for item in container.get("env", []):
+        env[item["name"]] = str(item["value"])
+    if prebuilt_image(image, ""):
+        if not container.get("command"):
+            raise _refuse(f"{where}.containerSpec", f"{image} is one of Google's prebuilt training images, run here "
+                                                    "as a uv environment with its framework: give command")
+        notes.append(f"{where}.containerSpec.imageUri {image}: Google's prebuilt image; its command runs in the "
+                     "nodes' uv environment with the image's framework")
+        return [*container["command"], *args], None
     try:
         ContainerSection(image=image)
     except ValidationError as exc:
         raise _refuse(f"{where}.containerSpec", exc.errors()[0]["msg"].removeprefix("Value error, ")) from None
-    if not container.get("command"):
-        raise _refuse(f"{where}.containerSpec", f"give command (with args): trainctl runs the pool's command "
-                                                f"in {image}; it does not read the image's entrypoint")
-    for item in container.get("env", []):
-        env[item["name"]] = str(item["value"])
-    return [*container["command"], *(str(a) for a in container.get("args", []))], image
+    if container.get("command"):
+        return [*container["command"], *args], image
+    from trainctl.image import image_command
+
+    entrypoint, cmd = image_command(image, f"{where}.containerSpec")
+    if not entrypoint and not cmd:
+        raise _refuse(f"{where}.containerSpec", f"{image} has neither ENTRYPOINT nor CMD: give command")
+    notes.append(f"{where}.containerSpec: no command: {image}'s ENTRYPOINT {entrypoint} runs with "
+                 f"{'args' if args else 'its CMD'} {args or cmd}, as Vertex runs it")
+    return [*entrypoint, *(args or cmd)], image
 
 
 def _vertex_pool(i: int, pool: dict[str, Any], notes: list[str],
                  env: dict[str, str]) -> tuple[dict[str, Any], list[str] | None, str | None]:
     where = f"workerPoolSpecs[{i}]"
-    unknown = set(pool) - KNOWN_POOL_FIELDS
-    if unknown:
-        raise _refuse(where, f"unknown field(s) {', '.join(sorted(unknown))}")
-    if pool.get("nfsMounts"):
-        raise _refuse(where, "nfsMounts are not supported: keep data in the job's bucket (gs://)")
-    image = None
-    if "containerSpec" in pool:
-        image = pool["containerSpec"].get("imageUri", "")
-        if i == 2 and "reductionserver" in image.replace("-", "").lower():
-            raise _refuse(where, "a Reduction Server pool is Vertex-only; leave pool 2 out (NCCL "
-                                 "all-reduce runs between the workers) or use parameter servers")
+    for mounts in ("nfsMounts", "lustreMounts"):
+        if pool.get(mounts):
+            raise _refuse(where, f"{mounts} are not supported: keep data in the job's bucket (gs://)")
     spec = pool.get("pythonPackageSpec") or {}
-    if spec.get("executorImageUri"):
-        notes.append(f"{where}: executorImageUri {spec['executorImageUri']} is not used: nodes run "
-                     "a uv environment with the experiment's requirements")
     machine = pool.get("machineSpec") or {}
+    if machine.get("tpuTopology"):
+        raise _refuse(f"{where}.machineSpec", "tpuTopology: TPUs run as TPU VMs here; use a TPU stack "
+                                              "(e.g. --stack tpu-v5e-8) with a single pool")
     out: dict[str, Any] = {"role": ROLES[i], "count": int(pool.get("replicaCount", 1))}
     if machine.get("machineType"):
         out["machine_type"] = machine["machineType"]
@@ -163,13 +188,15 @@ def _vertex_pool(i: int, pool: dict[str, Any], notes: list[str],
     if gpu:
         out["gpu"] = gpu
     disk = pool.get("diskSpec") or {}
-    if disk.get("bootDiskType") not in (None, "pd-ssd", "pd-standard", "pd-balanced"):
-        raise _refuse(f"{where}.diskSpec", f"bootDiskType {disk['bootDiskType']!r} is not offered")
+    if disk.get("bootDiskType") not in (None, *BOOT_DISK_TYPES):
+        raise _refuse(f"{where}.diskSpec", f"bootDiskType {disk['bootDiskType']!r} is not one Vertex offers "
+                                           f"({', '.join(BOOT_DISK_TYPES)})")
     command = _command(spec.get("pythonModule"), spec.get("args", []), f"{where}.pythonPackageSpec") if spec else None
     for item in spec.get("env", []):
         env[item["name"]] = str(item["value"])
+    image = None
     if "containerSpec" in pool:
-        command, image = _container(where, pool["containerSpec"], env)
+        command, image = _container(where, pool["containerSpec"], env, notes)
     if spec.get("env") or (pool.get("containerSpec") or {}).get("env"):
         notes.append(f"{where}: env is set for every pool (trainctl has one environment per job)")
     return out, command, image
@@ -230,206 +257,134 @@ def _vertex(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, Any]:
         experiment["overrides"]["spot"] = True
     if scheduling.get("restartJobOnWorkerRestart"):
         experiment["restart"] = {"job_retries": 3}
+    if scheduling.get("disableRetries"):
+        experiment["restart"] = {"job_retries": 0}
     output = (spec.get("baseOutputDirectory") or {}).get("outputUriPrefix")
     if output:
         notes.append(f"baseOutputDirectory {output}: the job dir is the stack's bucket "
                      "(AIP_MODEL_DIR and friends point there); artifacts are collected to runs/")
     for unsupported in ("network", "reservedIpRanges", "enableWebAccess", "enableDashboardAccess",
-                        "tensorboard", "persistentResourceId", "protectedArtifactLocationId"):
+                        "tensorboard", "persistentResourceId", "protectedArtifactLocationId",
+                        "pscInterfaceConfig", "serviceAccount"):
         if spec.get(unsupported):
             raise _refuse(unsupported, "is Vertex-only and has no trainctl counterpart; remove it")
+    if job.get("encryptionSpec"):
+        raise _refuse("encryptionSpec", "customer-managed encryption keys have no trainctl counterpart; remove it")
     study = job.get("studySpec")
     if study:
-        experiment["sweep"] = _study(study, job)
+        experiment["sweep"] = study_sweep(study, job)
     return experiment
-
-
-def _scale(param: dict[str, Any], where: str) -> str:
-    """A parameter's scale (studySpec and AI Platform's hyperparameters share the names)."""
-    scale = SCALES.get(param.get("scaleType", "UNIT_LINEAR_SCALE"))
-    if scale is None:
-        raise _refuse(where, f"scaleType {param['scaleType']} is not offered; use UNIT_LINEAR_SCALE "
-                             "or UNIT_LOG_SCALE")
-    return scale
-
-
-def _algorithm(spec: dict[str, Any], where: str) -> str:
-    algorithm = spec.get("algorithm", "ALGORITHM_UNSPECIFIED")
-    if algorithm not in ALGORITHMS:
-        raise _refuse(where, f"{algorithm} is not offered; use ALGORITHM_UNSPECIFIED (Bayesian, "
-                             "here TPE) or RANDOM_SEARCH")
-    return ALGORITHMS[algorithm]
-
-
-def _study(study: dict[str, Any], job: dict[str, Any]) -> dict[str, Any]:
-    metrics = study.get("metrics") or []
-    if len(metrics) != 1:
-        raise _refuse("studySpec.metrics", f"{len(metrics)} metrics; trainctl tunes exactly one")
-    params = []
-    for p in study.get("parameters") or []:
-        pid, where = p.get("parameterId"), f"studySpec.parameters[{p.get('parameterId')}]"
-        scale = _scale(p, where)
-        if "doubleValueSpec" in p:
-            params.append({"name": pid, "type": "DOUBLE", "min": p["doubleValueSpec"]["minValue"],
-                           "max": p["doubleValueSpec"]["maxValue"], "scale": scale})
-        elif "integerValueSpec" in p:
-            params.append({"name": pid, "type": "INTEGER", "min": int(p["integerValueSpec"]["minValue"]),
-                           "max": int(p["integerValueSpec"]["maxValue"]), "scale": scale})
-        elif "categoricalValueSpec" in p:
-            params.append({"name": pid, "type": "CATEGORICAL", "values": p["categoricalValueSpec"]["values"]})
-        elif "discreteValueSpec" in p:
-            params.append({"name": pid, "type": "CATEGORICAL", "values": p["discreteValueSpec"]["values"]})
-        else:
-            raise _refuse(where, "needs a doubleValueSpec, integerValueSpec, categoricalValueSpec or "
-                                 "discreteValueSpec")
-    algorithm = _algorithm(study, "studySpec.algorithm")
-    sweep = {"metric": metrics[0]["metricId"], "goal": metrics[0]["goal"], "parameters": params,
-             "algorithm": algorithm, "max_trials": int(job.get("maxTrialCount", 6)),
-             "max_parallel_trials": int(job.get("parallelTrialCount", 1)), "parallel_mode": "sequential"}
-    if "medianAutomatedStoppingSpec" in study or "decayCurveStoppingSpec" in study:
-        sweep["pruner"] = "median"
-    return sweep
 
 
 # --- AI Platform trainingInput -------------------------------------------------------------
 
-TRAINING_INPUT_FIELDS = {
-    "scaleTier", "masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
-    "parameterServerCount", "evaluatorCount", "masterConfig", "workerConfig", "parameterServerConfig",
-    "evaluatorConfig", "packageUris", "pythonModule", "args", "region", "jobDir", "runtimeVersion",
-    "pythonVersion", "scheduling", "hyperparameters", "useChiefInTfConfig", "serviceAccount", "network",
-    "enableWebAccess", "encryptionConfig"}
+AI_ROLES = [("chief", "master"), ("worker", "worker"), ("ps", "parameterServer"), ("evaluator", "evaluator")]
+
+
+def _ai_pools(ti: dict[str, Any], notes: list[str]) -> list[dict[str, Any]]:
+    tier = ti.get("scaleTier", "BASIC")
+    if tier in REFUSED_TIERS:
+        raise _refuse(f"scaleTier {tier}", REFUSED_TIERS[tier])
+    if tier in SCALE_TIERS:
+        notes.append(f"scaleTier {tier}: {', '.join(f'{c} {r}' for r, c in SCALE_TIERS[tier].items())} "
+                     "on the target stack's machine type")
+        return [{"role": r, "count": c} for r, c in SCALE_TIERS[tier].items()]
+    if tier != "CUSTOM":
+        raise _refuse("trainingInput.scaleTier", f"{tier!r} is not a scale tier; valid: "
+                                                 f"{', '.join([*SCALE_TIERS, *REFUSED_TIERS, 'CUSTOM'])}")
+    if not ti.get("masterType"):
+        raise _refuse("trainingInput", "scaleTier CUSTOM needs masterType")
+    pools = []
+    for role, key in AI_ROLES:
+        count = 1 if role == "chief" else int(ti.get(f"{key}Count", 0))
+        if not count:
+            continue
+        pool: dict[str, Any] = {"role": role, "count": count,
+                                "machine_type": _machine(ti.get(f"{key}Type") or ti.get("masterType"),
+                                                         f"trainingInput.{key}Type")}
+        config = ti.get(f"{key}Config") or {}
+        accelerator = config.get("acceleratorConfig") or {}
+        gpu = _accelerator(accelerator.get("type", ""), int(accelerator.get("count", 0)),
+                           f"trainingInput.{key}Config.acceleratorConfig")
+        if gpu:
+            pool["gpu"] = gpu
+        pools.append(pool)
+    return pools
+
+
+def _ai_command(ti: dict[str, Any], env: dict[str, str], notes: list[str]) -> tuple[list[str], str | None]:
+    """The master's program: pythonModule with args, or a custom container (masterConfig.imageUri,
+    its containerCommand or ENTRYPOINT, with args) as AI Platform runs one."""
+    for _, key in AI_ROLES:
+        config = ti.get(f"{key}Config") or {}
+        if config.get("tpuTfVersion"):
+            raise _refuse(f"trainingInput.{key}Config.tpuTfVersion", "Cloud TPU nodes are retired; run on a "
+                                                                      "TPU VM stack (e.g. --stack tpu-v5e-8)")
+        if key != "master" and config.get("imageUri") not in (None, (ti.get("masterConfig") or {}).get("imageUri")):
+            raise _refuse(f"trainingInput.{key}Config.imageUri", "every pool runs in one image on trainctl (one "
+                                                                 "image per job): give the master's")
+    master = ti.get("masterConfig") or {}
+    if master.get("imageUri"):
+        container = {"imageUri": master["imageUri"], "command": master.get("containerCommand"),
+                     "args": master.get("containerArgs") or ti.get("args") or []}
+        return _container("trainingInput.masterConfig", container, env, notes)
+    return _command(ti.get("pythonModule"), ti.get("args", []), "trainingInput"), None
 
 
 def _ai_platform(job: dict[str, Any], name: str, notes: list[str]) -> dict[str, Any]:
     ti = job["trainingInput"] or {}
-    unknown = set(ti) - TRAINING_INPUT_FIELDS
-    if unknown:
-        raise _refuse("trainingInput", f"unknown field(s) {', '.join(sorted(unknown))}")
-    tier = ti.get("scaleTier", "BASIC")
-    if tier in REFUSED_TIERS:
-        raise _refuse(f"scaleTier {tier}", REFUSED_TIERS[tier])
-    roles = [("chief", "master"), ("worker", "worker"), ("ps", "parameterServer"), ("evaluator", "evaluator")]
-    pools: list[dict[str, Any]] = []
-    if tier == "CUSTOM":
-        if not ti.get("masterType"):
-            raise _refuse("trainingInput", "scaleTier CUSTOM needs masterType")
-        for role, key in roles:
-            count = 1 if role == "chief" else int(ti.get(f"{key}Count", 0))
-            if not count:
-                continue
-            pool: dict[str, Any] = {"role": role, "count": count}
-            machine = _machine(ti.get(f"{key}Type") or ti.get("masterType"), f"trainingInput.{key}Type")
-            pool["machine_type"] = machine
-            config = (ti.get(f"{key}Config") or {}).get("acceleratorConfig") or {}
-            gpu = _accelerator(config.get("type", ""), int(config.get("count", 0)),
-                               f"trainingInput.{key}Config.acceleratorConfig")
-            if gpu:
-                pool["gpu"] = gpu
-            pools.append(pool)
-    elif tier in SCALE_TIERS:
-        pools = [{"role": r, "count": c} for r, c in SCALE_TIERS[tier].items()]
-        notes.append(f"scaleTier {tier}: {', '.join(f'{c} {r}' for r, c in SCALE_TIERS[tier].items())} "
-                     "on the target stack's machine type")
-    else:
-        raise _refuse("trainingInput.scaleTier", f"{tier!r} is not a scale tier; valid: "
-                                                 f"{', '.join([*SCALE_TIERS, *REFUSED_TIERS, 'CUSTOM'])}")
+    if job.get("predictionInput"):
+        raise _refuse("predictionInput", "a batch prediction job is not a training job; trainctl runs training")
+    pools = _ai_pools(ti, notes)
     for vertex_only in ("network", "enableWebAccess", "encryptionConfig", "serviceAccount"):
         if ti.get(vertex_only):
             raise _refuse(f"trainingInput.{vertex_only}", "has no trainctl counterpart (the stack "
                                                            "declares network, keys and service account)")
-    for ignored in ("region", "runtimeVersion", "pythonVersion"):
-        if ti.get(ignored):
-            notes.append(f"{ignored} {ti[ignored]!r}: the target stack decides where and with which "
-                         "Python the job runs (its requirements file, the environment)")
-    command = _command(ti.get("pythonModule"), ti.get("args", []), "trainingInput")
+    env: dict[str, str] = {}
+    command, image = _ai_command(ti, env, notes)
     if ti.get("jobDir"):
         # AI Platform hands jobDir to the trainer as --job-dir; here it is the stack's bucket
         command += ["--job-dir", "{job_dir}"]
         notes.append(f"jobDir {ti['jobDir']}: the trainer gets --job-dir <the stack's bucket>/<run id>")
     experiment: dict[str, Any] = {"name": name, "overrides": {"pools": pools},
                                   "run": {"command": command, "framework": _framework([], notes, ai_platform=True)}}
+    if image:
+        experiment["container"] = {"image": image}
+    boot = [int(((ti.get(f"{k}Config") or {}).get("diskConfig") or {}).get("bootDiskSizeGb") or 0) for _, k in AI_ROLES]
+    if max(boot):
+        experiment["overrides"]["boot_disk_gb"] = max(boot)
     if (ti.get("scheduling") or {}).get("maxRunningTime"):
         experiment["ttl_hours"] = _duration_hours(ti["scheduling"]["maxRunningTime"], "scheduling.maxRunningTime")
     hp = ti.get("hyperparameters")
     if hp:
-        experiment["sweep"] = _hyperparameters(hp)
+        experiment["sweep"] = hyperparameters_sweep(hp)
     return experiment
 
 
-def _hyperparameters(hp: dict[str, Any]) -> dict[str, Any]:
-    algorithm = _algorithm(hp, "hyperparameters.algorithm")
-    params = []
-    for p in hp.get("params") or []:
-        where = f"hyperparameters.params[{p.get('parameterName')}]"
-        scale = _scale(p, where)
-        kind = p.get("type")
-        if kind in ("DOUBLE", "INTEGER"):
-            params.append({"name": p["parameterName"], "type": kind, "min": p["minValue"],
-                           "max": p["maxValue"], "scale": scale})
-        elif kind == "CATEGORICAL":
-            params.append({"name": p["parameterName"], "type": "CATEGORICAL", "values": p["categoricalValues"]})
-        elif kind == "DISCRETE":
-            params.append({"name": p["parameterName"], "type": "CATEGORICAL", "values": p["discreteValues"]})
-        else:
-            raise _refuse(where, f"type {kind!r}: DOUBLE, INTEGER, CATEGORICAL or DISCRETE")
-    sweep = {"metric": hp.get("hyperparameterMetricTag", "training/hptuning/metric"),
-             "goal": hp.get("goal", "MAXIMIZE"), "parameters": params, "algorithm": algorithm,
-             "max_trials": int(hp.get("maxTrials", 1)), "max_parallel_trials": int(hp.get("maxParallelTrials", 1)),
-             "parallel_mode": "sequential"}
-    if hp.get("enableTrialEarlyStopping"):
-        sweep["pruner"] = "median"
-    if hp.get("resumePreviousJobId"):
-        raise _refuse("hyperparameters.resumePreviousJobId", "resume a sweep with `trainctl run "
-                                                              "--resume <sweep-id>` instead")
-    return sweep
-
-
-def package_uris(job: dict[str, Any]) -> list[str]:
-    """Every pool's packageUris, once each (trainctl has one environment per job)."""
-    if "trainingInput" in job:
-        return list((job["trainingInput"] or {}).get("packageUris") or [])
-    spec = job.get("trialJobSpec") or job.get("jobSpec") or job
-    uris = [uri for pool in spec.get("workerPoolSpecs") or [] if pool
-            for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris") or []]
-    return list(dict.fromkeys(uris))
-
-
-def _code_and_requirements(job: dict[str, Any], *, path: Path, reaches_google: bool, code: Path | None,
-                           requirements: str | None, notes: list[str]) -> tuple[Path, str | None]:
-    """The trainer's code: --code when given (the package's source), else the job's packageUris
-    fetched and staged as wheels (trainctl.packages), else the spec's folder."""
-    uris = package_uris(job)
-    if code or not uris:
-        if uris:
-            notes.append(f"packageUris {uris} are not fetched: the code comes from --code (the "
-                         "package's source), synced to every node")
-        return (code or path.parent).resolve(), requirements
-    from trainctl.packages import REQUIREMENTS, stage
-
-    extra = (path.parent / requirements).resolve() if requirements else None
-    if extra and not extra.is_file():
-        raise ConfigError(f"--requirements: {extra} does not exist")
-    folder = stage(uris, reaches_google=reaches_google, requirements=extra)
-    notes.append(f"packageUris {uris}: fetched, built into wheels and installed on every node "
-                 f"({folder}); the job runs from there" +
-                 ("" if extra else "; the executor image's framework is not installed: give it with "
-                                   "--requirements unless the package requires it"))
-    return folder, REQUIREMENTS
+def _job_name(job: dict[str, Any], path: Path) -> str:
+    name = re.sub(r"[^a-z0-9-]+", "-", str(job.get("displayName") or path.stem).lower()).strip("-")[:30].rstrip("-")
+    return name if name and name[0].isalpha() else f"job-{name}"[:30].rstrip("-")
 
 
 def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | None,
-                  requirements: str | None, framework: str | None = None) -> Mapping:
-    """The job spec as an experiment on `stack`, with notes on what the mapping changed."""
-    notes: list[str] = []
-    name = re.sub(r"[^a-z0-9-]+", "-", str(job.get("displayName") or path.stem).lower()).strip("-")[:30].rstrip("-")
-    if not name or not name[0].isalpha():
-        name = f"job-{name}"[:30].rstrip("-")
+                  requirements: str | None, framework: str | None = None,
+                  flags: GcloudFlags | None = None) -> Mapping:
+    """The job spec (with gcloud's flags over it) as an experiment on `stack`, with notes on
+    what the mapping changed."""
+    flags = flags or GcloudFlags()
+    job = apply(job, flags, path)
+    sources = sources_of(job, flags, code, requirements)
+    refuse_reduction_server(job)
+    notes = field_notes(job)
+    name = _job_name(job, path)
     experiment = _ai_platform(job, name, notes) if "trainingInput" in job else _vertex(job, name, notes)
+    if job.get("labels"):
+        experiment["overrides"]["labels"] = dict(job["labels"])
+    if "sweep" in experiment:
+        parallel_trials(experiment, notes)
     target = load_stack(stack)
-    code, requirements = _code_and_requirements(job, path=path, reaches_google=target.nodes_reach_google,
-                                                code=code, requirements=requirements, notes=notes)
-    experiment.update({"stack": stack, "code": str(code)})
+    code_dir, requirements = code_and_requirements(job, path=path, target=target, sources=sources, notes=notes)
+    experiment.update({"stack": stack, "code": str(code_dir)})
     from trainctl.launchers import launcher_for_cluster
 
     if "container" not in experiment and not launcher_for_cluster(target).needs_bootstrap:
@@ -443,11 +398,11 @@ def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | N
         experiment["requirements"] = requirements
     if not target.has_machine_types:
         # the stack's nodes have no machine shape to give (namespaces on this machine): said
-        for pool in experiment["overrides"]["pools"]:
+        for pool in experiment["overrides"].get("pools", [experiment["overrides"]]):
             if pool.pop("machine_type", None):
-                notes.append(f"stack {stack}: the {pool['role']} pool's machine type is not used "
+                whose = f"the {pool['role']} pool's" if "role" in pool else "the trials' nodes'"
+                notes.append(f"stack {stack}: {whose} machine type is not used "
                              "(its nodes are namespaces on this machine)")
         experiment["overrides"].pop("boot_disk_gb", None)
     experiment["run"]["command"] = [*experiment["run"]["command"]]
     return Mapping(experiment, notes)
-

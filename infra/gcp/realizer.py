@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -122,7 +123,13 @@ def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
     for row in rows:
         if row["kind"] == "storage/bucket":
             row["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
-    return rows
+    # Pulumi registers resources from its own threads, in no fixed order: a plan is compared
+    # between runs (CI logs, `plan --json`), so it is listed by kind and name, node-1 before node-10.
+    return sorted(rows, key=lambda row: (row["kind"], _natural(str(row["name"]))))
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:

@@ -557,8 +557,7 @@ def _destroy(state: StackState, names: Names, progress: Callable[[str], None]) -
         _destroy_discovered(names, progress)
     if errors:
         raise LocalStackError("teardown incomplete: " + "; ".join(errors))
-    discard(state.path.parent)
-    progress(f"stack {names.stack} removed")
+    discard(state.path.parent)  # that it is gone is the caller's to say (`down`, `run`)
 
 
 def _destroy_discovered(names: Names, progress: Callable[[str], None]) -> None:

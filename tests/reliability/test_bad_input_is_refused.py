@@ -41,6 +41,11 @@ def local(**config) -> str:
     return stack(trainctl__provider="local", **config)
 
 
+# AI Platform's CUSTOM tier with a T4 on the master, as its docs show a config.yaml
+GPU_JOB_SPEC = yaml.safe_dump({"trainingInput": {
+    "scaleTier": "CUSTOM", "masterType": "n1-standard-8", "pythonModule": "trainer.task",
+    "masterConfig": {"acceleratorConfig": {"count": 1, "type": "NVIDIA_TESLA_T4"}}}})
+
 S = "Pulumi.s.yaml"  # the stack file each stack case writes; passed as --stack
 E = "exp.yaml"
 PLAN = ["plan", "--stack", S]
@@ -112,6 +117,10 @@ CASES = {
     "unknown experiment key": (RUN, {E: experiment(artifact=["a"])}, "artifact: unknown key (did you mean 'artifacts'?)"),
     "unknown nested experiment key": (RUN, {E: experiment(restart={"max_restart": 1})},
                                       "restart.max_restart: unknown key (did you mean 'max_restarts'?)"),
+    "node count that is a word, in an experiment's overrides": (
+        RUN, {E: experiment(overrides={"nodes": "two"})}, f"{E}: overrides, on stack file"),
+    "GPU pools of a job spec on the local stack": (
+        ["run", "job.yaml"], {"job.yaml": GPU_JOB_SPEC}, "job.yaml (a job spec; --stack picks the stack it runs on)"),
     "unknown override": (RUN, {E: experiment(overrides={"node": 3})}, "override 'node' is not a cluster field (did you mean 'nodes'?)"),
     "stack file that is a list": (PLAN, {S: "- a\n- b\n"}, "expected a mapping at the top level, got list"),
     "experiment that is a string": (RUN, {E: "just words\n"}, "expected a mapping at the top level, got str"),
@@ -127,6 +136,13 @@ CASES = {
     "absolute artifact path": (RUN, {E: experiment(artifacts=["/etc/shadow"])}, "no leading '/'"),
     "requirements outside the code": (RUN, {E: experiment(requirements="../../../etc/passwd")}, "no '..'"),
     "code folder that does not exist": (RUN, {E: experiment(code="missing")}, "is not a directory"),
+    "bootstrap of a code folder that does not exist": (["bootstrap", "--code", "nosuchdir"], {},
+                                                       "--code nosuchdir does not exist"),
+    "bootstrap of a file as the code folder": (["bootstrap", "--code", E], {E: experiment()}, f"--code {E} is a file"),
+    "two artifacts collected to one place": (RUN, {E: experiment(artifacts=["model/", "workdir:model/"])},
+                                             "would both be collected to runs/<run-id>/model"),
+    "artifacts from the working directory of GKE pods": (
+        RUN, {E: experiment(stack="gke-l4", artifacts=["workdir:snapshot.pt"])}, "runs the job as GKE pods"),
     "stack argument escaping the state folder": (["down", "--stack", "../../etc"], {}, "--stack '../../etc' must be 1-41 characters"),
     "run id escaping the runs folder": (["logs", "../../etc"], {}, "run id '../../etc'"),
     "run id with a shell in it": (["launch", "--run-id", "x;reboot", "--plan", "--", "python", "t.py"], {},
