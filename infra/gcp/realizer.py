@@ -346,6 +346,11 @@ def _sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Progress)
              "a NotFound answer means it is gone):\n  " + "\n  ".join(not_swept(spec)))
 
 
+def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
+    """Point this process at a simulated project for the stack's gcp:project (--simulate)."""
+    simulation.activate(spec.project, project_file)
+
+
 def spec(stack: str) -> ClusterSpec:
     meta = _read_meta(stack)
     return ClusterSpec.model_validate(meta["spec"]) if meta else load_stack(stack)
