@@ -344,7 +344,10 @@ def launch(
         return
     log_dir = runs_root() / rid / "logs" / "launch"
     say(f"run {rid} on {cluster.node_count} node(s) of stack {stack} ({inventory.target}); logs in {log_dir}")
-    result = launcher.run(cluster, inventory, spec, log_dir, out)
+    from trainctl.interrupts import signals_as_interrupt
+
+    with signals_as_interrupt():  # SIGTERM too stops the job on every node
+        result = launcher.run(cluster, inventory, spec, log_dir, out)
     if not result.ok:
         fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)

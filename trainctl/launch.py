@@ -781,6 +781,9 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     try:
         return _launch_until_done(inventory, spec, log_dir, echo, cancel, recovery, recoveries,
                                   recreating, on_lost, recover)
+    except KeyboardInterrupt as exc:  # stopped everywhere (launch_once): say so, not "running"
+        write_interrupted(log_dir, spec.run_id, str(exc) or "interrupted")
+        raise
     finally:
         background.shutdown(wait=True, cancel_futures=True)
 
@@ -885,6 +888,12 @@ def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Invento
         except FutureTimeout:
             continue
     return None
+
+
+def write_interrupted(log_dir: Path, run_id: str, why: str) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / RESULT_FILE).write_text(json.dumps({"run_id": run_id, "ok": False, "interrupted": why},
+                                                  indent=2))
 
 
 def write_result(log_dir: Path, result: LaunchResult) -> None:
