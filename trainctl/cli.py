@@ -280,7 +280,10 @@ def bootstrap(
                 if step.instead:
                     out(f"[{step.name}] instead, {step.instead}")
         return
-    with NodeBoard(f"bootstrap {stack}", [n.name for n in selected], _steps(bool(spec.setup), spec.image is not None)) as board:
+    from trainctl.interrupts import signals_as_interrupt
+
+    with signals_as_interrupt(), NodeBoard(f"bootstrap {stack}", [n.name for n in selected],
+                                           _steps(bool(spec.setup), spec.image is not None)) as board:
         run_bootstrap(inventory, spec, log_dir, nodes=[n.name for n in selected],
                       concurrency=concurrency, report=board)
     say(f"[green]bootstrap done[/] (logs: {log_dir})")

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bootstrap import containers
 from bootstrap.plan import node_paths
+from bootstrap.remote_stop import stop_marked
 from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.accelerator import Tpu
@@ -321,16 +322,7 @@ def stop_command(run_id: str, grace: float = STOP_GRACE_SECONDS) -> str:
     (`python .../torchrun`) is not waited for once the rest are gone: it has nothing to save,
     and its own shutdown took 0.5-0.9 s here, which the survivors of a preemption waited on
     before they could start again."""
-    marker = shlex.quote(f"TRAINCTL_RUN_ID={run_id}")
-    scan = ("for p in /proc/[0-9]*; do "
-            f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx {marker}; then "
-            "{action}; fi; done")
-    not_agent = "case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in *'/torchrun '*) ;; *) left=1;; esac"
-    left = "left=0; " + scan.format(action=not_agent) + '; [ "$left" = 1 ]'
-    polls = int(grace / 0.1)
-    return (f"{scan.format(action='kill -TERM ${p#/proc/} 2>/dev/null')}; "
-            f"i=0; while [ $i -lt {polls} ] && {{ {left}; }}; do sleep 0.1; i=$((i+1)); done; "
-            f"{scan.format(action='kill -KILL ${p#/proc/} 2>/dev/null')}; true")
+    return stop_marked(f"TRAINCTL_RUN_ID={run_id}", grace, unwaited="*'/torchrun '*")
 
 
 def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0, joiners: bool = False) -> dict[str, str]:
