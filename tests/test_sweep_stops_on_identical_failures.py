@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import leftovers, run_id_of, trainctl
+from conftest import REPO, leftovers, run_id_of, trainctl
 from trainctl.failures import Failure
 from trainctl.sweep import FIRST_TRIALS, FirstTrials
 
@@ -17,36 +17,42 @@ MISSING = Failure("ModuleNotFoundError: No module named 'wandb'", "module wandb 
 
 
 def test_the_first_trials_failing_the_same_way_stop_the_sweep():
-    first = FirstTrials()
+    first = FirstTrials(succeeded_before=False)
     assert [first.record(MISSING) for _ in range(FIRST_TRIALS)] == [False] * (FIRST_TRIALS - 1) + [True]
-    assert first.stopped is MISSING
+    assert first.halted is MISSING
+    assert first.record(MISSING) is False  # a trial that was in flight: said once
 
 
-@pytest.mark.parametrize("ends", [
-    [MISSING, None, MISSING],  # one trial completed: the failure depends on the parameters
-    [MISSING, Failure("exit code 1"), MISSING],  # two different failures
+@pytest.mark.parametrize("ends, before", [
+    ([MISSING, None, MISSING, MISSING], False),  # a trial succeeded: the failure depends on the parameters
+    ([MISSING, MISSING, MISSING], True),  # ...in an earlier run of this sweep, resumed now
+    ([MISSING, Failure("exit code 1"), MISSING, MISSING], False),  # not the same failure
 ])
-def test_first_trials_that_differ_leave_the_sweep_running(ends):
-    first = FirstTrials()
-    assert not any(first.record(end) for end in ends + [MISSING, MISSING])
-    assert first.stopped is None
+def test_first_trials_that_differ_or_a_trial_that_succeeded_keep_the_sweep_going(ends, before):
+    first = FirstTrials(succeeded_before=before)
+    assert not any(first.record(end) for end in ends)
+    assert first.halted is None
+
+
+def test_a_trial_in_flight_that_succeeds_after_all_lifts_the_halt():
+    first = FirstTrials(succeeded_before=False)
+    for _ in range(FIRST_TRIALS):
+        first.record(MISSING)
+    first.record(None)
+    assert first.halted is None
 
 
 @pytest.mark.e2e
 def test_a_sweep_of_a_trainer_missing_a_module_stops_after_its_first_trials(tmp_path, trainctl_home):
-    code = tmp_path / "code"
-    code.mkdir()
-    (code / "task.py").write_text("import argparse\nimport wandb\n")  # the user forgot a requirement
-    (code / "requirements.txt").write_text("torch==2.13.0\n")
     exp = tmp_path / "sw.yaml"
     exp.write_text(f"""
 name: swfail
 stack: local
 overrides: {{nodes: 2}}
-code: {code}
+code: {REPO / "examples" / "failing-ranks"}
 requirements: requirements.txt
 run:
-  command: python task.py --job-dir {{job_dir}}
+  command: python missing_module.py --job-dir {{job_dir}}
 ttl_hours: 1
 sweep:
   metric: accuracy

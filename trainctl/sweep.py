@@ -47,20 +47,31 @@ class SweepStopped(RemoteError):
 
 
 class FirstTrials:
-    """How the first trials of this run of a sweep ended (a resumed sweep may have been fixed):
-    once FIRST_TRIALS of them have all failed the same way, `stopped` is that failure."""
+    """How the trials of this run of a sweep end (a resumed sweep may have been fixed): once
+    FIRST_TRIALS have failed the same way and none of the sweep's trials ever succeeded (or was
+    pruned, which needs its reports), `halted` is that failure: no further trial starts. A
+    failure that depends on the parameters lets some trial succeed, which keeps the sweep going."""
 
-    def __init__(self) -> None:
-        self.ended: list[Failure | None] = []  # None: a trial that did not fail
+    def __init__(self, succeeded_before: bool) -> None:
+        self.failures: list[Failure] = []
+        self.succeeded = succeeded_before
         self.stopped: Failure | None = None
 
+    @property
+    def halted(self) -> Failure | None:
+        return None if self.succeeded else self.stopped
+
     def record(self, failure: Failure | None) -> bool:
-        """True when this trial's end stops the sweep."""
-        self.ended.append(failure)
-        if len(self.ended) != FIRST_TRIALS:
+        """A trial ended (`failure` None: it did not fail); True when that halts the sweep."""
+        if failure is None:
+            self.succeeded = True
             return False
-        self.stopped = shared(self.ended)
-        return self.stopped is not None
+        if self.succeeded or len(self.failures) == FIRST_TRIALS:
+            return False
+        self.failures.append(failure)
+        if len(self.failures) == FIRST_TRIALS:
+            self.stopped = shared(self.failures)
+        return self.halted is not None
 
 
 @dataclass
@@ -189,11 +200,11 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
     slots: list[Slot] = list(groups)
     slot_lock = threading.Lock()
     tell_lock = threading.Lock()
-    first = FirstTrials()
+    first = FirstTrials(succeeded_before=any(t.state != optuna.trial.TrialState.FAIL for t in done))
 
     def one_trial(_: int) -> None:
         raise_if_pending()  # Ctrl-C came while this trial waited for a slot: never start it
-        if first.stopped:
+        if first.halted:
             return
         with tell_lock:
             trial = study.ask()
@@ -231,9 +242,9 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
                            f"{sweep_id}-t{t.number}")
                for t in study.trials]
     write_results(results, sweep, run_dir)
-    if first.stopped:
+    if first.halted:
         raise SweepStopped(f"sweep {sweep_id}: its first {FIRST_TRIALS} trials all failed with "
-                           f"{first.stopped.describe()}; the others would too (results in {run_dir})")
+                           f"{first.halted.describe()}; the others would too (results in {run_dir})")
     return results
 
 
