@@ -31,6 +31,7 @@ class AttemptStops:
         self.causes: dict[str, str] = {}
         self.permanent: tuple[str, int] | None = None  # the first node with a permanent exit code
         self.unfixable: Failure | None = None
+        self.final: str | None = None  # why no recovery or rerun may follow (node: cause)
         self._lock = threading.Lock()
 
     def worker_exited(self, node: str, code: int) -> None:
@@ -62,15 +63,19 @@ class AttemptStops:
             self.causes[node] = why
             if permanent is not None and self.permanent is None:
                 self.permanent = (node, permanent)
+                self.final = self.final or f"permanent exit code {permanent} on {node}"
             if unfixable is not None and self.unfixable is None:
                 self.unfixable = unfixable
+                self.final = self.final or f"{node}: {why}"
         self.end()
 
-    def why(self) -> str | None:
-        """What trainctl says as it stops the others (None: no stop of its own)."""
-        if self.permanent:
-            node, code = self.permanent
-            return f"permanent exit code {code} on {node}"
+    def why(self, preempted: list[str]) -> str:
+        """What trainctl says as it stops the others: a failure nothing may follow, else a
+        preemption (a recovery follows), else a failure torchrun could not restart."""
+        if self.final:
+            return self.final
+        if preempted:
+            return f"{', '.join(preempted)} preempted"
         with self._lock:
             first = next(iter(self.causes.items()), None)
-        return None if first is None else f"{first[0]}: {first[1]}"
+        return "a node failed" if first is None else f"{first[0]}: {first[1]}"

@@ -439,8 +439,10 @@ class LinePrinter:
     def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome,
                  on_worker_exit: Callable[[int], None] = lambda code: None,
                  direct_rank: int | None = None, quiet: threading.Event | None = None,
-                 on_agent_change: Callable[[], None] = lambda: None):
+                 on_agent_change: Callable[[], None] | None = None):
         self.on_worker_exit = on_worker_exit
+        # A torchrun agent's stream: its INFO lines are for the log and its state only (another
+        # program's glog-style INFO lines, an `exec`'s, are shown as they are).
         self.on_agent_change = on_agent_change
         # Once set, torchrun's own lines go to the log only: once trainctl stops the run (a
         # cancel, a failure or preemption elsewhere) they are its shutdown traceback, not news.
@@ -479,7 +481,7 @@ class LinePrinter:
         state = torchrun_agents.state_after(line)
         if state is not None:
             self.outcome.agent_state = state
-        if torchrun_agents.is_info(line):  # for the log and the agent's state only
+        if self.on_agent_change is not None and torchrun_agents.is_info(line):
             if state is not None:
                 self.on_agent_change()
             return
@@ -932,7 +934,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         direct = not uses_torchrun(node, spec, inventory)
         printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
                               direct_rank=node.rank if direct else None, quiet=stopping,
-                              on_agent_change=stops.agents_changed)
+                              on_agent_change=None if direct else stops.agents_changed)
         done = threading.Event()
         try:
             reached: Inventory | None = inventory
@@ -999,9 +1001,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             if first_failure.wait(0.2):
                 stopping.set()
                 lost = [o.node for o in outcomes.values() if o.preempted]
-                why = stops.why() or (f"{', '.join(lost)} preempted" if lost else "a node failed")
-                echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
-                if lost and not stops.causes:
+                echo(f"[trainctl] {stops.why(lost)}: stopping run {spec.run_id} on the others")
+                if lost and not stops.final:
                     on_lost(sorted(lost))
                 _stop_until_ended(inventory, spec.run_id, nodes, futures, frozenset(lost))
                 break
