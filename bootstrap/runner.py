@@ -12,7 +12,6 @@ import codecs
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import IO, Callable
 from bootstrap.plan import (BASE_DIFFERS, MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, check_inputs,
                             delta_sync_command, parse_fingerprints, plan, record_fingerprint, rsync_argv, seed_argv,
                             tree_digest, tree_listing)
-from bootstrap.remote_stop import marked, stop_marked
+from bootstrap.remote_stop import INTERRUPT_GRACE_SECONDS, Interrupt, marked, stop_marked
 from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache
 from infra.errors import RemoteError
@@ -37,10 +36,6 @@ DEFAULT_CONCURRENCY = 32
 RSYNC_RETRIES = 3
 REBOOT_EXIT = 75  # the drivers step asks for a reboot (kernel module) and is rerun after it
 FAILED_FILE = "failed-nodes.json"
-STEP_MARKER = "TRAINCTL_BOOTSTRAP"
-# An interrupted step's processes get this long to leave after SIGTERM: an interrupt is meant
-# to stop the work, not to let it finish.
-INTERRUPT_GRACE_SECONDS = 1.0
 
 Reporter = Callable[..., None]
 
@@ -186,33 +181,6 @@ class SyncedNodes:
         """Nodes that were replaced: their disks are new."""
         for node in nodes:
             (self.directory / node).unlink(missing_ok=True)
-
-
-class Interrupt:
-    """What an interrupted bootstrap stops: every node's remote step, process tree and all,
-    found on its node by this bootstrap's marker. Nodes start no further step, and report the
-    one cut short as interrupted."""
-
-    def __init__(self) -> None:
-        self.marker = f"{STEP_MARKER}={secrets.token_hex(8)}"
-        self.event = threading.Event()
-        self.runners: list[NodeRunner] = []
-        self.lock = threading.Lock()
-
-    def join(self, runner: NodeRunner) -> None:
-        with self.lock:
-            self.runners.append(runner)
-
-    def fire(self) -> None:
-        """Stop the steps in flight on every node at once; returns when they are stopped."""
-        self.event.set()
-        with self.lock:
-            runners = list(self.runners)
-        threads = [threading.Thread(target=r.stop_steps, args=(self.marker,), daemon=True) for r in runners]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=INTERRUPT_GRACE_SECONDS + 10)
 
 
 class NodeRunner:
