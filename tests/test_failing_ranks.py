@@ -17,35 +17,13 @@ import pytest
 
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
+from conftest import REPO
 from trainctl.launch import LaunchResult, LaunchSpec, launch
 
 pytestmark = pytest.mark.e2e
 
-SCRIPTS = {
-    "exit_on_rank1.py": """
-import os, sys
-print("rank", os.environ["RANK"], "working", flush=True)
-sys.exit(1 if os.environ["RANK"] == "1" else 0)
-""",
-    # The others finish; rank 1 dies of SIGABRT as its interpreter exits (as gloo's worker
-    # thread racing interpreter shutdown does, here every time).
-    "abort_at_exit.py": """
-import atexit, os, time
-import torch.distributed as dist
-dist.init_process_group("gloo")
-dist.barrier()
-print("rank", dist.get_rank(), "done", flush=True)
-dist.destroy_process_group()
-if os.environ["RANK"] == "1":
-    time.sleep(1)
-    atexit.register(os.abort)
-""",
-    "missing_module.py": """
-import os
-print("rank", os.environ["RANK"], "importing", flush=True)
-import tensorflow_datasets_nosuch
-""",
-}
+# Scripts as users write them, with their requirements.
+SCRIPTS = REPO / "examples" / "failing-ranks"
 # Only keeps a broken build from hanging: before the fix each attempt took 300 s.
 GUARD_SECONDS = 240
 WORKER_FAILED = re.compile(r"^\[node\d\] .*failed \(exitcode: -?\d+\)")
@@ -54,13 +32,8 @@ STOPPED = re.compile(r"^\[trainctl\] .*: stopping run ")
 
 @pytest.fixture
 def stack_with_scripts(local_stack, tmp_path):
-    code = tmp_path / "code"
-    code.mkdir()
-    for name, text in SCRIPTS.items():
-        (code / name).write_text(text)
-    (code / "requirements.txt").write_text("torch==2.13.0\nnumpy>=1.26\n")
     inventory = local_stack("failrank", nodes=2)
-    bootstrap(inventory, BootstrapSpec(code_dir=str(code), requirements="requirements.txt"), tmp_path / "boot")
+    bootstrap(inventory, BootstrapSpec(code_dir=str(SCRIPTS), requirements="requirements.txt"), tmp_path / "boot")
     return inventory
 
 
@@ -117,7 +90,7 @@ def test_a_rank_that_aborts_at_exit_after_the_others_finished_is_rerun_at_once(s
     lines = [line for _, line in seen]
     print("reaction delays per attempt (s):", reaction_delays(seen))
     assert not result.ok and result.attempts == 2
-    assert sum("[node1 r1]:rank 1 done" in line for line in lines) == 2  # its work was done each time
+    assert sum("[node1 r1]:rank 1 leaving" in line for line in lines) == 2  # its work was done each time
     assert sum(line.startswith("[trainctl] node1: its worker ended (killed by SIGABRT) after node0 finished")
                for line in lines) == 2, lines
     assert "[trainctl] job failed; rerun 1/1 from the latest checkpoint" in lines
@@ -128,9 +101,7 @@ def test_a_missing_module_is_neither_restarted_nor_rerun_and_is_named(stack_with
     result, seen = launched(stack_with_scripts, tmp_path, "missing_module.py", max_restarts=5, job_retries=3)
     lines = [line for _, line in seen]
     assert not result.ok and result.attempts == 1
-    tracebacks = [line for line in lines if line.endswith("ModuleNotFoundError: No module named "
-                                                          "'tensorflow_datasets_nosuch'")]
+    tracebacks = [line for line in lines if line.endswith("ModuleNotFoundError: No module named 'wandb'")]
     assert len(tracebacks) == 2  # one per rank: torchrun restarted nothing
-    assert "[trainctl] no retry can fix ModuleNotFoundError: No module named 'tensorflow_datasets_nosuch': " \
-           "no rerun" in lines
-    assert "module tensorflow_datasets_nosuch is not installed on the nodes" in result.describe_failures()
+    assert "[trainctl] no retry can fix ModuleNotFoundError: No module named 'wandb': no rerun" in lines
+    assert "module wandb is not installed on the nodes" in result.describe_failures()
