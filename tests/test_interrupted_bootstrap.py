@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import Streamed
+from conftest import Streamed, trainctl
 
 pytestmark = pytest.mark.e2e
 
@@ -25,6 +25,7 @@ def running(args: str) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_interrupt_stops_the_remote_step_in_flight_and_calls_it_interrupted(sig, local_stack, tmp_path):
     local_stack("bootsig", nodes=1)
+    assert trainctl("init", str(tmp_path)).returncode == 0  # the user's project: its runs/ are kept there
     code = tmp_path / "code"
     code.mkdir()
     (code / "train.py").write_text("print('hello')\n")

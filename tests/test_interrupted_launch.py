@@ -39,6 +39,7 @@ def test_a_signal_to_launch_stops_the_job_everywhere_and_marks_it_interrupted(si
     (code / "requirements.txt").write_text("torch==2.13.0\nnumpy>=1.26\n")
     inventory = local_stack("sigterm", nodes=2)
     bootstrap(inventory, BootstrapSpec(code_dir=str(code), requirements="requirements.txt"), tmp_path / "boot")
+    assert trainctl("init", str(tmp_path)).returncode == 0  # the user's project: its runs/ are kept there
     run_id = f"term-{sig.name.lower()}"
     launch = Streamed("launch", "--stack", "sigterm", "--run-id", run_id, "--", "bash", "-c", TICKS, cwd=tmp_path)
     launch.wait_for(r"\[node1 r1\]:tick 2")
@@ -48,6 +49,6 @@ def test_a_signal_to_launch_stops_the_job_everywhere_and_marks_it_interrupted(si
     assert launch.proc.returncode == 130, output[-2000:]
     assert f"[trainctl] interrupted: stopping run {run_id} on every node" in output
     assert processes_of(run_id) == []
-    status = trainctl("status", "--run", run_id, "--runs-dir", str(tmp_path / "runs"))
+    status = trainctl("status", "--run", run_id, cwd=tmp_path)
     outcome = json.loads(status.stdout)
     assert outcome["ok"] is False and outcome["interrupted"] == f"signal {sig.name}", outcome
