@@ -25,6 +25,7 @@ from typing import IO, Callable
 from bootstrap.plan import (BASE_DIFFERS, MAX_DRIVER_REBOOTS, BootstrapSpec, NodePlan, Step, check_inputs,
                             delta_sync_command, parse_fingerprints, plan, record_fingerprint, rsync_argv, seed_argv,
                             tree_digest, tree_listing)
+from bootstrap.remote_stop import INTERRUPT_GRACE_SECONDS, Interrupt, marked, stop_marked
 from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache
 from infra.errors import RemoteError
@@ -200,7 +201,10 @@ class SyncedNodes:
 class NodeRunner:
     def __init__(self, inventory: Inventory, node: Node, plans: Future[Plans], log: IO[str], report: Reporter,
                  ready_timeout: float, prefetched: Future | None,
-                 synced: SyncedNodes | None = None, early_sync: Future[tuple[int, str]] | None = None) -> None:
+                 synced: SyncedNodes | None = None, early_sync: Future[tuple[int, str]] | None = None,
+                 interrupt: Interrupt | None = None) -> None:
+        self.interrupt = interrupt or Interrupt()
+        self.interrupt.join(self)
         self.plans = plans
         self.trees: TreeSource | None = None
         self.synced = synced
@@ -228,7 +232,7 @@ class NodeRunner:
         channel = self.conn.transport.open_session()
         try:
             channel.set_combine_stderr(True)
-            channel.exec_command(command)
+            self._start(channel, command)
             while chunk := channel.recv(65536):
                 tee.write(decode(chunk))
             tee.write(decode(b"", final=True))
@@ -239,6 +243,30 @@ class NodeRunner:
     def connect(self) -> None:
         self.conn = open_connection(self.inventory, self.node,
                                     deadline=time.monotonic() + self.ready_timeout)
+
+    def _start(self, channel, command: str) -> None:
+        """Start a step's command, marked as this bootstrap's; never once it is interrupted (an
+        interrupt that came while it started stops it too)."""
+        if self.interrupt.event.is_set():
+            raise StepFailed(None, "interrupted")
+        channel.exec_command(marked(command, self.interrupt.marker))
+        if self.interrupt.event.is_set():
+            self.stop_steps(self.interrupt.marker)
+
+    def stop_steps(self, marker: str) -> None:
+        """End this bootstrap's processes on the node (the SSH session's end would not)."""
+        transport = self.conn.transport if self.conn is not None else None
+        if transport is None or not transport.is_active():
+            return  # never connected, or the node is gone: nothing runs there for us
+        try:
+            channel = transport.open_session(timeout=5)
+            try:
+                channel.exec_command(stop_marked(marker, INTERRUPT_GRACE_SECONDS))
+                channel.recv_exit_status()
+            finally:
+                channel.close()
+        except Exception as exc:  # the node is unreachable: its step ends with its session
+            self.log.write(f"stopping the step failed: {type(exc).__name__}: {exc}\n")
 
     def unchanged(self, step: Step) -> bool:
         return (step.fingerprint is not None and step.name not in self.plan.forced
@@ -370,7 +398,7 @@ class NodeRunner:
         assert self.conn is not None and self.conn.transport is not None
         channel = self.conn.transport.open_session()
         try:
-            channel.exec_command(command)
+            self._start(channel, command)
             channel.sendall(data)
             channel.shutdown_write()
             errors = channel.makefile_stderr("rb").read().decode(errors="replace")
@@ -395,6 +423,8 @@ class NodeRunner:
             plans = self.plans.result()
             self.plan, self.trees = plans.by_node[self.node.name], plans.trees
             for step in self.plan.steps:
+                if self.interrupt.event.is_set():
+                    return
                 self.report(self.node.name, step.name, "running")
                 self.log.write(f"--- {step.name}\n")
                 self.log.flush()
@@ -405,6 +435,10 @@ class NodeRunner:
                 except Exception as exc:  # refused host key, timeout, connection lost
                     self.log.write(f"error: {type(exc).__name__}: {exc}\n")
                     result.failed_step, result.error = step.name, f"{type(exc).__name__}: {exc}"
+                if result.failed_step and self.interrupt.event.is_set():
+                    result.statuses[step.name] = result.error = "interrupted"
+                    self.report(self.node.name, step.name, "interrupted")
+                    return
                 if result.failed_step:
                     result.statuses[step.name] = "failed"
                     detail = f"exit {result.exit_code}" if result.exit_code is not None else result.error
@@ -433,13 +467,13 @@ class Plans:
 
 def run_node(inventory: Inventory, node: Node, plans: Future[Plans], log_dir: Path, report: Reporter = no_report,
              ready_timeout: float = 300.0, prefetched: Future | None = None, synced: SyncedNodes | None = None,
-             early_sync: Future[tuple[int, str]] | None = None) -> NodeResult:
+             early_sync: Future[tuple[int, str]] | None = None, interrupt: Interrupt | None = None) -> NodeResult:
     log_path = log_dir / f"{node.name}.log"
     result = NodeResult(node.name, log_path=log_path)
     with open(log_path, "a") as log:
         log.write(f"=== bootstrap {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
         NodeRunner(inventory, node, plans, log, report, ready_timeout, prefetched,
-                   synced, early_sync).run(result)
+                   synced, early_sync, interrupt).run(result)
     return result
 
 
@@ -497,10 +531,14 @@ def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
         # Nodes connect while the tree is listed: the listing is the plan's sync fingerprint,
         # and no node needs it before `ready` has answered.
         planned = pool.submit(plans)
-        results = list(pool.map(
-            lambda node: run_node(inventory, node, planned, log_dir, report, spec.ready_timeout, prefetched,
-                                  synced, early.get(node.name)),
-            selected))
+        interrupt = Interrupt()
+        running = [pool.submit(run_node, inventory, node, planned, log_dir, report, spec.ready_timeout,
+                               prefetched, synced, early.get(node.name), interrupt) for node in selected]
+        try:
+            results = [f.result() for f in running]
+        except BaseException:  # Ctrl-C, SIGTERM: the nodes' steps stop now, not when they are done
+            interrupt.fire()
+            raise
     failures = [r for r in results if not r.ok]
     (log_dir / FAILED_FILE).write_text(json.dumps([f.node for f in failures]))
     if failures:

@@ -96,3 +96,19 @@ def test_a_preempted_pod_is_replaced_without_spending_the_restart_budget(k8s, tm
     assert any("was disrupted (PreemptionByScheduler); replaced without spending a restart" in line
                for line in echoed)
 
+
+
+def test_a_failure_no_retry_can_fix_is_not_rerun_and_says_why(k8s, tmp_path):
+    import subprocess
+    import sys
+
+    died = subprocess.run([sys.executable, "-c", "import tensorflow_datasets_nosuch"], capture_output=True,
+                          text=True)
+    traceback = tuple(died.stderr.splitlines())  # as the pod's program prints it
+    k8s.script = lambda attempt, index, try_: PodRun(lines=traceback, exit_code=1) if index == 1 else RUNNING
+    result, echoed = launch_job(k8s, tmp_path, max_restarts=0, job_retries=3)
+    assert not result.ok and result.attempts == 1 and jobs_created(k8s) == 1
+    assert "[trainctl] no retry can fix ModuleNotFoundError: No module named 'tensorflow_datasets_nosuch': " \
+           "no rerun" in echoed
+    assert "module tensorflow_datasets_nosuch is not installed on the nodes" in result.describe_failures()
+    assert k8s.names("jobs") == [] and k8s.refused() == []

@@ -300,7 +300,10 @@ def bootstrap(
                 if step.instead:
                     out(f"[{step.name}] instead, {step.instead}")
         return
-    with NodeBoard(f"bootstrap {stack}", [n.name for n in selected], _steps(bool(spec.setup), spec.image is not None)) as board:
+    from trainctl.interrupts import signals_as_interrupt
+
+    with signals_as_interrupt(), NodeBoard(f"bootstrap {stack}", [n.name for n in selected],
+                                           _steps(bool(spec.setup), spec.image is not None)) as board:
         run_bootstrap(inventory, spec, log_dir, nodes=[n.name for n in selected],
                       concurrency=concurrency, report=board)
     say(f"[green]bootstrap done[/] (logs: {log_dir})")
@@ -364,7 +367,10 @@ def launch(
         return
     log_dir = runs_root() / rid / "logs" / "launch"
     say(f"run {rid} on {cluster.node_count} node(s) of stack {stack} ({inventory.target}); logs in {log_dir}")
-    result = launcher.run(cluster, inventory, spec, log_dir, out)
+    from trainctl.interrupts import signals_as_interrupt
+
+    with signals_as_interrupt():  # SIGTERM too stops the job on every node
+        result = launcher.run(cluster, inventory, spec, log_dir, out)
     if not result.ok:
         fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)

@@ -151,6 +151,10 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
                 echo(f"[trainctl] exit code {result.permanent_failure or sorted(result.worker_exit_codes())} "
                      "is permanent: no retry")
                 break
+            failure = result.failure()
+            if failure is not None and failure.unfixable:
+                echo(f"[trainctl] no retry can fix {failure.error}: no rerun")
+                break
             attempt += 1
             echo(f"[trainctl] job failed; rerun {attempt}/{spec.job_retries} from the latest checkpoint")
             kube.delete_job(job_name, DELETE_WAIT_SECONDS, poll)

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bootstrap import containers
 from bootstrap.plan import node_paths
+from bootstrap.remote_stop import stop_marked
 from infra import catalog
 from bootstrap.ssh import join, open_connection, shell_env
 from infra.accelerator import Tpu
@@ -42,9 +43,12 @@ from infra.errors import CapacityUnavailable, ConfigError
 from infra.inventory import Inventory, Node
 from infra.spec import POOL_ORDER, Role
 from infra.stack_home import stack_still_up
+from trainctl.attempt_stops import AttemptStops
+from trainctl.failures import Failure, classify
 from trainctl.restart_policy import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.run_logs import RESULT_FILE
 from trainctl.interrupts import raise_if_pending
+from trainctl import torchrun_agents
 
 STOP_GRACE_SECONDS = 5
 HEARTBEAT_SECONDS = 3.0
@@ -57,8 +61,6 @@ RESTOP_SECONDS = 2.0
 # when the recreation fails or the run ends (its TTL, an interrupt).
 JOINERS_TIMEOUT_SECONDS = 24 * 3600
 EXITCODE_RE = re.compile(r"exitcode\s*:\s*(-?\d+)")
-# torchrun's agent logs every worker exit like this, before it decides to restart the group.
-WORKER_EXIT_RE = re.compile(r"failed \(exitcode: (-?\d+)\)")
 # A program's progress as it prints it ("... step 230 ..."), and where a resumed one starts
 # ("resumed from ... step 230"): what a recovery redid, for programs that say so.
 STEP_RE = re.compile(r"\bstep (\d+)\b")
@@ -296,6 +298,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     if tpu_type(node) is None:
         env["CLUSTER_SPEC"] = json.dumps(cluster_spec(inventory, node), separators=(",", ":"))
     if uses_torchrun(node, spec, inventory):
+        env["LOGLEVEL"] = torchrun_agents.agent_log_level(spec.env)  # its groups' starts and ends
         argv = torchrun_args(inventory, node, spec, attempt, joiners)
     else:
         del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
@@ -319,16 +322,7 @@ def stop_command(run_id: str, grace: float = STOP_GRACE_SECONDS) -> str:
     (`python .../torchrun`) is not waited for once the rest are gone: it has nothing to save,
     and its own shutdown took 0.5-0.9 s here, which the survivors of a preemption waited on
     before they could start again."""
-    marker = shlex.quote(f"TRAINCTL_RUN_ID={run_id}")
-    scan = ("for p in /proc/[0-9]*; do "
-            f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx {marker}; then "
-            "{action}; fi; done")
-    not_agent = "case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in *'/torchrun '*) ;; *) left=1;; esac"
-    left = "left=0; " + scan.format(action=not_agent) + '; [ "$left" = 1 ]'
-    polls = int(grace / 0.1)
-    return (f"{scan.format(action='kill -TERM ${p#/proc/} 2>/dev/null')}; "
-            f"i=0; while [ $i -lt {polls} ] && {{ {left}; }}; do sleep 0.1; i=$((i+1)); done; "
-            f"{scan.format(action='kill -KILL ${p#/proc/} 2>/dev/null')}; true")
+    return stop_marked(f"TRAINCTL_RUN_ID={run_id}", grace, unwaited="*'/torchrun '*")
 
 
 def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0, joiners: bool = False) -> dict[str, str]:
@@ -364,6 +358,8 @@ class NodeOutcome:
     preempted: bool = False  # its VM was reclaimed (spot): not the program's fault
     lost_at: float | None = None  # when trainctl learnt it was preempted (time.time())
     last_step: int | None = None  # the furthest step its program printed
+    agent_state: torchrun_agents.AgentState | None = None  # its torchrun agent's, as it logged it
+    worker_exit_code: int | None = None  # its program's last exit code (torchrun's agent: a worker's)
     resumed_step: int | None = None  # the step its program said it resumed from
     worker_tail: deque[str] = field(default_factory=lambda: deque(maxlen=10))  # the program's
     agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=25))  # torchrun's
@@ -411,10 +407,16 @@ class LaunchResult:
         """The nodes that caused the failure (not those stopped because of it)."""
         return [o for o in self.outcomes if o.exit_code != 0 and not o.collateral and not o.released]
 
+    def failure(self) -> Failure | None:
+        """What failed, as the programs showed it: the first failure no retry can fix, else the
+        first failed node's (None: nothing failed)."""
+        found = [failure_of(o) for o in self.failures()]
+        return next((f for f in found if f.unfixable), found[0] if found else None)
+
     def describe_failures(self) -> str:
         lines = []
         for o in self.failures():
-            why = o.error or f"exit code {o.exit_code}"
+            why = o.error or failure_of(o).describe()
             lines.append(f"{o.node} (rank {o.rank}) failed: {why}; last lines of its program:")
             lines.extend(f"    {line}" for line in o.worker_tail)
             if o.agent_tail:
@@ -423,14 +425,25 @@ class LaunchResult:
         return "\n".join(lines)
 
 
+def failure_of(outcome: NodeOutcome) -> Failure:
+    if outcome.worker_exit_code is None and outcome.error:  # lost, or never ran its program
+        return Failure(outcome.error)
+    code = outcome.exit_code if outcome.worker_exit_code is None else outcome.worker_exit_code
+    return classify(outcome.worker_tail, code)
+
+
 class LinePrinter:
     """Splits a node's stream into lines, prefixes lines torchrun did not prefix, and keeps
     the node's log file and its last lines for error reports."""
 
     def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome,
                  on_worker_exit: Callable[[int], None] = lambda code: None,
-                 direct_rank: int | None = None, quiet: threading.Event | None = None):
+                 direct_rank: int | None = None, quiet: threading.Event | None = None,
+                 on_agent_change: Callable[[], None] | None = None):
         self.on_worker_exit = on_worker_exit
+        # A torchrun agent's stream: its INFO lines are for the log and its state only (another
+        # program's glog-style INFO lines, an `exec`'s, are shown as they are).
+        self.on_agent_change = on_agent_change
         # Once set, torchrun's own lines go to the log only: once trainctl stops the run (a
         # cancel, a failure or preemption elsewhere) they are its shutdown traceback, not news.
         self.quiet = quiet
@@ -457,15 +470,27 @@ class LinePrinter:
         from_worker = line.startswith(f"[{self.node} ")
         shown = line if from_worker else f"[{self.node}] {line}"
         self.log.write(shown + "\n")
-        (self.outcome.worker_tail if from_worker else self.outcome.agent_tail).append(shown)
-        if from_worker or self.quiet is None or not self.quiet.is_set():
-            self.echo(shown)
         if from_worker:
+            self.outcome.worker_tail.append(shown)
+            self.echo(shown)
             self._progress(line)
-        if not from_worker:
-            match = WORKER_EXIT_RE.search(line)
-            if match:
-                self.on_worker_exit(int(match.group(1)))
+        else:
+            self._agent_line(line, shown)
+
+    def _agent_line(self, line: str, shown: str) -> None:
+        state = torchrun_agents.state_after(line)
+        if state is not None:
+            self.outcome.agent_state = state
+        if self.on_agent_change is not None and torchrun_agents.is_info(line):
+            if state is not None:
+                self.on_agent_change()
+            return
+        self.outcome.agent_tail.append(shown)
+        if self.quiet is None or not self.quiet.is_set():
+            self.echo(shown)
+        match = torchrun_agents.WORKER_EXIT_RE.search(line)
+        if match:
+            self.on_worker_exit(int(match.group(1)))
 
     def _progress(self, line: str) -> None:
         resumed = RESUMED_RE.search(line)
@@ -750,6 +775,9 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     try:
         return _launch_until_done(inventory, spec, log_dir, echo, cancel, recovery, recoveries,
                                   recreating, on_lost, recover)
+    except KeyboardInterrupt as exc:  # stopped everywhere (launch_once): say so, not "running"
+        write_interrupted(log_dir, spec.run_id, str(exc) or "interrupted")
+        raise
     finally:
         background.shutdown(wait=True, cancel_futures=True)
 
@@ -806,13 +834,7 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
             pending = record, started
             for joined in set(joining.values()):  # every node runs again once they have joined
                 joined.add_done_callback(record.joined)
-        elif reruns >= spec.job_retries:
-            break
-        elif result.permanent(spec.permanent_exit_codes):
-            echo(f"[trainctl] exit code {sorted(result.worker_exit_codes())} is permanent: no retry")
-            break
-        elif not stack_still_up(inventory.stack):
-            echo(f"[trainctl] stack {inventory.stack} was taken down: no retry")
+        elif reruns >= spec.job_retries or rerun_refused(result, spec, inventory.stack, echo):
             break
         else:
             reruns += 1
@@ -832,6 +854,22 @@ def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, ec
     return result
 
 
+def rerun_refused(result: LaunchResult, spec: LaunchSpec, stack: str, echo: Callable[[str], None]) -> bool:
+    """Whether a failed job must not be rerun (said why): a permanent exit code, a failure no
+    retry can fix, or a stack that is gone."""
+    failure = result.failure()
+    if result.permanent(spec.permanent_exit_codes):
+        echo(f"[trainctl] exit code {result.permanent_failure or sorted(result.worker_exit_codes())} "
+             "is permanent: no retry")
+    elif failure is not None and failure.unfixable:
+        echo(f"[trainctl] no retry can fix {failure.error}: no rerun")
+    elif not stack_still_up(stack):
+        echo(f"[trainctl] stack {stack} was taken down: no retry")
+    else:
+        return False
+    return True
+
+
 NOT_STARTED = "not started: the run was stopping"
 
 
@@ -844,6 +882,12 @@ def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Invento
         except FutureTimeout:
             continue
     return None
+
+
+def write_interrupted(log_dir: Path, run_id: str, why: str) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / RESULT_FILE).write_text(json.dumps({"run_id": run_id, "ok": False, "interrupted": why},
+                                                  indent=2))
 
 
 def write_result(log_dir: Path, result: LaunchResult) -> None:
@@ -876,20 +920,21 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     chief_done = threading.Event()
     chief = members(inventory, "chief")[0].name if members(inventory, "chief") else None
     serving = [n for n in servers(inventory) if n.name in commands]
-    permanent: list[tuple[str, int]] = []
+    # torchrun would restart the group: not after a permanent error, one no retry can fix, or
+    # once other nodes' groups have finished (their agents never join its new rendezvous)
+    stops = AttemptStops(outcomes, spec.permanent_exit_codes, first_failure.set)
 
     def run_on(node: Node) -> None:
         outcome = outcomes[node.name]
 
         def worker_exit(code: int) -> None:
-            # torchrun would restart the group; a permanent error must not be retried at all.
-            if code in spec.permanent_exit_codes and not stopping.is_set():
-                permanent.append((node.name, code))
-                first_failure.set()
+            if not stopping.is_set():
+                stops.worker_exited(node.name, code)
 
         direct = not uses_torchrun(node, spec, inventory)
         printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
-                              direct_rank=node.rank if direct else None, quiet=stopping)
+                              direct_rank=node.rank if direct else None, quiet=stopping,
+                              on_agent_change=None if direct else stops.agents_changed)
         done = threading.Event()
         try:
             reached: Inventory | None = inventory
@@ -932,7 +977,7 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         if outcome.exit_code != 0 and not outcome.released:
             if outcome.preempted:
                 first_failure.set()
-            elif stopping.is_set() and not any(name == node.name for name, _ in permanent):
+            elif stopping.is_set() and node.name not in stops.causes:
                 outcome.collateral = True
             else:
                 first_failure.set()
@@ -956,10 +1001,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             if first_failure.wait(0.2):
                 stopping.set()
                 lost = [o.node for o in outcomes.values() if o.preempted]
-                why = (f"permanent exit code {permanent[0][1]} on {permanent[0][0]}" if permanent
-                       else f"{', '.join(lost)} preempted" if lost else "a node failed")
-                echo(f"[trainctl] {why}: stopping run {spec.run_id} on the others")
-                if lost and not permanent:
+                echo(f"[trainctl] {stops.why(lost)}: stopping run {spec.run_id} on the others")
+                if lost and not stops.final:
                     on_lost(sorted(lost))
                 _stop_until_ended(inventory, spec.run_id, nodes, futures, frozenset(lost))
                 break
@@ -971,8 +1014,8 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     finally:
         pool.shutdown(wait=True)
     result = LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank),
-                          permanent_failure=permanent[0][1] if permanent else None,
+                          permanent_failure=stops.permanent[1] if stops.permanent else None,
                           cancelled=cancel is not None and cancel.is_set())
-    for name, code in permanent:
-        outcomes[name].error = f"permanent error: its program exited with code {code}"
+    for name, why in stops.causes.items():
+        outcomes[name].error = why
     return result

@@ -24,7 +24,7 @@ console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty(
 BOARD_DETAIL_CHARS = 120
 
 STYLE = {"waiting": "dim", "running": "yellow", "done": "green", "skipped": "cyan",
-         "failed": "bold red", "not needed": "cyan"}
+         "failed": "bold red", "not needed": "cyan", "interrupted": "yellow"}
 
 
 class NodeBoard:

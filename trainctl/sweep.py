@@ -8,6 +8,7 @@ The study lives in runs/<sweep-id>/optuna.db: an interrupted sweep resumes where
 and trials that crashed are recorded as failed while the sweep goes on. A trial that did not end
 by itself (Ctrl-C stopped it, or the controller died under it) is recorded as interrupted and its
 hyperparameters are queued to run again, so a resumed sweep neither redoes nor loses a trial.
+When the first trials a sweep runs all fail the same way, it starts no more: the others would too.
 """
 
 from __future__ import annotations
@@ -24,17 +25,53 @@ from typing import Any, Callable
 
 import optuna
 
+from infra.errors import RemoteError
 from infra.inventory import Inventory
 from infra.spec import ClusterSpec
 from trainctl.collect import (bucket_fs, collect, draw_safely, new_figure, save_figure,
                               takes_turns)
 from trainctl.experiment_spec import Parameter, SweepSection
+from trainctl.failures import Failure, shared
 from trainctl.interrupts import raise_if_pending
 from trainctl.launch import LaunchSpec, hypertune_file, job_dir, members
 from trainctl.launchers import Launcher, Slot
 
 POLL_SECONDS = 2.0
 RETRY_OF = "retry_of"  # user attribute of a queued trial: the number of the one it replaces
+# A sweep whose first trials (in this run of it) all failed the same way starts no more.
+FIRST_TRIALS = 3
+
+
+class SweepStopped(RemoteError):
+    title = "sweep stopped"
+
+
+class FirstTrials:
+    """How the trials of this run of a sweep end (a resumed sweep may have been fixed): once
+    FIRST_TRIALS have failed the same way and none of the sweep's trials ever succeeded (or was
+    pruned, which needs its reports), `halted` is that failure: no further trial starts. A
+    failure that depends on the parameters lets some trial succeed, which keeps the sweep going."""
+
+    def __init__(self, succeeded_before: bool) -> None:
+        self.failures: list[Failure] = []
+        self.succeeded = succeeded_before
+        self.stopped: Failure | None = None
+
+    @property
+    def halted(self) -> Failure | None:
+        return None if self.succeeded else self.stopped
+
+    def record(self, failure: Failure | None) -> bool:
+        """A trial ended (`failure` None: it did not fail); True when that halts the sweep."""
+        if failure is None:
+            self.succeeded = True
+            return False
+        if self.succeeded or len(self.failures) == FIRST_TRIALS:
+            return False
+        self.failures.append(failure)
+        if len(self.failures) == FIRST_TRIALS:
+            self.stopped = shared(self.failures)
+        return self.halted is not None
 
 
 @dataclass
@@ -163,9 +200,12 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
     slots: list[Slot] = list(groups)
     slot_lock = threading.Lock()
     tell_lock = threading.Lock()
+    first = FirstTrials(succeeded_before=any(t.state != optuna.trial.TrialState.FAIL for t in done))
 
     def one_trial(_: int) -> None:
         raise_if_pending()  # Ctrl-C came while this trial waited for a slot: never start it
+        if first.halted:
+            return
         with tell_lock:
             trial = study.ask()
             params = {p.name: suggest(trial, p) for p in sweep.parameters}
@@ -173,7 +213,7 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
             slot = slots.pop()
         group = slot[1]
         try:
-            state, value = _run_trial(launcher, slot, sweep, base, sweep_id, trial, params, run_dir, echo)
+            state, value, failure = _run_trial(launcher, slot, sweep, base, sweep_id, trial, params, run_dir, echo)
             if state == optuna.trial.TrialState.COMPLETE:
                 # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
                 collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts,
@@ -188,7 +228,11 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
                 slots.append(slot)
         with tell_lock:
             study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
-        echo(f"[sweep] trial {trial.number} {state.name.lower()}: {params} → {value}")
+            stops = first.record(failure)
+        echo(f"[sweep] trial {trial.number} {state.name.lower()}: {params} → {value}"
+             + (f" ({failure.error})" if failure else ""))
+        if stops:
+            echo(f"[sweep] its first {FIRST_TRIALS} trials failed the same way: starting no more")
 
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         list(pool.map(one_trial, range(max(0, remaining))))
@@ -198,12 +242,15 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
                            f"{sweep_id}-t{t.number}")
                for t in study.trials]
     write_results(results, sweep, run_dir)
+    if first.halted:
+        raise SweepStopped(f"sweep {sweep_id}: its first {FIRST_TRIALS} trials all failed with "
+                           f"{first.halted.describe()}; the others would too (results in {run_dir})")
     return results
 
 
 def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: LaunchSpec, sweep_id: str,
                trial: optuna.Trial, params: dict[str, Any], run_dir: Path,
-               echo: Callable[[str], None]) -> tuple[optuna.trial.TrialState, float | None]:
+               echo: Callable[[str], None]) -> tuple[optuna.trial.TrialState, float | None, Failure | None]:
     cluster, group = slot
     run_id = f"{sweep_id}-t{trial.number}"
     spec = base.model_copy(update={
@@ -236,11 +283,13 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
         finished.set()
         watcher.join()
     if pruned.is_set():
-        return optuna.trial.TrialState.PRUNED, None
+        return optuna.trial.TrialState.PRUNED, None, None
     reports = [r for r in read_reports(group, trial_dir, run_id) if r["tag"] == sweep.metric]
-    if not result.ok or not reports:
-        return optuna.trial.TrialState.FAIL, None
-    return optuna.trial.TrialState.COMPLETE, reports[-1]["value"]
+    if not result.ok:
+        return optuna.trial.TrialState.FAIL, None, result.failure() or Failure("failed")
+    if not reports:
+        return optuna.trial.TrialState.FAIL, None, Failure(f"finished without reporting {sweep.metric}")
+    return optuna.trial.TrialState.COMPLETE, reports[-1]["value"], None
 
 
 def best(results: list[TrialResult], sweep: SweepSection) -> TrialResult | None:

@@ -1,0 +1,76 @@
+"""Remote commands that can be stopped: a marker in their environment, and the shell command
+that ends every process carrying it.
+
+Closing an SSH channel does not end the command behind it (without a terminal nothing sends it
+SIGHUP), and its processes may have left the session (torchrun's workers start their own). What
+every one of them inherits is the environment, so that is where the mark goes: one scan of
+/proc finds the whole tree, on any Linux node, with nothing installed. An interrupted bootstrap
+(Interrupt) runs that scan on every node it has steps on.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+import threading
+from typing import Protocol
+
+STEP_MARKER = "TRAINCTL_BOOTSTRAP"
+# An interrupted step's processes get this long to leave after SIGTERM: an interrupt is meant
+# to stop the work, not to let it finish.
+INTERRUPT_GRACE_SECONDS = 1.0
+
+
+def marked(command: str, marker: str) -> str:
+    """`command` run by the login shell as before, with `marker` (NAME=value) in the environment
+    of that shell itself and of everything it starts."""
+    return f'export {marker}; exec "${{SHELL:-/bin/sh}}" -c {shlex.quote(command)}'
+
+
+def stop_marked(marker: str, grace: float, unwaited: str = "") -> str:
+    """Kill every process on the node whose environment holds `marker`: TERM, up to `grace`
+    seconds for them to leave, then KILL. Processes whose command line matches the shell case
+    pattern `unwaited` are not waited for (they are killed with the rest)."""
+    quoted = shlex.quote(marker)
+    scan = ("for p in /proc/[0-9]*; do "
+            f"if tr '\\0' '\\n' < $p/environ 2>/dev/null | grep -qx {quoted}; then "
+            "{action}; fi; done")
+    waited = (f"case \"$(tr '\\0' ' ' < $p/cmdline 2>/dev/null)\" in {unwaited}) ;; *) left=1;; esac"
+              if unwaited else "left=1")
+    left = "left=0; " + scan.format(action=waited) + '; [ "$left" = 1 ]'
+    polls = int(grace / 0.1)
+    return (f"{scan.format(action='kill -TERM ${p#/proc/} 2>/dev/null')}; "
+            f"i=0; while [ $i -lt {polls} ] && {{ {left}; }}; do sleep 0.1; i=$((i+1)); done; "
+            f"{scan.format(action='kill -KILL ${p#/proc/} 2>/dev/null')}; true")
+
+
+class StepsOnANode(Protocol):
+    def stop_steps(self, marker: str) -> None:
+        """Run stop_marked(marker, ...) on the node."""
+
+
+class Interrupt:
+    """What an interrupted bootstrap stops: every node's remote step, process tree and all,
+    found on its node by this bootstrap's marker. Nodes start no further step, and report the
+    one cut short as interrupted."""
+
+    def __init__(self) -> None:
+        self.marker = f"{STEP_MARKER}={secrets.token_hex(8)}"
+        self.event = threading.Event()
+        self.nodes: list[StepsOnANode] = []
+        self.lock = threading.Lock()
+
+    def join(self, node: StepsOnANode) -> None:
+        with self.lock:
+            self.nodes.append(node)
+
+    def fire(self) -> None:
+        """Stop the steps in flight on every node at once; returns when they are stopped."""
+        self.event.set()
+        with self.lock:
+            nodes = list(self.nodes)
+        threads = [threading.Thread(target=n.stop_steps, args=(self.marker,), daemon=True) for n in nodes]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=INTERRUPT_GRACE_SECONDS + 10)
