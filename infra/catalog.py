@@ -218,6 +218,18 @@ def _tpus() -> list[TpuType]:
 
 TPUS: dict[str, TpuType] = {t.name: t for t in _tpus()}
 
+def tpu_runtime_has_tensorflow(runtime: str) -> bool:
+    """TensorFlow ships only in the tpu-vm-tf-* runtimes (the -pod- ones for multi-host
+    slices); the base and v2-alpha-* runtimes have none: https://cloud.google.com/tpu/docs/runtimes"""
+    return runtime.startswith("tpu-vm-tf-")
+
+
+def tensorflow_runtimes(tpu: TpuType) -> list[str]:
+    """The TF runtimes a slice of this type can run: the -pod- ones on multi-host slices."""
+    return [r for r in tpu.runtime_versions if tpu_runtime_has_tensorflow(r)
+            and ("-pod-" in r) == tpu.multi_host]
+
+
 # The VM shapes behind TPU hosts (GKE TPU node pools' machine types), as (vCPUs, memory GB):
 # https://cloud.google.com/tpu/docs/v5e, /v6e, /v4, /v5p ("TPU VM configurations").
 TPU_HOST_MACHINES: dict[str, tuple[int, int]] = {

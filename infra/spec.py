@@ -449,6 +449,18 @@ class ClusterSpec(SpecModel):
         """Whether any node is on spot capacity (the cluster's flag, or a pool's)."""
         return self.spot or any(p.spot for p in self.pools)
 
+    def framework_problem(self, framework: str) -> str | None:
+        """Why `framework` cannot run on this cluster's nodes as declared, or None."""
+        if framework != "tensorflow" or self.tpu is None or self.kind != "tpu":
+            return None
+        tpu = catalog.TPUS[self.tpu.type]
+        runtime = self.tpu.runtime_version or tpu.runtime_versions[0]
+        if catalog.tpu_runtime_has_tensorflow(runtime):
+            return None
+        fits = catalog.tensorflow_runtimes(tpu)
+        return (f"stack {self.name}: TensorFlow needs a TPU runtime that has it, and {runtime!r} has none; "
+                f"set tpu.runtime_version to {' or '.join(repr(r) for r in fits) or 'a tpu-vm-tf-* runtime'}")
+
     def node_is_spot(self, index: int) -> bool:
         return next(view.spot for _, first, view in self.groups() if first <= index < first + view.node_count)
 

@@ -362,6 +362,9 @@ def launch(
     inventory = realizers.inventory(stack)
     launcher = launcher_for(inventory)
     cluster = realizers.spec(stack)
+    from trainctl.experiment import refuse_framework_mismatch
+
+    refuse_framework_mismatch(cluster, framework)
     if show_plan:  # exactly what `run` executes: each node's command line, or the Job's objects
         out(launcher.dryrun(cluster, inventory, spec).render())
         return

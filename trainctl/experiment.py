@@ -228,6 +228,12 @@ def refuse_workdir_artifacts_in_pods(exp: Experiment, over_ssh: bool) -> None:
                           "($AIP_MODEL_DIR, or the --job-dir argument) and name them without workdir:")
 
 
+def refuse_framework_mismatch(spec: ClusterSpec, framework: str) -> None:
+    problem = spec.framework_problem(framework)
+    if problem:
+        raise ConfigError(problem)
+
+
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board=None,
                    resume: str | None = None) -> RunReport:
@@ -239,6 +245,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                       overrides={**exp.overrides, "ephemeral": True, "ttl_hours": exp.ttl_hours})
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
+    refuse_framework_mismatch(spec, lspec.framework)
     launcher = launcher_for_cluster(spec)
     refuse_workdir_artifacts_in_pods(exp, launcher.needs_bootstrap)
     if exp.sweep:

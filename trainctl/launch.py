@@ -243,8 +243,8 @@ def tpu_env(node: Node, spec: LaunchSpec) -> dict[str, str]:
         return {"TPU_NAME": "local", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true",
                 "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
     if not node.tpu_name:
-        raise ValueError(f"{node.name} is a worker of a multi-host {tpu.name} slice but the inventory "
-                         "does not name the slice (tpu_name); run `trainctl up` again")
+        raise ConfigError(f"{node.name} is a worker of a multi-host {tpu.name} slice but the inventory "
+                          "does not name the slice (tpu_name); run `trainctl up` again")
     # The pod runtime's TF server on this worker owns libtpu; the program only connects to it.
     return {"TPU_NAME": node.tpu_name, "TPU_LOAD_LIBRARY": "0"}
 

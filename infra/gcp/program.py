@@ -79,6 +79,8 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
 # The provider reads the project through Cloud Resource Manager after enabling any service
 # (google_project_service's read: projects.get), so in a fresh project it goes first.
 RESOURCE_MANAGER_API = "cloudresourcemanager.googleapis.com"
+# Read access to TPU nodes: https://cloud.google.com/tpu/docs/tpu-iam-permissions
+TPU_VIEWER_ROLE = "roles/tpu.viewer"
 
 
 def required_apis(spec: ClusterSpec) -> list[str]:
@@ -158,6 +160,11 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
         tpu = TpuVm(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
                     metadata=ssh_metadata(spec, public_key or ""), labels=labels,
                     service_account=account.email, opts=after_apis)
+        # TensorFlow on a multi-host slice finds its workers through TPUClusterResolver, which
+        # reads the node (tpu.nodes.get) with the VMs' own account: it may read TPUs, no more.
+        gcp.projects.IAMMember(
+            f"{spec.name}-sa-tpu-viewer", project=spec.project, role=TPU_VIEWER_ROLE,
+            member=account.email.apply(lambda e: f"serviceAccount:{e}"), opts=after_apis)
         nodes = _tpu_nodes(spec, tpu)
     else:
         gke = GkeCluster(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
