@@ -165,7 +165,9 @@ def test_job_spec_options_do_not_apply_to_experiment_files(tmp_path: Path) -> No
         load_experiment(REPO / "examples" / "digits-ddp.yaml", requirements="other.txt")
 
 
-def test_stack_runs_an_experiment_file_on_another_stack() -> None:
-    exp = load_experiment(REPO / "examples" / "digits-ddp.yaml", stack="gpu-t4x2")
-    assert exp.stack == "gpu-t4x2"
-    assert exp.overrides == {"nodes": 2}  # the experiment's own overrides still apply
+def test_stack_runs_an_experiment_file_on_another_stack_as_that_stack_declares_it() -> None:
+    notes: list[str] = []
+    exp = load_experiment(REPO / "examples" / "digits-ddp.yaml", stack="tpu-v5e-8", notes=notes)
+    assert exp.stack == "tpu-v5e-8"
+    assert exp.overrides == {}  # nodes: 2 was for the local stack; a v5litepod-8 has one host
+    assert notes == ["--stack tpu-v5e-8: the experiment's overrides for its own stack (nodes=2) are not applied"]

@@ -231,8 +231,12 @@ def load_experiment(path: Path, *, stack: str | None = None, code: Path | None =
         raise ConfigError(f"{path}: --code, --requirements, --framework and gcloud's flags apply to AI "
                           "Platform / Vertex job specs; an experiment file names its own code and requirements")
     else:
-        if stack:  # the same experiment on another stack
-            data = {**data, "stack": stack}
+        if stack:  # the same experiment on another stack, as that stack declares it
+            dropped = data.get("overrides")
+            data = {**{k: v for k, v in data.items() if k != "overrides"}, "stack": stack}
+            if dropped and notes is not None:
+                notes.append(f"--stack {stack}: the experiment's overrides for its own stack "
+                             f"({', '.join(f'{k}={v}' for k, v in dropped.items())}) are not applied")
         overrides_from = f"{path}: overrides"
     exp = build_experiment(data, path)
     exp._overrides_from = overrides_from
