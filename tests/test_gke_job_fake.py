@@ -9,10 +9,10 @@ import urllib.error
 import urllib.request
 
 import pytest
-from k8s_fake import TOKEN, FakeKubernetes, PodRun, k8s, launch_job  # noqa: F401 (k8s: fixture)
+from kube_fixtures import TOKEN, KubernetesApi, PodRun, k8s, launch_job  # noqa: F401 (k8s: fixture)
 
 
-def post(fake: FakeKubernetes, path: str, body: dict) -> tuple[int, dict]:
+def post(fake: KubernetesApi, path: str, body: dict) -> tuple[int, dict]:
     request = urllib.request.Request(fake.url + path, data=json.dumps(body).encode(), method="POST",
                                      headers={"Authorization": f"Bearer {TOKEN}",
                                               "Content-Type": "application/json"})
@@ -58,7 +58,7 @@ def test_a_duplicate_is_refused_with_409_already_exists(k8s, job_body):
 def test_deleting_a_job_without_a_propagation_policy_orphans_its_pods(k8s, job_body, tmp_path):
     from kubernetes import client, config
 
-    k8s.script = lambda attempt, index, try_: PodRun(exit_code=None)
+    k8s.pods.script = lambda attempt, index, try_: PodRun(exit_code=None)
     api = config.new_client_from_config(config_file=str(tmp_path / "kubeconfig"), persist_config=False)
     batch, core = client.BatchV1Api(api), client.CoreV1Api(api)
     batch.create_namespaced_job("default", job_body)

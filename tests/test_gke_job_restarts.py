@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import re
 
-from k8s_fake import FakeKubernetes, PodRun, k8s, launch_job  # noqa: F401 (k8s: fixture)
+from kube_fixtures import KubernetesApi, PodRun, k8s, launch_job  # noqa: F401 (k8s: fixture)
 
 from trainctl.launch import RESULT_FILE
 
 RUNNING = PodRun(lines=("epoch 1",), exit_code=None)  # until the Job controller or trainctl stops it
 
 
-def jobs_created(fake: FakeKubernetes) -> int:
+def jobs_created(fake: KubernetesApi) -> int:
     return len([r for r in fake.calls("POST", r".*/jobs") if r.status == 201])
 
 
@@ -23,7 +23,7 @@ def saved_result(tmp_path) -> dict:
 def test_a_permanent_exit_code_fails_the_job_at_once_without_a_rerun(k8s, tmp_path):
     # pod1's program exits 2 (a usage error): the Job's podFailurePolicy fails the Job at once,
     # although restarts and reruns are left; pod0, stopped by the Job controller, is collateral.
-    k8s.script = lambda attempt, index, try_: PodRun(lines=("bad flag",), exit_code=2) if index == 1 else RUNNING
+    k8s.pods.script = lambda attempt, index, try_: PodRun(lines=("bad flag",), exit_code=2) if index == 1 else RUNNING
     result, echoed = launch_job(k8s, tmp_path, max_restarts=5, job_retries=3)
     assert not result.ok and result.attempts == 1 and result.permanent_failure == 2
     assert jobs_created(k8s) == 1 and sorted(k8s.pod_tries.values()) == [1, 1]  # no pod restart either
@@ -41,7 +41,7 @@ def test_a_permanent_worker_exit_under_torchrun_stops_the_job_at_once(k8s, tmp_p
     # torchrun would restart the workers and exit 1 in the end: trainctl reads the worker's exit
     # code in torchrun's log, as on SSH, and stops the Job.
     agent = "torch.distributed.elastic.agent: worker group failed (exitcode: 2) local_rank: 0"
-    k8s.script = lambda attempt, index, try_: (
+    k8s.pods.script = lambda attempt, index, try_: (
         PodRun(lines=("[pod1 r1]:bad flag", agent), exit_code=None) if index == 1 else RUNNING)
     result, echoed = launch_job(k8s, tmp_path, framework="torch", job_retries=3)
     assert not result.ok and result.attempts == 1 and result.permanent_failure == 2
@@ -52,7 +52,7 @@ def test_a_permanent_worker_exit_under_torchrun_stops_the_job_at_once(k8s, tmp_p
 
 
 def test_a_transient_failure_reruns_the_job_which_then_succeeds(k8s, tmp_path):
-    k8s.script = lambda attempt, index, try_: (
+    k8s.pods.script = lambda attempt, index, try_: (
         PodRun(lines=("oom",), exit_code=137) if (attempt, index) == (0, 1)
         else RUNNING if attempt == 0 else PodRun(lines=(f"resumed {index}",)))
     result, echoed = launch_job(k8s, tmp_path, max_restarts=0, job_retries=3)
@@ -70,7 +70,7 @@ def test_a_transient_failure_reruns_the_job_which_then_succeeds(k8s, tmp_path):
 
 
 def test_failed_pods_restart_inside_the_job_up_to_max_restarts(k8s, tmp_path):
-    k8s.script = lambda attempt, index, try_: (
+    k8s.pods.script = lambda attempt, index, try_: (
         PodRun(lines=(f"try {try_}",), exit_code=1 if index == 1 and try_ < 2 else 0))
     result, echoed = launch_job(k8s, tmp_path, max_restarts=2, job_retries=0)
     assert result.ok and result.attempts == 1 and jobs_created(k8s) == 1
@@ -80,7 +80,7 @@ def test_failed_pods_restart_inside_the_job_up_to_max_restarts(k8s, tmp_path):
 
 
 def test_pod_failures_past_max_restarts_fail_the_attempt_and_the_reruns_run_out(k8s, tmp_path):
-    k8s.script = lambda attempt, index, try_: PodRun(lines=("boom",), exit_code=1 if index == 1 else 0)
+    k8s.pods.script = lambda attempt, index, try_: PodRun(lines=("boom",), exit_code=1 if index == 1 else 0)
     result, echoed = launch_job(k8s, tmp_path, max_restarts=1, job_retries=1)
     assert not result.ok and result.attempts == 2 and jobs_created(k8s) == 2
     assert [(o.node, o.exit_code) for o in result.failures()] == [("pod1", 1)]
@@ -90,7 +90,7 @@ def test_pod_failures_past_max_restarts_fail_the_attempt_and_the_reruns_run_out(
 
 
 def test_a_preempted_pod_is_replaced_without_spending_the_restart_budget(k8s, tmp_path):
-    k8s.script = lambda attempt, index, try_: PodRun(preempted=(index, try_) == (0, 0))
+    k8s.pods.script = lambda attempt, index, try_: PodRun(preempted=(index, try_) == (0, 0))
     result, echoed = launch_job(k8s, tmp_path, max_restarts=0, job_retries=0)
     assert result.ok and jobs_created(k8s) == 1
     assert any("was disrupted (PreemptionByScheduler); replaced without spending a restart" in line
@@ -105,7 +105,7 @@ def test_a_failure_no_retry_can_fix_is_not_rerun_and_says_why(k8s, tmp_path):
     died = subprocess.run([sys.executable, "-c", "import tensorflow_datasets_nosuch"], capture_output=True,
                           text=True)
     traceback = tuple(died.stderr.splitlines())  # as the pod's program prints it
-    k8s.script = lambda attempt, index, try_: PodRun(lines=traceback, exit_code=1) if index == 1 else RUNNING
+    k8s.pods.script = lambda attempt, index, try_: PodRun(lines=traceback, exit_code=1) if index == 1 else RUNNING
     result, echoed = launch_job(k8s, tmp_path, max_restarts=0, job_retries=3)
     assert not result.ok and result.attempts == 1 and jobs_created(k8s) == 1
     assert "[trainctl] no retry can fix ModuleNotFoundError: No module named 'tensorflow_datasets_nosuch': " \

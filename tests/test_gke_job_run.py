@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from k8s_fake import GSA, FakeKubernetes, PodRun, k8s, launch_job  # noqa: F401 (k8s: fixture)
+from kube_fixtures import GSA, KubernetesApi, PodRun, k8s, launch_job  # noqa: F401 (k8s: fixture)
 
 from infra import catalog
 from infra.stack_config import ConfigError
@@ -16,14 +16,14 @@ def lines_of(index: int) -> tuple[str, ...]:
     return (f"epoch 1 on {index}", f"epoch 2 on {index}")
 
 
-def nothing_left(fake: FakeKubernetes) -> None:
+def nothing_left(fake: KubernetesApi) -> None:
     assert fake.names("jobs") == [] and fake.names("services") == [] and fake.names("pods") == []
     assert fake.names("serviceaccounts") == [catalog.GKE_KSA_NAME]  # shared by runs: kept
     assert fake.refused() == []
 
 
 def test_a_successful_run_streams_every_pods_lines_and_leaves_no_job_or_service_behind(k8s, tmp_path):
-    k8s.script = lambda attempt, index, try_: PodRun(lines=lines_of(index))
+    k8s.pods.script = lambda attempt, index, try_: PodRun(lines=lines_of(index))
     result, echoed = launch_job(k8s, tmp_path)
     assert result.ok and result.attempts == 1
     assert [(o.node, o.rank, o.exit_code) for o in result.outcomes] == [("pod0", 0, 0), ("pod1", 1, 0)]
@@ -58,7 +58,7 @@ def test_a_second_run_reuses_the_service_account(k8s, tmp_path):
 
 
 def test_a_keyboard_interrupt_from_echo_mid_stream_still_deletes_the_job_and_service(k8s, tmp_path):
-    k8s.script = lambda attempt, index, try_: PodRun(lines=lines_of(index), exit_code=None)  # never ends
+    k8s.pods.script = lambda attempt, index, try_: PodRun(lines=lines_of(index), exit_code=None)  # never ends
     shown: list[str] = []
 
     def echo(line: str) -> None:
@@ -76,7 +76,7 @@ def test_a_cancelled_run_deletes_its_job_at_once_and_is_not_rerun(k8s, tmp_path)
     """A sweep prunes a trial by cancelling its run: the Job goes, no rerun is tried."""
     import threading
 
-    k8s.script = lambda attempt, index, try_: PodRun(lines=lines_of(index), exit_code=None)  # never ends
+    k8s.pods.script = lambda attempt, index, try_: PodRun(lines=lines_of(index), exit_code=None)  # never ends
     cancel = threading.Event()
 
     def echo(line: str) -> None:
@@ -91,7 +91,7 @@ def test_a_cancelled_run_deletes_its_job_at_once_and_is_not_rerun(k8s, tmp_path)
 
 def test_a_job_of_the_same_name_is_refused_and_left_alone(k8s, tmp_path):
     launch_job(k8s, tmp_path)
-    k8s.script = lambda attempt, index, try_: PodRun(exit_code=None)
+    k8s.pods.script = lambda attempt, index, try_: PodRun(exit_code=None)
     k8s.create("jobs", "default", k8s.calls("POST", r".*/jobs")[0].body, {})  # another launch's Job
     with pytest.raises(ConfigError, match="already running"):
         launch_job(k8s, tmp_path)
@@ -102,7 +102,7 @@ def test_a_job_of_the_same_name_is_refused_and_left_alone(k8s, tmp_path):
 
 def test_a_run_finishes_by_polling_when_the_watches_break(k8s, tmp_path):
     k8s.break_watches = True
-    k8s.script = lambda attempt, index, try_: PodRun(lines=lines_of(index))
+    k8s.pods.script = lambda attempt, index, try_: PodRun(lines=lines_of(index))
     result, echoed = launch_job(k8s, tmp_path)
     assert result.ok
     assert sum("polling every" in line for line in echoed) == 2
