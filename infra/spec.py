@@ -219,6 +219,10 @@ class PoolSpec(SpecModel):
     spot: bool | None = None  # default: the cluster's
 
 
+TORCH_HAS_NO_PS = ("PyTorch has no parameter servers: this cluster's ps pool would sit idle; "
+                   "remove the ps pool (DDP needs only chief and workers), or run TensorFlow")
+
+
 class ClusterSpec(SpecModel):
     name: str
     provider: Literal["local", "gcp"] = "local"
@@ -451,6 +455,8 @@ class ClusterSpec(SpecModel):
 
     def framework_problem(self, framework: str) -> str | None:
         """Why `framework` cannot run on this cluster's nodes as declared, or None."""
+        if framework == "torch" and any(p.role == "ps" for p in self.pools):
+            return TORCH_HAS_NO_PS
         if framework != "tensorflow" or self.tpu is None or self.kind != "tpu":
             return None
         tpu = catalog.TPUS[self.tpu.type]

@@ -38,3 +38,9 @@ def test_tpu_nodes_may_read_their_slice_and_nothing_more():
     assert len(viewer) == 1 and viewer[0]["member"].startswith(f"serviceAccount:{service_account_id(spec)}@")
     assert not any(g["role"] == TPU_VIEWER_ROLE for g in
                    (m.inputs for m in evaluate(load_stack("gpu-t4x2")).of_type("projects/iAMMember:IAMMember")))
+
+
+def test_torch_on_a_stack_with_parameter_servers_is_refused_before_anything_exists():
+    with pytest.raises(ConfigError, match="PyTorch has no parameter servers"):
+        refuse_framework_mismatch(load_stack("tf-ps-pools"), "torch")
+    refuse_framework_mismatch(load_stack("tf-ps-pools"), "tensorflow")

@@ -41,7 +41,7 @@ from bootstrap.ssh import join, open_connection, shell_env
 from infra.accelerator import Tpu
 from infra.errors import CapacityUnavailable, ConfigError
 from infra.inventory import Inventory, Node
-from infra.spec import POOL_ORDER, Role
+from infra.spec import POOL_ORDER, TORCH_HAS_NO_PS, Role
 from infra.stack_home import stack_still_up
 from trainctl.attempt_stops import AttemptStops
 from trainctl.failures import Failure, classify
@@ -329,8 +329,7 @@ def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0, joiners: bool
     """Each node's command. `joiners`: some nodes start later than the others (recreated ones,
     still being bootstrapped), and the others' agents wait for them that much longer."""
     if spec.framework == "torch" and members(inventory, "ps"):
-        raise ConfigError("PyTorch has no parameter servers: this cluster's ps pool would sit idle; "
-                          "remove the ps pool (DDP needs only chief and workers), or run TensorFlow")
+        raise ConfigError(TORCH_HAS_NO_PS)
     return {node.name: node_command(inventory, node, spec, attempt, joiners)
             for node in program_nodes(inventory, spec)}
 
