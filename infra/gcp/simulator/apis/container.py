@@ -17,52 +17,34 @@ workload identity pool per Google Cloud project ... automatically created for yo
 https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity#limitations); the pool
 exists from the first cluster that enables it, and stays (a deleted cluster does not remove it).
 Chosen: another pool is refused with GKE's `Invalid value for field "<field>": "<value>".` form
-(no source quoted GKE's explanation); the Kubernetes version is a fixed string of GKE's form (no
-Kubernetes runs); the endpoint is an address of TEST-NET-3 (203.0.113.0/24, never routed); the
+(no source quoted GKE's explanation); the Kubernetes version is a fixed string of GKE's form; the
 zonal `projects.zones.clusters` paths are not simulated (the provider and trainctl use
-`projects.locations`).
+`projects.locations`). The endpoint is a loopback address of the cluster's own where its
+Kubernetes API answers (kubernetes/control_planes.py) from its creation to its deletion.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime
 import hashlib
 import uuid
 from typing import Any
 
-from infra.gcp.simulator import discovery, operations
+from infra.gcp.simulator import discovery, operations, server
 from infra.gcp.simulator.apis import container_nodes, container_ops, container_pools
 from infra.gcp.simulator.apis.compute_common import fingerprint
 from infra.gcp.simulator.errors import ApiError, invalid_argument
-from infra.gcp.simulator.server import Call, handles
+from infra.gcp.simulator.kubernetes import control_planes
+from infra.gcp.simulator.server import Call, Simulator, handles
 from infra.gcp.simulator.state import World
 
 GKE_VERSION = "1.33.5-gke.1308000"
-INTERNAL = ("operation", "pools")
+INTERNAL = ("operation", "pools", "_kube")
 
 
 def _parts(path: str) -> tuple[str, str]:
     """(location, cluster name) of projects/<p>/locations/<l>/clusters/<c>[/...]."""
     parts = path.split("/")
     return parts[3], parts[5]
-
-
-def _ca_certificate(common_name: str) -> str:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now)
-            .not_valid_after(now + datetime.timedelta(days=1825))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
-    return base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
 
 
 def _network(project_id: str, given: dict[str, Any], location: str) -> dict[str, str]:
@@ -90,11 +72,15 @@ def _new_cluster(call: Call, location: str, given: dict[str, Any]) -> dict[str, 
     network = _network(project_id, given, location)
     labels = given.get("resourceLabels") or {}
     seq = call.world.next_id()
+    cluster_id = hashlib.sha256(f"{path}/{seq}".encode()).hexdigest()
+    ca, ca_key = control_planes.ca_certificate(str(uuid.uuid4()))
+    address, port = control_planes.allocate_endpoint(call.world, call.sim.home, cluster_id)
+    kube = {"address": address, "port": port, "ca_key": ca_key}
     skip = ("nodePools", "initialNodeCount", "nodeConfig", "network", "subnetwork", "networkConfig")
     return {**{k: v for k, v in given.items() if k not in skip},
             "name": name, "location": location, "zone": location,
             "selfLink": f"{container_ops.BASE}projects/{project_id}/{kind}/{location}/clusters/{name}",
-            "id": hashlib.sha256(f"{path}/{seq}".encode()).hexdigest(),
+            "id": cluster_id, "_kube": kube,
             "network": network["network"].rsplit("/", 1)[-1], "subnetwork": network["subnetwork"].rsplit("/", 1)[-1],
             "networkConfig": {**given.get("networkConfig", {}), **network},
             "releaseChannel": given.get("releaseChannel") or {"channel": "REGULAR"},
@@ -102,8 +88,8 @@ def _new_cluster(call: Call, location: str, given: dict[str, Any]) -> dict[str, 
             "loggingService": given.get("loggingService") or "logging.googleapis.com/kubernetes",
             "monitoringService": given.get("monitoringService") or "monitoring.googleapis.com/kubernetes",
             "ipAllocationPolicy": given.get("ipAllocationPolicy") or {"useIpAliases": True},
-            "masterAuth": {**given.get("masterAuth", {}), "clusterCaCertificate": _ca_certificate(str(uuid.uuid4()))},
-            "endpoint": f"203.0.113.{seq % 254 + 1}", "initialClusterVersion": GKE_VERSION,
+            "masterAuth": {**given.get("masterAuth", {}), "clusterCaCertificate": ca},
+            "endpoint": control_planes.endpoint_of(kube), "initialClusterVersion": GKE_VERSION,
             "currentMasterVersion": GKE_VERSION, "currentNodeVersion": GKE_VERSION, "createTime": at,
             "status": "PROVISIONING", "pools": {}}
 
@@ -140,6 +126,7 @@ def create(call: Call) -> Any:
     for pool in made:
         cluster["pools"][pool["name"]] = pool
         failure = failure or container_pools.make_nodes(call.world, project_id, cluster, pool, call.now)
+    container_nodes.serve(call.sim, cluster)
     path = container_ops.cluster_path(project_id, location, given["name"])
     return container_ops.start(call, cluster, "CREATE_CLUSTER", path, kind="cluster_create",
                                then="container.cluster.created", args={"key": f"{location}/{given['name']}",
@@ -166,7 +153,9 @@ def _created(world: World, op: dict[str, Any], _at: float) -> None:
 @handles("container.projects.locations.clusters.get")
 def get(call: Call) -> Any:
     location, name = _parts(call.params["name"])
-    return render(call.world, container_ops.find_cluster(call.world, call.project_id, location, name))
+    cluster = container_ops.find_cluster(call.world, call.project_id, location, name)
+    container_nodes.serve(call.sim, cluster)
+    return render(call.world, cluster)
 
 
 @handles("container.projects.locations.clusters.list")
@@ -182,6 +171,7 @@ def delete(call: Call) -> Any:
     location, name = _parts(call.params["name"])
     cluster = container_ops.find_cluster(call.world, call.project_id, location, name)
     cluster["status"] = "STOPPING"
+    control_planes.release(call.sim, call.world, cluster)
     for pool in cluster["pools"].values():
         pool["status"] = "STOPPING"
         container_nodes.delete_nodes(call.world, call.project_id, pool, call.now)
@@ -240,3 +230,16 @@ def set_resource_labels(call: Call) -> Any:
     return container_ops.start(call, cluster, "SET_LABELS", call.params["name"], kind="cluster_update",
                                then="container.cluster.settled",
                                args={"key": f"{location}/{name}", "relabel": True})
+
+
+def serve_all(sim: Simulator) -> None:
+    """Every live cluster of the world served, none that is gone (a simulator starting over a
+    world that has clusters)."""
+    with sim.store.transaction() as world:
+        clusters = [(c, container_nodes.node_names(c)) for project in world.data["projects"].values()
+                    for c in project.get("collections", {}).get(container_ops.CLUSTERS, {}).values()]
+        control_planes.sync(sim, world, clusters)
+
+
+if hasattr(server, "STARTS"):
+    server.STARTS.append(serve_all)

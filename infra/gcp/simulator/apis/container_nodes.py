@@ -21,6 +21,8 @@ from typing import Any
 from infra.gcp.simulator.apis.compute_common import fingerprint
 from infra.gcp.simulator.apis.compute_instances import instances
 from infra.gcp.simulator.apis.compute_managed import create_managed_instance, delete_managed_instance
+from infra.gcp.simulator.kubernetes import control_planes
+from infra.gcp.simulator.server import Simulator
 from infra.gcp.simulator.state import World
 
 DEFAULT_MACHINE = "e2-medium"  # GKE's default node machine type
@@ -115,3 +117,14 @@ def relabel(world: World, project_id: str, cluster: dict[str, Any]) -> None:
             if vm is not None:
                 vm["labels"] = node_labels(cluster, pool)
                 vm["labelFingerprint"] = fingerprint(vm["labels"])
+
+
+def node_names(cluster: dict[str, Any]) -> tuple[str, ...]:
+    """The names of the nodes pods may be scheduled on: those of pools not being deleted."""
+    return tuple(key.split("/", 1)[1] for pool in cluster.get("pools", {}).values()
+                 if pool.get("status") != "STOPPING" for key in pool.get("nodes", []))
+
+
+def serve(sim: Simulator, cluster: dict[str, Any]) -> None:
+    """The cluster's Kubernetes API runs in this process, knowing its nodes."""
+    control_planes.ensure(sim, cluster, node_names(cluster))

@@ -142,6 +142,7 @@ def create(call: Call) -> Any:
         raise ApiError(409, f"Already exists: {pool['_path']}.")
     cluster["pools"][pool["name"]] = pool
     failure = make_nodes(call.world, call.project_id, cluster, pool, call.now)
+    container_nodes.serve(call.sim, cluster)
     return _op(call, cluster, "CREATE_NODE_POOL", pool["_path"], pool["name"], "pool_create", failure=failure)
 
 
@@ -182,6 +183,7 @@ def delete(call: Call) -> Any:
     container_ops.busy(call.world, cluster)
     pool["status"] = "STOPPING"
     container_nodes.delete_nodes(call.world, call.project_id, pool, call.now)
+    container_nodes.serve(call.sim, cluster)
     return _op(call, cluster, "DELETE_NODE_POOL", pool["_path"], pool["name"], "pool_delete",
                then="container.pool.deleted")
 
@@ -228,4 +230,5 @@ def set_size(call: Call) -> Any:
     except ApiError as exc:
         failure = {"code": exc.code, "status": exc.status, "message": f"Google Compute Engine: {exc.message}"}
     pool["initialNodeCount"] = count
+    container_nodes.serve(call.sim, cluster)
     return _op(call, cluster, "SET_NODE_POOL_SIZE", pool["_path"], pool["name"], "pool_update", failure=failure)

@@ -42,7 +42,7 @@ class KubernetesApi(JobController):
     def __init__(self, pods: PodRunner, token: str, *, host: str = "127.0.0.1", port: int = 0,
                  tls: tuple[Path, Path] | None = None, node_names: tuple[str, ...] = ("gke-simulated-node",)) -> None:
         super().__init__(pods, node_names)
-        self.token = token
+        self.token, self.host = token, host
         self.break_watches = False  # answer watches with 500, as a broken proxy might
         self.server = _listen(self, host, port, tls)
         self.scheme = "https" if tls else "http"
@@ -52,8 +52,7 @@ class KubernetesApi(JobController):
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"{self.scheme}://{host}:{port}"
+        return f"{self.scheme}://{self.host}:{self.server.server_address[1]}"
 
     def write_kubeconfig(self, path: Path) -> Path:
         """A kubeconfig with the token in it (the launcher's tests; a simulated cluster's

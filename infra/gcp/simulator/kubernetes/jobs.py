@@ -48,6 +48,7 @@ class JobController(ApiStore):
         self.pods = pods
         self.node_names = node_names
         self.job_attempts: Counter[str] = Counter()
+        self.unscheduled: dict[str, tuple[Obj, Obj, int, int]] = {}  # pod uid -> (job, pod, attempt, try)
         self.pod_tries: Counter[tuple[str, int]] = Counter()
         self.threads: list[threading.Thread] = []
 
@@ -169,7 +170,7 @@ class JobController(ApiStore):
         self.pod_tries[(meta["uid"], index)] += 1
         template = copy.deepcopy(spec["template"])
         pod_spec = template["spec"]
-        pod_spec.update(hostname=f"{meta['name']}-{index}", nodeName=self.node_names[index % len(self.node_names)])
+        pod_spec["hostname"] = f"{meta['name']}-{index}"
         index_env = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
             "fieldPath": f"metadata.annotations['{INDEX_LABEL}']"}}}
         for container in pod_spec["containers"]:
@@ -184,15 +185,40 @@ class JobController(ApiStore):
                                                  "uid": meta["uid"], "controller": True,
                                                  "blockOwnerDeletion": True}]},
                "spec": pod_spec,
-               "status": {"phase": "Pending",
-                          "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}],
+               "status": {"phase": "Pending", "conditions": [],
                           "containerStatuses": [{"name": container["name"], "image": container["image"],
                                                  "imageID": "", "ready": False, "restartCount": 0,
                                                  "state": {"waiting": {"reason": "ContainerCreating"}}}]}}
         self.logs[pod["metadata"]["uid"]] = []
         job["status"]["active"] += 1
-        self.record("pods", "ADDED", pod)
+        self.unscheduled[pod["metadata"]["uid"]] = (job, pod, attempt, tries)
+        self.schedule(pod["metadata"]["uid"])
+        if pod["metadata"]["uid"] in self.unscheduled:
+            pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                            "message": "0/0 nodes are available: the cluster has no node pool "
+                                                       "with nodes", "lastTransitionTime": now()}]
+            self.record("pods", "ADDED", pod)
+
+    def schedule(self, uid: str) -> None:
+        """Onto the cluster's nodes, pod index i on node i (one pod a node, as accelerator
+        requests place them); without nodes the pod waits (hold self.cond)."""
+        if not self.node_names:
+            return
+        job, pod, attempt, tries = self.unscheduled.pop(uid)
+        index = int(pod["metadata"]["annotations"][INDEX_LABEL])
+        pod["spec"]["nodeName"] = self.node_names[index % len(self.node_names)]
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}]
+        self.record("pods", "ADDED" if "resourceVersion" not in pod["metadata"] else "MODIFIED", pod)
         self.pods.start(self, job, pod, attempt, tries)
+
+    def set_nodes(self, names: tuple[str, ...]) -> None:
+        """The node pools' nodes now; pods that waited for a node are scheduled."""
+        with self.cond:
+            self.node_names = names
+            for uid in list(self.unscheduled):
+                pod = self.unscheduled[uid][1]
+                if not pod["metadata"].get("deletionTimestamp"):
+                    self.schedule(uid)
 
     def pods_of(self, job: Obj) -> list[Obj]:
         uid = job["metadata"]["uid"]
@@ -208,6 +234,7 @@ class JobController(ApiStore):
         self.spawn(self._stop_and_remove, pod)
 
     def _stop_and_remove(self, pod: Obj) -> None:
+        self.unscheduled.pop(pod["metadata"]["uid"], None)
         grace = pod["spec"].get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
         code = self.pods.stop(pod, float(grace))
         with self.cond:

@@ -1,0 +1,122 @@
+"""A simulated cluster's pods are processes on this machine, run by trainctl's GKE launcher
+through the cluster's API: each has its pod's hostname and a loopback address of its own, finds
+the Job's other pods by the names the headless Service publishes, streams its output as its
+log, and is gone, with its processes, when its Job is deleted."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.sim_fixtures import make_sim  # noqa: F401
+from tests.test_gke_on_the_simulator import gke_cluster  # noqa: F401 (fixture)
+
+from infra.gcp.simulator.kubernetes import images
+
+pytestmark = pytest.mark.e2e  # pods run in mount and UTS namespaces of their own
+
+PROBE = """
+import os, socket, sys, time
+index = int(os.environ["JOB_COMPLETION_INDEX"])
+svc = os.environ["SVC"]
+me, peer = f"{os.environ['JOB']}-{index}", f"{os.environ['JOB']}-{1 - index}"
+mine = socket.gethostbyname(socket.gethostname())
+print(f"hostname {socket.gethostname()} address {mine} peer {socket.gethostbyname(peer + '.' + svc)}", flush=True)
+if index == 0:
+    server = socket.create_server((mine, 29555))
+    conn, (addr, _) = server.accept()
+    print(f"pod 0 heard {conn.recv(100).decode()!r} from {addr}", flush=True)
+else:
+    for _ in range(100):
+        try:
+            conn = socket.create_connection((f"{peer}.{svc}", 29555), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    conn.sendall(b"hello from pod 1")
+    print("pod 1 said hello", flush=True)
+"""
+
+
+def launch(gke_cluster, tmp_path: Path, image: str, command: tuple[str, ...], run_id: str = "probe",
+           cancel: threading.Event | None = None, echo=None):
+    from infra.inventory import Inventory
+    from infra.stack_config import load_stack
+    from trainctl.gke_run import run_job
+    from trainctl.launch import LaunchSpec
+
+    _, _, _, config = gke_cluster
+    lines: list[str] = []
+    inventory = Inventory(stack="gke-l4", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="",
+                          known_hosts="", gke_service_account="runner@p.iam.gserviceaccount.com",
+                          kubeconfig=str(config))
+    spec = LaunchSpec(run_id=run_id, framework="tensorflow", command=command, image=image,
+                      env={"JOB": run_id, "SVC": f"{run_id}-svc"})
+    result = run_job(load_stack("gke-l4"), inventory, spec, tmp_path / "logs", echo or lines.append,
+                     poll=0.05, cancel=cancel)
+    return result, lines
+
+
+def probe_image(gke_cluster, tmp_path: Path) -> str:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "probe.py").write_text(textwrap.dedent(PROBE))
+    image = "simulated.registry.invalid/tests/probe:1"
+    images.register(gke_cluster[0].simulator.home, image, env=None, workdir=code, describe="the probe's code")
+    return image
+
+
+def test_the_pods_of_an_indexed_job_reach_each_other_by_their_published_names(gke_cluster, tmp_path):
+    result, lines = launch(gke_cluster, tmp_path, probe_image(gke_cluster, tmp_path), ("python3", "probe.py"))
+    assert result.ok, lines
+    said = {i: [line.split("]:", 1)[1] for line in lines if line.startswith(f"[pod{i} ")] for i in (0, 1)}
+    (zero,) = [line.split() for line in said[0] if line.startswith("hostname ")]
+    (one,) = [line.split() for line in said[1] if line.startswith("hostname ")]
+    assert zero[1] == "probe-0" and one[1] == "probe-1"  # hostname, address, peer's address as resolved
+    assert zero[3].startswith("127.") and zero[3] != one[3] and (zero[5], one[5]) == (one[3], zero[3])
+    assert "pod 0 heard 'hello from pod 1' from 127." in "\n".join(said[0])
+    assert any("is a process on this machine, not a container" in line for line in said[0])
+
+
+def test_an_image_nothing_stands_in_for_leaves_the_pod_waiting_in_err_image_pull(gke_cluster, tmp_path):
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def echo(line: str) -> None:
+        seen.append(line)
+        if "ErrImagePull" in line:
+            stop.set()
+
+    result, _ = launch(gke_cluster, tmp_path, "docker.io/library/busybox:1", ("true",), cancel=stop, echo=echo)
+    assert result.cancelled
+    assert any('ErrImagePull: Failed to pull image "docker.io/library/busybox:1": a simulated cluster pulls no '
+               "images" in line for line in seen)
+
+
+def test_a_cancelled_run_leaves_no_process_of_its_pods(gke_cluster, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    image = "simulated.registry.invalid/tests/sleeper:1"
+    images.register(gke_cluster[0].simulator.home, image, env=None, workdir=code, describe="nothing")
+    marker = f"sleeper-{tmp_path.name}"
+    cancel = threading.Event()
+    running: list[str] = []
+
+    def pids() -> list[str]:
+        return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+
+    def echo(line: str) -> None:
+        if line.endswith("]:started") and len(running) < 2:
+            running.extend(pids()[len(running):] or ["none"])
+            if len(running) >= 2:
+                cancel.set()
+
+    # the pod's process, named by the marker, prints `started` and waits on a child `sleep`
+    result, _ = launch(gke_cluster, tmp_path, image, ("bash", "-c", f"exec -a {marker} sh -c 'echo started; sleep 300'"),
+                       cancel=cancel, echo=echo)
+    assert result.cancelled and len(running) == 2 and "none" not in running
+    assert pids() == []
