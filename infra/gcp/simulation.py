@@ -138,9 +138,16 @@ def _cache_env(url: str, user: str) -> dict[str, str]:
     owner), keeps N nodes at one copy of each package."""
     from infra.local.realizer import offline_uv_env
 
+    import urllib.error
+
     if user == "root":
         return offline_uv_env(cache_dir())
-    uid = int(_get(url, f"/trainctl-sim/v1/users/{user}")["uid"])
+    try:
+        uid = int(_get(url, f"/trainctl-sim/v1/users/{user}")["uid"])
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+        return offline_uv_env(cache_dir())  # API-only VMs: no machine, no user to install as
     owned = cache_dir() / f"simulated-uid{uid}"
     for path in (owned, owned / "uv"):
         path.mkdir(parents=True, exist_ok=True)

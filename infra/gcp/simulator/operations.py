@@ -38,7 +38,7 @@ def rfc3339(at: float) -> str:
 def delay(world: World, project: str, kind: str) -> float:
     """Seconds an operation of this kind takes in the project (its file's `delays`)."""
     p = world.project(project) or {}
-    return float(p.get("delays", {}).get(kind, DEFAULT_DELAY_SECONDS))
+    return float(p.get("delays", {}).get(kind, p.get("default_delay", DEFAULT_DELAY_SECONDS)))
 
 
 def start(world: World, *, api: str, project: str, kind: str, target: str, scope: str = "global",

@@ -11,6 +11,7 @@
       - {zone: us-central1-a, machine_type: g2-standard-8}
     caller_ip: 203.0.113.7           # the address firewalls see trainctl's SSH come from
     delays: {instance_insert: 1.0}   # seconds an operation takes
+    default_delay: 0.0               # for every operation `delays` does not name
 
 A *fresh* project is what `gcloud projects create` gives: the services Google enables on every
 new project, and the default quotas of a new project (GPUS_ALL_REGIONS 0). The *prepared*
@@ -69,6 +70,7 @@ class ProjectFile(BaseModel):
     stockouts: tuple[Stockout, ...] = ()
     caller_ip: str = "203.0.113.7"
     delays: dict[str, float] = Field(default_factory=dict)
+    default_delay: float | None = Field(None, ge=0)  # seconds for every kind `delays` leaves out
 
     def project_number(self) -> int:
         if self.number is not None:
@@ -87,7 +89,8 @@ class ProjectFile(BaseModel):
         return {"id": self.project, "number": self.project_number(), "created_at": time.time(),
                 "services": {s: "ENABLED" for s in sorted(services)},
                 "quotas": quotas, "stockouts": [s.model_dump() for s in self.stockouts],
-                "caller_ip": self.caller_ip, "delays": dict(self.delays), "collections": {}}
+                "caller_ip": self.caller_ip, "delays": dict(self.delays), "collections": {},
+                **({"default_delay": self.default_delay} if self.default_delay is not None else {})}
 
 
 def load_project_file(path: Path) -> ProjectFile:

@@ -17,6 +17,7 @@ the standard library's threading server is all the transport that needs.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -88,6 +89,7 @@ PUBLIC_PROJECTS: dict[str, tuple[str, ...]] = {}
 AdminHandler = Callable[["Simulator", re.Match[str], Any], Any]
 ADMIN: list[tuple[str, re.Pattern[str], AdminHandler]] = []
 ADMIN_PREFIX = "/trainctl-sim/v1/"
+JOURNAL_ENV = "TRAINCTL_SIM_JOURNAL"
 # What API modules started beside the simulator and must stop with it (given the home).
 STOPS: list[Callable[[Path], None]] = []
 
@@ -148,6 +150,11 @@ class Simulator:
         self._servers: list[ThreadingHTTPServer] = []
         self.url = ""
         self.last_request = time.time()
+        # Every API request answered, one JSON line each (what a provider or client called, in
+        # order): set TRAINCTL_SIM_JOURNAL to a file to keep it.
+        journal = os.environ.get(JOURNAL_ENV)
+        self.journal = Path(journal) if journal else None
+        self._journal_lock = threading.Lock()
 
     # -- serving ----------------------------------------------------------------------------
 
@@ -188,7 +195,7 @@ class Simulator:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer((host, port), Handler)
+        server = _Server((host, port), Handler)
         server.daemon_threads = True
         # a short poll: stop() waits for it (0.5 s by default, per simulator a test starts)
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
@@ -240,11 +247,21 @@ class Simulator:
                     raise unimplemented(route.method.id)
                 call = Call(self, world, route.method, route.params, query, body, raw, headers, time.time())
                 result = handler(call)
+            self._log(verb, target, route.method.id, raw, 200)
             if isinstance(result, Raw):
                 return result.status, {"Content-Type": result.content_type, **result.headers}, result.body
             return _json(200, {} if result is None else result)
         except ApiError as exc:
+            self._log(verb, target, None, raw, exc.code)
             return _json(exc.code, exc.body(legacy))
+
+    def _log(self, verb: str, target: str, method_id: str | None, raw: bytes, status: int) -> None:
+        if self.journal is None:
+            return
+        line = json.dumps({"verb": verb, "target": target, "method": method_id, "status": status,
+                           "body": raw.decode("utf-8", "replace") if raw else None})
+        with self._journal_lock, open(self.journal, "a") as out:
+            out.write(line + "\n")
 
     def _choose(self, routes: list[discovery.Route]) -> discovery.Route:
         handled = [r for r in routes if r.method.id in HANDLERS] or routes
@@ -290,6 +307,12 @@ class Simulator:
             if m and want == verb:
                 return fn(self, m, body)
         raise ApiError(404, f"no simulator endpoint {verb} {path}")
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's listen backlog is 5: an engine creating 64 VMs at once (each resource its
+    # own connection) had connections reset.
+    request_queue_size = 256
 
 
 def _json(status: int, doc: Any) -> tuple[int, dict[str, str], bytes]:

@@ -77,9 +77,9 @@ def create(call: Call) -> Any:
     if name in call.world.collection(project_id, REPOSITORIES):
         raise already_exists(name)
     record = make_repository(call.world, project_id, location, repository_id, call.body or {}, call.now)
+    record["creating"] = True  # invisible to get until the operation is done (it may be at once)
     op = operations.start(call.world, api=API, project=project_id, kind="repository_create", target=name,
                           then="artifactregistry.done", args={"name": name}, metadata=METADATA, now=call.now)
-    record["creating"] = op["name"]  # invisible to get until the operation is done
     return operations.as_longrunning(op, _op_name(project_id, location, op))
 
 
