@@ -356,8 +356,17 @@ def leftovers(home: Path) -> list[str]:
                 continue
             if marker in cmdline and int(entry.name) not in (os.getpid(), os.getppid()):
                 found.append(f"process {entry.name} {cmdline[:120]}")
-    if Ledger(home).dir.exists():
-        found.append(f"dir {Ledger(home).dir}")
+    ledger = Ledger(home)
+    if ledger.dir.exists():
+        # the ledger itself is the simulator's state; what it still records, or a machine's
+        # disk beside it, is a leftover
+        try:
+            recorded = json.loads(ledger.path.read_text()) if ledger.path.exists() else {}
+        except ValueError:
+            recorded = {"unreadable": True}  # a crash's ledger: something may be recorded
+        disks = [p.name for p in ledger.dir.iterdir() if p.is_dir()]
+        if recorded.get("machines") or recorded.get("networks") or recorded.get("unreadable") or disks:
+            found.append(f"dir {ledger.dir}: {sorted(recorded.get('machines', {}))} {disks}")
     return found
 
 
