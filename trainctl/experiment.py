@@ -84,13 +84,25 @@ def bootstrap_spec(exp: Experiment, python: str) -> BootstrapSpec:
 def start_image(exp: Experiment, spec: ClusterSpec, bspec: BootstrapSpec, log: Path,
                 pool: ThreadPoolExecutor, echo: Callable[[str], None]) -> Future | None:
     """The experiment's image, built while the stack comes up (it needs nothing from it); an
-    image in Artifact Registry is used as it is."""
-    if exp.container is None:
+    image in Artifact Registry is used as it is. Where pods run images (GKE), an experiment
+    without `container:` gets one of its code, as `container: {}` would: the framework's stock
+    image holds neither the code nor its requirements."""
+    if exp.container is None and launcher_for_cluster(spec).needs_bootstrap:
         return None
     from trainctl.experiment_spec import in_artifact_registry
     from trainctl.image import BuiltImage, ImageSpec, build
 
-    image = exp.container.image
+    image = exp.container.image if exp.container else None
+    if exp.container is None:
+        from infra.gcp import simulation
+
+        if simulation.active():
+            from infra.gcp.simulator.kubernetes.images import stand_in_code
+
+            echo("[trainctl] simulated cluster: its pods run the code and an environment of its "
+                 "requirements in place of an image (none is built)")
+            return pool.submit(stand_in_code, simulation.home(), exp.name, bspec.code_dir,
+                               bspec.requirements, bspec.excludes)
     if image and in_artifact_registry(image):
         if not spec.nodes_reach_google:
             raise ConfigError(f"container.image {image} is in Artifact Registry, which local nodes cannot "

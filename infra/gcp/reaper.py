@@ -108,6 +108,8 @@ def _tpus(project: str, pick: Pick) -> list[Expired]:
     parent = f"projects/{project}/locations/-"
     found: list[Expired] = []
     for node in client.list_nodes(parent=parent):
+        if node.queued_resource:
+            continue  # granted by a queued resource: it goes with it (delete with force)
         found += _picked("tpu", node.name, node.name.split("/")[3], node.labels, pick)
     for qr in client.list_queued_resources(parent=parent):
         # A queued resource has no labels of its own: its node specs carry them (when the

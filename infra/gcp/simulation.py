@@ -58,8 +58,11 @@ def activate(project: str | None, project_file: Path | None = None, *, api_only:
 def _export(url: str) -> None:
     from infra.gcp.simulator.pulumi import write_launcher  # type: ignore[attr-defined]
 
+    from infra.gcp.simulator.kubernetes.auth import write_auth_plugin
+
     bin_dir = home() / "bin"
     write_launcher(bin_dir)
+    write_auth_plugin(bin_dir, home())  # gke-gcloud-auth-plugin: the kubeconfig's credential helper
     os.environ[API_ENDPOINT_ENV] = url
     os.environ[SIMULATOR_ENV] = str(home())
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -70,18 +73,14 @@ def _export(url: str) -> None:
 
 
 def release() -> None:
-    """After a `down`: the simulator stops now if no machine is left (its world stays on disk;
-    the next command that needs it starts it again)."""
+    """After a `down`: the simulator leaves now if nothing of it is alive and no other caller is
+    being answered (its world stays on disk; the next command that needs it starts it again)."""
     if not active():
         return
-    from infra.gcp.simulator import daemon
-
     try:
-        idle = not _get(os.environ[API_ENDPOINT_ENV], "/trainctl-sim/v1/health")["machines"]
+        _post(os.environ[API_ENDPOINT_ENV], "/trainctl-sim/v1/stop-if-idle", {})
     except OSError:
-        return
-    if idle:
-        daemon.stop(home())
+        pass
 
 
 def record(stack: str) -> None:
@@ -92,10 +91,15 @@ def record(stack: str) -> None:
 
 def resume(stack: str) -> None:
     """If the stack was stood up in the simulator, point this process at it again."""
-    marker = state_dir(stack) / MARKER
-    if active() or not marker.is_file():
-        return
     from infra.gcp.simulator import daemon
+
+    if active():
+        if daemon.url_of(home()) is None:  # left after an earlier `down` in this process
+            _export(daemon.ensure_running(home()))
+        return
+    marker = state_dir(stack) / MARKER
+    if not marker.is_file():
+        return
 
     recorded = Path(json.loads(marker.read_text())["home"])
     if recorded != home():

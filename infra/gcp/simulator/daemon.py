@@ -57,6 +57,12 @@ def _answers(url: str) -> bool:
 
 
 def _alive(pid: int) -> bool:
+    try:  # an exited process its parent (PID 1 here) has not reaped yet is no longer serving
+        with open(f"/proc/{pid}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+    except (OSError, IndexError):
+        pass
     try:
         os.kill(pid, 0)
         return True
@@ -150,7 +156,9 @@ def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float 
         sim.start_also(SERVICE_IP, port)
     _record_path(home).write_text(json.dumps({"pid": os.getpid(), "port": port}))
     try:
-        while not done.wait(0.5):
+        while not done.wait(0.2):
+            if sim.stop_requested.is_set() and sim.busy.count == 0 and not sim.has_machines():
+                break
             if time.time() - sim.last_request > idle_seconds and not sim.has_machines():
                 break
     finally:

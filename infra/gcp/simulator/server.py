@@ -92,6 +92,11 @@ ADMIN_PREFIX = "/trainctl-sim/v1/"
 JOURNAL_ENV = "TRAINCTL_SIM_JOURNAL"
 # What API modules started beside the simulator and must stop with it (given the home).
 STOPS: list[Callable[[Path], None]] = []
+# What API modules serve beside the simulator while their resources exist (a GKE cluster's
+# Kubernetes API and its pods): resumed when the simulator starts (a daemon restarted while
+# clusters exist), and keeping it up while any is alive.
+STARTS: list[Callable[["Simulator"], None]] = []
+ALIVE: list[Callable[[Path], bool]] = []
 
 
 def handles(method_id: str, claims: Callable[[World, dict[str, str]], bool] | None = None
@@ -155,6 +160,8 @@ class Simulator:
         journal = os.environ.get(JOURNAL_ENV)
         self.journal = Path(journal) if journal else None
         self._journal_lock = threading.Lock()
+        self.busy = _InFlight()
+        self.stop_requested = threading.Event()
 
     # -- serving ----------------------------------------------------------------------------
 
@@ -162,6 +169,8 @@ class Simulator:
         """Serve on host:port (0: any free port); returns the URL the controller uses."""
         server = self._listen(host, port)
         self.url = f"http://{host}:{server.server_address[1]}"
+        for resume in STARTS:
+            resume(self)
         return self.url
 
     def start_also(self, host: str, port: int) -> None:
@@ -179,6 +188,11 @@ class Simulator:
 
             def _serve(self) -> None:
                 sim.last_request = time.time()
+                with sim.busy:
+                    self._answer()
+                sim.last_request = time.time()
+
+            def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 status, headers, body = sim.handle(self.command, self.path, raw,
@@ -216,7 +230,7 @@ class Simulator:
     def has_machines(self) -> bool:
         """Whether a simulated machine or network exists (the service must stay up for it)."""
         alive = getattr(self.backend, "alive", None)
-        return bool(alive()) if alive else False
+        return (bool(alive()) if alive else False) or any(up(self.home) for up in ALIVE)
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -307,6 +321,22 @@ class Simulator:
             if m and want == verb:
                 return fn(self, m, body)
         raise ApiError(404, f"no simulator endpoint {verb} {path}")
+
+
+class _InFlight:
+    """How many requests are being answered (a shutdown waits for none)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self.count += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self.count -= 1
 
 
 class _Server(ThreadingHTTPServer):

@@ -60,3 +60,13 @@ def user_id(sim: Simulator, m: re.Match[str], _body: Any) -> Any:
     if uid is None:
         raise ApiError(404, f"no simulated machine has a user {m['user']!r}")
     return {"user": m["user"], "uid": uid}
+
+
+@admin("POST", "stop-if-idle")
+def stop_if_idle(sim: Simulator, _m: re.Match[str], _body: Any) -> Any:
+    """Asked after a `down`: the service leaves if no machine or cluster is alive and no other
+    request is being answered (another process may be mid-`up`); its world stays on disk."""
+    idle = not sim.has_machines() and sim.busy.count <= 1
+    if idle:
+        sim.stop_requested.set()
+    return {"stopping": idle}
