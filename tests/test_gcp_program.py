@@ -290,3 +290,24 @@ def test_a_spot_stack_that_asks_to_be_stopped_declares_stop_and_passes_the_polic
     for inst in resources.of_type("compute/instance:Instance"):
         assert inst.inputs["scheduling"]["instanceTerminationAction"] == "STOP"
     assert check_resources([Resource(r.type, r.name, r.inputs, {}) for r in resources.resources]) == []
+
+
+@pytest.mark.parametrize("stack", GKE_STACKS)
+def test_gke_nodes_account_may_write_its_logs_and_metrics(stack):
+    """GKE nodes need roles/container.defaultNodeServiceAccount on their own account."""
+    spec, ev = evaluated_stack(stack)
+    grants = [m.inputs for m in ev.of_type("projects/iAMMember:IAMMember")]
+    node_role = [g for g in grants if g["role"] == "roles/container.defaultNodeServiceAccount"]
+    assert len(node_role) == 1
+    assert node_role[0]["member"] == f"serviceAccount:{service_account_id(spec)}@{spec.project}.iam.gserviceaccount.com"
+
+
+def test_gke_names_stay_within_40_characters_for_the_longest_stack_names():
+    long = load_stack("gke-l4", name="x" * 41)  # stack names may be 41 characters
+    ev = evaluate(long)
+    for r in ev.of_type("container/cluster:Cluster") + ev.of_type("container/nodePool:NodePool"):
+        assert len(r.inputs["name"]) <= 40, r.inputs["name"]
+    # distinct stacks keep distinct names after shortening
+    other = evaluate(load_stack("gke-l4", name="x" * 40 + "y"))
+    assert {r.inputs["name"] for r in other.of_type("container/cluster:Cluster")} != \
+        {r.inputs["name"] for r in ev.of_type("container/cluster:Cluster")}
