@@ -109,3 +109,37 @@ def test_a_run_finishes_by_polling_when_the_watches_break(k8s, tmp_path):
     assert {line for line in echoed if line.startswith("[pod")} == {
         f"[pod{i} r{i}]:{line}" for i in (0, 1) for line in lines_of(i)}
     nothing_left(k8s)
+
+
+FIRST_LAUNCHES = """
+import threading
+import trainctl.gke_run  # trainctl's modules are imported; the kubernetes client is not, yet
+errors, barrier = [], threading.Barrier(8)
+
+def first_launch():
+    barrier.wait()
+    try:
+        trainctl.gke_run.validate({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}})
+    except Exception as exc:
+        errors.append(repr(exc))
+
+threads = [threading.Thread(target=first_launch) for _ in range(8)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(errors[0] if errors else "OK")
+"""
+
+
+def test_parallel_first_launches_in_one_process_import_the_kubernetes_client_without_deadlock():
+    """A sweep's parallel trials on GKE each start a Job from a thread of their own; the first
+    import of the kubernetes client from two threads at once stopped one of them with
+    _DeadlockError (3 of 8 fresh processes here). Six fresh processes, eight threads each."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    runs = [subprocess.Popen([sys.executable, "-c", FIRST_LAUNCHES], cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True) for _ in range(6)]
+    said = [run.communicate(timeout=300)[0].strip().splitlines()[-1] for run in runs]
+    assert said == ["OK"] * 6

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from typing import Any
 
 from infra import catalog
@@ -19,6 +20,7 @@ from infra.inventory import Inventory
 from infra.stack_config import ConfigError
 
 RDZV_PORT = 29400
+_KUBERNETES_IMPORT = threading.Lock()
 CONTAINER = "trainer"  # the program's container in every pod (podFailurePolicy and logs name it)
 
 
@@ -176,9 +178,20 @@ def unknown_fields(raw: Any, known: Any, path: str = "") -> list[str]:
     return []
 
 
+def import_kubernetes() -> None:
+    """The kubernetes client, imported under a lock: its packages import their modules lazily,
+    and two threads that import it first at once (a sweep's parallel trials, each a Job) can
+    stop with _DeadlockError on kubernetes.client.api_client."""
+    with _KUBERNETES_IMPORT:
+        import kubernetes.client.api_client  # noqa: F401
+        import kubernetes.config  # noqa: F401
+        import kubernetes.watch  # noqa: F401
+
+
 def validate(manifest: dict[str, Any]) -> Any:
     """Deserialize into the Kubernetes client's typed models: unknown fields, wrong types and
     missing required fields raise, as the API server would."""
+    import_kubernetes()
     from kubernetes.client import ApiClient
 
     kinds = {"ServiceAccount": "V1ServiceAccount", "Service": "V1Service", "Job": "V1Job"}

@@ -34,7 +34,7 @@ from infra.inventory import Inventory
 from infra.spec import ClusterSpec
 from infra.errors import RemoteError
 from infra.stack_config import ConfigError
-from trainctl.gke import CONTAINER, manifests, names, validate
+from trainctl.gke import CONTAINER, import_kubernetes, manifests, names, validate
 from trainctl.interrupts import raise_if_pending, uninterruptible
 from trainctl.launch import LaunchResult, LaunchSpec, LinePrinter, NodeOutcome, write_result
 
@@ -57,6 +57,7 @@ class Kube:
     """The Kubernetes calls of a run, in one namespace."""
 
     def __init__(self, inventory: Inventory, namespace: str, streams: int) -> None:
+        import_kubernetes()
         from kubernetes import client, config
 
         if not inventory.kubeconfig:

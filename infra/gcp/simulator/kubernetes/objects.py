@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from datetime import datetime, timezone
 from typing import Any
 
@@ -23,6 +24,9 @@ KINDS = {"serviceaccounts": ("v1", "ServiceAccount", "V1ServiceAccount"),
          "pods": ("v1", "Pod", "V1Pod")}
 GROUP = {"jobs": "jobs.batch"}  # how a Status message names the resource
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+# The kubernetes client's packages import their modules lazily; two request threads importing it
+# first at once fail (ImportError or _DeadlockError in kubernetes.client.api_client).
+_CLIENT_IMPORT = threading.Lock()
 
 
 def now() -> str:
@@ -67,7 +71,8 @@ def unknown_fields(raw: Any, known: Any, path: str = "") -> list[str]:
 
 
 def check_body(resource: str, body: Any) -> None:
-    from kubernetes.client import ApiClient
+    with _CLIENT_IMPORT:
+        from kubernetes.client import ApiClient
 
     api_version, kind, model = KINDS[resource]
     if not isinstance(body, dict) or body.get("kind") != kind or body.get("apiVersion") != api_version:
