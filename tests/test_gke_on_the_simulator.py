@@ -85,3 +85,19 @@ def test_deleting_the_cluster_ends_its_api(gke_cluster):
     done(client, client.delete_cluster(name=CLUSTER))
     with pytest.raises(urllib3.exceptions.MaxRetryError):
         core_api(config).list_namespaced_pod("default", _request_timeout=5)
+
+
+def test_an_experiments_code_stands_in_for_its_image_and_only_the_newest_three_are_kept(tmp_path):
+    home, code = tmp_path / "sim", tmp_path / "code"
+    code.mkdir()
+    made = []
+    for version in range(5):
+        (code / "train.py").write_text(f"print({version})\n")
+        made.append(images.stand_in_code(home, "exp", code, None))
+    assert len(set(made)) == 5 and all(m.startswith(images.SIMULATED_REGISTRY + "/exp:") for m in made)
+    newest = images.resolve(home, made[-1])
+    assert newest.workdir is not None and (newest.workdir / "train.py").read_text() == "print(4)\n"
+    for gone in made[:2]:
+        with pytest.raises(images.ImageUnavailable):
+            images.resolve(home, gone)
+    assert len([p for p in (home / "kubernetes/images/exp").iterdir() if p.name != "staging"]) == 3

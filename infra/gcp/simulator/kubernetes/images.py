@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from infra.stack_config import REPO_ROOT
 
 FRAMEWORK_REQUIREMENTS = {"torch": "trainers/requirements.txt", "tensorflow": "trainers/requirements-tf.txt"}
 SIMULATED_REGISTRY = "simulated.registry.invalid/trainctl"  # names images made here (never resolvable)
+KEEP_PER_NAME = 3  # images of one experiment's code kept in the simulator home
 
 
 class ImageUnavailable(Exception):
@@ -135,10 +137,24 @@ def stand_in_code(home: Path, name: str, code_dir: Path, requirements: str | Non
     code = folder / digest
     if not code.exists():
         staging.rename(code)
+    code.touch()  # the newest made or used: kept by _prune
     image = f"{repository}/{name}:{digest}"
     register(home, image, env=env, workdir=code,
              describe=f"the code of {code_dir} and an environment with {requirements or 'no requirements'}")
+    _prune(home, folder)
     return image
+
+
+def _prune(home: Path, folder: Path, keep: int = KEEP_PER_NAME) -> None:
+    """Older images of the same name go (as a registry's cleanup policy would): the newest
+    `keep`, which a run still going may use, stay."""
+    made = sorted((p for p in folder.iterdir() if p.is_dir() and p.name != "staging"),
+                  key=lambda p: p.stat().st_mtime, reverse=True)
+    with _table(home) as table:
+        for old in made[keep:]:
+            for image in [i for i, entry in table.items() if entry["workdir"] == str(old)]:
+                del table[image]
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _digest(tree: Path, env: Path | None) -> str:
