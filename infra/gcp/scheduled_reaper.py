@@ -103,11 +103,12 @@ class ScheduledReaper(pulumi.ComponentResource):
             f"{name}-reaper-build-sa", account_id=build_account_id(spec), project=spec.project,
             display_name=f"builds the trainctl reaper of {spec.name}", opts=child)
         build_member = builder.email.apply(lambda e: f"serviceAccount:{e}")
-        for build_role in BUILD_PROJECT_ROLES:
+        grants: list[pulumi.Resource] = [
             gcp.projects.IAMMember(f"{name}-reaper-build-{build_role.split('/')[-1]}", project=spec.project,
                                    role=build_role, member=build_member, opts=child)
-        gcp.storage.BucketIAMMember(f"{name}-reaper-build-source", bucket=bucket, role=BUILD_SOURCE_ROLE,
-                                    member=build_member, opts=child)
+            for build_role in BUILD_PROJECT_ROLES]
+        grants.append(gcp.storage.BucketIAMMember(f"{name}-reaper-build-source", bucket=bucket,
+                                                  role=BUILD_SOURCE_ROLE, member=build_member, opts=child))
         source = gcp.storage.BucketObject(
             f"{name}-reaper-src", bucket=bucket, name=source_object_name(),
             source=pulumi.AssetArchive({path: pulumi.StringAsset(text)
@@ -125,7 +126,9 @@ class ScheduledReaper(pulumi.ComponentResource):
                 max_instance_count=1, timeout_seconds=300, ingress_settings="ALLOW_INTERNAL_ONLY",
                 service_account_email=account.email,
                 environment_variables={"REAP_PROJECT": spec.project}),
-            opts=child)
+            # built only once its build account holds what the build needs (else a first
+            # build races the grants: "Permission artifactregistry.repositories.uploadArtifacts denied")
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=grants)))
         service = self.function.service_config.apply(_service_field("service"))
         uri = self.function.service_config.apply(_service_field("uri"))
         # A 2nd-gen function is a Cloud Run service: invoking it takes run.invoker on that service.
