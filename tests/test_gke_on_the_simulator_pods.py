@@ -5,9 +5,14 @@ log, and is gone, with its processes, when its Job is deleted."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import signal
 import subprocess
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -104,19 +109,101 @@ def test_a_cancelled_run_leaves_no_process_of_its_pods(gke_cluster, tmp_path):
     images.register(gke_cluster[0].simulator.home, image, env=None, workdir=code, describe="nothing")
     marker = f"sleeper-{tmp_path.name}"
     cancel = threading.Event()
-    running: list[str] = []
+    started: list[list[str]] = []  # the marked processes alive when each pod said it started
 
     def pids() -> list[str]:
         return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
 
     def echo(line: str) -> None:
-        if line.endswith("]:started") and len(running) < 2:
-            running.extend(pids()[len(running):] or ["none"])
-            if len(running) >= 2:
+        if line.endswith("]:started"):
+            started.append(pids())
+            if len(started) == 2:
                 cancel.set()
 
     # the pod's process, named by the marker, prints `started` and waits on a child `sleep`
     result, _ = launch(gke_cluster, tmp_path, image, ("bash", "-c", f"exec -a {marker} sh -c 'echo started; sleep 300'"),
                        cancel=cancel, echo=echo)
-    assert result.cancelled and len(running) == 2 and "none" not in running
+    assert result.cancelled and len(started) == 2 and all(started)
     assert pids() == []
+
+
+
+
+@pytest.fixture
+def service_cluster(tmp_path, monkeypatch):
+    """A cluster of a simulator that runs as its service (the daemon), reached over HTTP only:
+    (the service's pid, its home, the shape of gke_cluster)."""
+    import tempfile
+
+    from google.cloud import compute_v1, container_v1
+
+    from infra.gcp.gke import kubeconfig
+    from infra.gcp.simulator import daemon
+    from infra.gcp.simulator.kubernetes import auth
+    from tests.sim_fixtures import RunningSim
+    from tests.test_sim_container import CLUSTER, INSTANT, PARENT, cluster, done
+
+    home = Path(tempfile.mkdtemp(dir="/var/lib/trainctl-tests")) / "simulator"
+    url = daemon.ensure_running(home, api_only=True)
+    try:
+        s = RunningSim(None, url, "sim-project")  # type: ignore[arg-type]  # HTTP only
+        s.create_project(project=s.project, delays=INSTANT,
+                         services=["compute.googleapis.com", "container.googleapis.com"])
+        s.client(compute_v1.NetworksClient).insert(project=s.project, network_resource=compute_v1.Network(
+            name="stack-vpc", auto_create_subnetworks=False)).result()
+        s.client(compute_v1.SubnetworksClient).insert(
+            project=s.project, region="us-central1", subnetwork_resource=compute_v1.Subnetwork(
+                name="stack-subnet", network=f"projects/{s.project}/global/networks/stack-vpc",
+                ip_cidr_range="10.128.0.0/20")).result()
+        client = s.client(container_v1.ClusterManagerClient)
+        done(client, client.create_cluster(parent=PARENT, cluster=cluster()))
+        got = client.get_cluster(name=CLUSTER)
+        auth.write_auth_plugin(tmp_path / "bin", home)
+        monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        config = tmp_path / "kubeconfig"
+        config.write_text(kubeconfig(got.name, got.endpoint, got.master_auth.cluster_ca_certificate))
+        yield json.loads((home / "daemon.json").read_text())["pid"], home, (s, client, got, config)
+    finally:
+        daemon.stop(home)
+        shutil.rmtree(home.parent, ignore_errors=True)
+
+
+def test_a_killed_simulator_service_takes_its_pods_processes_with_it(service_cluster, tmp_path):
+    """The pods live in the service's process tree: a service killed outright, with no
+    teardown at all, leaves no pod process behind."""
+    pid, home, running = service_cluster
+    (tmp_path / "code").mkdir()
+    image = "simulated.registry.invalid/tests/sleeper:1"
+    images.register(home, image, env=None, workdir=tmp_path / "code", describe="nothing")
+    marker = f"sleeper-{tmp_path.name}"
+    started: list[list[str]] = []
+    both, cancel = threading.Event(), threading.Event()
+
+    def pids() -> list[str]:
+        return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+
+    def echo(line: str) -> None:
+        if line.endswith("]:started"):
+            started.append(pids())
+            if len(started) == 2:
+                both.set()
+
+    command = ("bash", "-c", f"exec -a {marker} sh -c 'echo started; sleep 300'")
+    launcher = threading.Thread(target=lambda: _quietly(launch, running, tmp_path, image, command,
+                                                        cancel=cancel, echo=echo), daemon=True)
+    launcher.start()
+    assert both.wait(60) and all(started)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pids() == []
+    cancel.set()  # the launch, whose cluster is gone, ends (its teardown fails: nothing answers)
+    launcher.join(60)
+
+
+def _quietly(fn, *args, **kwargs) -> None:
+    try:
+        fn(*args, **kwargs)
+    except Exception:
+        pass

@@ -4,8 +4,11 @@ What a pod gets, and what stands in for what a GKE node would give it:
   - its command and args, as written, with its environment from the pod spec (values, and the
     fieldRef the Job controller adds for JOB_COMPLETION_INDEX), plus the image's PATH (images.py)
     and the Kubernetes service variables;
-  - a hostname of its own (spec.hostname) and a hosts file of its own in a mount namespace of
-    its own: the pod's name and, where a headless Service named by its subdomain selects the
+  - PID, mount and UTS namespaces of its own: its command is PID 1, as in a container (so a
+    SIGTERM at deletion reaches it only where it handles it, as in a container; the grace
+    period's SIGKILL ends it and everything it started), /proc shows the pod's processes only,
+    and the pod dies with the kubelet's process, whatever ends that;
+  - a hostname of its own (spec.hostname) and a hosts file of its own: the pod's name and, where a headless Service named by its subdomain selects the
     Job's pods, every pod of the Job by `<host>.<subdomain>[.<ns>.svc.cluster.local]`, as cluster
     DNS answers them; each pod has a loopback address of its own (127.a.b.c) that those names
     point at, and that gloo and the c10d store bind to by the pod's hostname;
@@ -39,6 +42,7 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a
 # and set its hostname; then exec the container's command.
 POD_SETUP = 'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"'
 KUBELET = "[simulated kubelet]"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class ProcessPods:
@@ -156,7 +160,7 @@ class ProcessPods:
                 return None
             try:
                 proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+                                        stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent)
             except OSError as exc:
                 return exc
             self.procs[pod["metadata"]["uid"]] = proc
@@ -176,7 +180,7 @@ class ProcessPods:
         command = [*(container.get("command") or []), *(container.get("args") or [])]
         if not command:
             command = ["sh", "-c", "echo 'the image stand-in has no entrypoint: give the container a command' >&2; exit 127"]
-        ns_flags = ["--mount", "--uts", "--propagation", "private"]
+        ns_flags = ["--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private"]
         if os.geteuid() != 0:
             ns_flags.append("--map-root-user")
         return ["unshare", *ns_flags, "--", "sh", "-c", POD_SETUP, "pod-setup", str(hosts),
@@ -225,6 +229,14 @@ def _field(pod: Obj, value_from: dict[str, Any], ip: str) -> str:
     if path not in simple:
         raise ValueError(f"the simulated kubelet resolves fieldRef values only (not {value_from})")
     return simple[path]
+
+
+def _die_with_parent() -> None:
+    """In the pod's first process, before exec: SIGKILL when the kubelet thread that started it
+    ends (the daemon killed, say); `unshare --kill-child` then ends the pod's PID namespace."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
