@@ -65,6 +65,11 @@ def _request(url: str, verb: str, body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(raw) if raw else None
 
 
+def nat_ip(vm: dict[str, Any]) -> str:
+    """A VM's external address (its first access config), what trainctl reaches it at."""
+    return str(vm["networkInterfaces"][0]["accessConfigs"][0]["natIP"])
+
+
 @dataclass
 class SimulatedGcp:
     """The session's simulator daemon and the TRAINCTL_HOME it serves."""

@@ -13,7 +13,7 @@ from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
 from infra import keys, realizers
 from infra.errors import ConfigError
 from infra.stack_home import recorded_provider
-from tests.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
+from tests.sim_stacks import Project, gcp, make_gcp, nat_ip, simulated_gcp  # noqa: F401 (fixtures)
 from trainctl.launch import LaunchSpec, plan as launch_plan
 
 
@@ -45,7 +45,7 @@ def test_a_stack_made_by_pulumi_up_is_adopted_with_the_users_key_then_brought_do
     assert recorded_provider(spec.name) == "gcp" and inventory.ssh_private_key == str(private)
     vm = gcp.instance(node)
     assert vm is not None
-    address = vm["networkInterfaces"][0]["accessConfigs"][0]["natIP"]
+    address = nat_ip(vm)
     assert [(n.name, n.ssh_host, n.host_keys) for n in inventory.nodes] == [(node, address, (gcp.host_key(node),))]
     assert Path(inventory.known_hosts).read_text().splitlines() == [f"{address} {gcp.host_key(node)}"]
     assert gcp.operations() == made  # adopting changes nothing in the project

@@ -4,7 +4,6 @@ the build needs, or its first build fails in Cloud Build's words."""
 
 from __future__ import annotations
 
-import pytest
 from pulumi import automation as auto
 
 from infra.gcp import realizer
@@ -14,10 +13,6 @@ FUNCTION = "gcp:cloudfunctionsv2/function:Function"
 GRANTS = ("gcp:projects/iAMMember:IAMMember", "gcp:storage/bucketIAMMember:BucketIAMMember")
 
 
-@pytest.mark.xfail(strict=True, reason="scheduled_reaper.py creates the Function beside its build account's "
-                                       "role grants, not after them (no depends_on): with a build that takes no "
-                                       "time it fails 'Permission artifactregistry.repositories.uploadArtifacts "
-                                       "denied' when it wins the race (see /work/notes/requests-lead.md)")
 def test_the_reaper_function_is_built_only_once_its_build_account_holds_its_roles(gcp: Project) -> None:
     spec = gcp.stack("gpu-l4-spot")
     realizer.up(spec, gcp.progress)

@@ -15,11 +15,7 @@ from infra.errors import CapacityUnavailable, ConfigError
 from infra.gcp import realizer
 from infra.gcp.tpu import tpu_name
 from infra.spec import ClusterSpec
-from tests.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
-
-
-def nat_ip(vm: dict[str, Any]) -> str:
-    return str(vm["networkInterfaces"][0]["accessConfigs"][0]["natIP"])
+from tests.sim_stacks import Project, gcp, make_gcp, nat_ip, simulated_gcp  # noqa: F401 (fixtures)
 
 
 def preempt(project: Project, spec: ClusterSpec, node: str) -> None:

@@ -25,17 +25,13 @@ from infra.gcp.storage import bucket_name
 from infra.stack_config import REPO_ROOT
 from infra.stack_home import state_dir
 from tests.sim_compute import instance_body
-from tests.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
+from tests.sim_stacks import Project, gcp, make_gcp, nat_ip, simulated_gcp  # noqa: F401 (fixtures)
 
 
 def stacks_in_backend(project: Project) -> list[str]:
     """The stacks the Pulumi backend holds, as `pulumi stack ls` lists them."""
     workspace = auto.LocalWorkspace(work_dir=str(project.root))
     return [s.name for s in workspace.list_stacks()]
-
-
-def nat_ip(vm: dict[str, Any]) -> str:
-    return str(vm["networkInterfaces"][0]["accessConfigs"][0]["natIP"])
 
 
 def test_a_named_stack_comes_up_goes_down_and_comes_up_again_with_its_kept_bucket(gcp: Project) -> None:
