@@ -47,8 +47,8 @@ else:
 """
 
 
-def launch(gke_cluster, tmp_path: Path, image: str, command: tuple[str, ...], run_id: str = "probe",
-           cancel: threading.Event | None = None, echo=None):
+def launch(gke_cluster, tmp_path: Path, image: str | None, command: tuple[str, ...], run_id: str = "probe",
+           cancel: threading.Event | None = None, echo=None, framework: str = "tensorflow"):
     from infra.inventory import Inventory
     from infra.stack_config import load_stack
     from trainctl.gke_run import run_job
@@ -59,7 +59,7 @@ def launch(gke_cluster, tmp_path: Path, image: str, command: tuple[str, ...], ru
     inventory = Inventory(stack="gke-l4", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="",
                           known_hosts="", gke_service_account="runner@p.iam.gserviceaccount.com",
                           kubeconfig=str(config))
-    spec = LaunchSpec(run_id=run_id, framework="tensorflow", command=command, image=image,
+    spec = LaunchSpec(run_id=run_id, framework=framework, command=command, image=image,
                       env={"JOB": run_id, "SVC": f"{run_id}-svc"})
     result = run_job(load_stack("gke-l4"), inventory, spec, tmp_path / "logs", echo or lines.append,
                      poll=0.05, cancel=cancel)
@@ -85,6 +85,17 @@ def test_the_pods_of_an_indexed_job_reach_each_other_by_their_published_names(gk
     assert zero[3].startswith("127.") and zero[3] != one[3] and (zero[5], one[5]) == (one[3], zero[3])
     assert "pod 0 heard 'hello from pod 1' from 127." in "\n".join(said[0])
     assert any("is a process on this machine, not a container" in line for line in said[0])
+
+
+def test_googles_pytorch_image_is_stood_in_for_by_an_environment_with_torch(gke_cluster, tmp_path):
+    """No image: the catalog's PyTorch image for the pool (GPU), stood in for by an environment
+    with torch built from the uv cache; torchrun's rendezvous across both pods."""
+    result, lines = launch(gke_cluster, tmp_path, None, ("python", "-m", "torch.utils.collect_env"),
+                           framework="torch")
+    assert result.ok, lines[-20:]
+    stand_in = [line for line in lines if "is stood in for by a torch environment" in line]
+    assert len(stand_in) == 2 and "pytorch-cu124" in stand_in[0]
+    assert sum("PyTorch version: 2." in line for line in lines) == 2  # one worker a pod
 
 
 def test_an_image_nothing_stands_in_for_leaves_the_pod_waiting_in_err_image_pull(gke_cluster, tmp_path):

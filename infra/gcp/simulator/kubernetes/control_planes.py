@@ -197,6 +197,10 @@ def sync(sim: Simulator, world: World, clusters: list[tuple[dict[str, Any], tupl
         gone = [p for cid, p in _PLANES.get(str(sim.home), {}).items() if cid not in live]
     for plane in gone:
         release(sim, world, {"id": plane.cluster_id, "name": plane.cluster_id[:12]})
+    existing = {c["id"] for c, _ in clusters}
+    endpoints = world.names(ENDPOINTS)
+    for address in [a for a, cid in endpoints.items() if cid not in existing]:
+        del endpoints[address]  # a cluster that left the world without its delete
 
 
 def alive(home: Path) -> bool:

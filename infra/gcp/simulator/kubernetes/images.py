@@ -109,12 +109,17 @@ def seed_environment(code_dir: Path, requirements: str, log: Path) -> Path:
 
     spec = BootstrapSpec(code_dir=code_dir, requirements=requirements)
     node_env = offline_uv_env(cache_dir())
+    seed = seed_argv(node_env, spec, controller_uv())[2]
     log.parent.mkdir(parents=True, exist_ok=True)
-    code, output = fill_uv_cache(node_env, spec, log)
+    seed.parent.mkdir(parents=True, exist_ok=True)
+    # two pods (or trainctl and a pod) may want the same environment at once: one builds it
+    with open(f"{seed}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        code, output = fill_uv_cache(node_env, spec, log)
     if code != 0:
         raise ImageUnavailable(f"building the environment for {requirements} failed: "
                                + install_failure(requirements, output, log))
-    return seed_argv(node_env, spec, controller_uv())[2]
+    return seed
 
 
 def stand_in_code(home: Path, name: str, code_dir: Path, requirements: str | None,
