@@ -101,3 +101,17 @@ def test_an_experiments_code_stands_in_for_its_image_and_only_the_newest_three_a
         with pytest.raises(images.ImageUnavailable):
             images.resolve(home, gone)
     assert len([p for p in (home / "kubernetes/images/exp").iterdir() if p.name != "staging"]) == 3
+
+
+def test_a_simulator_started_over_a_world_with_a_cluster_serves_its_api_again(gke_cluster):
+    """Its Kubernetes objects lived in the process that stopped; the API itself comes back."""
+    from infra.gcp.simulator.server import Simulator
+
+    s, _, got, config = gke_cluster
+    s.simulator.stop()
+    again = Simulator(s.simulator.home)
+    again.start()
+    try:
+        assert core_api(config).list_namespaced_pod("default").items == []
+    finally:
+        again.stop()
