@@ -267,6 +267,7 @@ def adopt(stack: str, progress: Progress) -> Inventory:
     key = None if spec.kind == "gke" else _private_key_for(stack, outputs.get("ssh_public_key"))
     with stack_lock(stack, "adopt"):
         record_provider(stack, "gcp")
+        simulation.record(stack)
         _write_meta(spec, None, adopted=True)
         progress(f"adopting stack {stack}, created by `pulumi up`")
         return _write_inventory(spec, outputs, key, progress)
