@@ -104,7 +104,7 @@ def _serving_certificate(ca_b64: str, ca_key_pem: str, address: str, folder: Pat
     return cert_path, key_path
 
 
-def _may_bind_443() -> bool:
+def may_bind_443() -> bool:
     try:
         start = int(Path("/proc/sys/net/ipv4/ip_unprivileged_port_start").read_text())
     except (OSError, ValueError):
@@ -133,7 +133,7 @@ def allocate_endpoint(world: World, home: Path, cluster_id: str) -> tuple[str, i
             address = f"127.{second}.{third}.1"
             if address in taken:
                 continue
-            port = _bindable(address, 443 if _may_bind_443() else 0)
+            port = _bindable(address, 443 if may_bind_443() else 0)
             if port is not None:
                 taken[address] = cluster_id
                 return address, port
