@@ -127,7 +127,7 @@ class ProcessPods:
         container = pod["spec"]["containers"][0]
         try:
             stand_in = images.resolve(self.home, container["image"])
-        except images.ImageUnavailable as exc:
+        except (images.ImageUnavailable, OSError) as exc:  # OSError: its environment could not be made
             api.container_waiting(pod, "ErrImagePull", str(exc))
             return
         folder = self.folder / "pods" / pod["metadata"]["uid"]
