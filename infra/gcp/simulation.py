@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 SIMULATOR_ENV = "TRAINCTL_GCP_SIMULATOR"  # the simulator home in use by this process
 MARKER = "simulated.json"
+RELEASE_WAIT_SECONDS = 10.0
 
 
 def home() -> Path:
@@ -77,10 +79,15 @@ def release() -> None:
     being answered (its world stays on disk; the next command that needs it starts it again)."""
     if not active():
         return
+    from infra.gcp.simulator import daemon
+
     try:
-        _post(os.environ[API_ENDPOINT_ENV], "/trainctl-sim/v1/stop-if-idle", {})
+        stopping = _post(os.environ[API_ENDPOINT_ENV], "/trainctl-sim/v1/stop-if-idle", {})["stopping"]
     except OSError:
-        pass
+        return
+    deadline = time.monotonic() + RELEASE_WAIT_SECONDS
+    while stopping and daemon.process_alive(home()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # `down` returns once it is gone: nothing is left running
 
 
 def record(stack: str) -> None:

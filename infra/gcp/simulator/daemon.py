@@ -30,6 +30,7 @@ from infra.errors import ProvisionError
 
 SERVICE_IP = "10.215.0.1"  # where simulated machines reach the simulator (machines.py's networks)
 IDLE_SECONDS = 30.0
+STOP_GRACE_SECONDS = 1.0
 START_TIMEOUT_SECONDS = 20.0
 
 
@@ -70,6 +71,13 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def process_alive(home: Path) -> bool:
+    """Whether the service's process still runs (asks it nothing: a request would count as a
+    caller and void a stop it was asked for)."""
+    record = _read_record(home)
+    return bool(record) and _alive(record["pid"])
 
 
 def url_of(home: Path) -> str | None:
@@ -157,7 +165,10 @@ def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float 
     _record_path(home).write_text(json.dumps({"pid": os.getpid(), "port": port}))
     try:
         while not done.wait(0.2):
-            if sim.stop_requested.is_set() and sim.busy.count == 0 and not sim.has_machines():
+            # a stop asked for after a `down` waits out a short quiet spell: a caller that found
+            # the service just before must not lose it between two of its requests
+            quiet = time.time() - sim.last_request > STOP_GRACE_SECONDS
+            if sim.stop_requested.is_set() and quiet and sim.busy.count == 0 and not sim.has_machines():
                 break
             if time.time() - sim.last_request > idle_seconds and not sim.has_machines():
                 break

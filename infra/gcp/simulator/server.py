@@ -188,6 +188,9 @@ class Simulator:
 
             def _serve(self) -> None:
                 sim.last_request = time.time()
+                if not self.path.startswith(ADMIN_PREFIX + "stop-if-idle"):
+                    # a caller is here: an earlier caller's request to stop is void
+                    sim.stop_requested.clear()
                 with sim.busy:
                     self._answer()
                 sim.last_request = time.time()
