@@ -76,10 +76,11 @@ def test_several_multi_host_slices_get_one_pool_each():
 ])
 def test_required_apis_are_enabled_and_left_on_at_destroy(stack, extra):
     services = evaluate(load_stack(stack), PUBKEY).of_type("projects/service:Service")
-    # Artifact Registry on every stack: the experiment's images live there
+    # Artifact Registry on every stack: the experiment's images live there; Resource Manager
+    # first, which the provider reads the project through after enabling any of the others
     assert {s.inputs["service"] for s in services} == {
-        "compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
-        "artifactregistry.googleapis.com"} | extra
+        "cloudresourcemanager.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
+        "iam.googleapis.com", "artifactregistry.googleapis.com"} | extra
     assert all(s.inputs["disableOnDestroy"] is False for s in services)
 
 

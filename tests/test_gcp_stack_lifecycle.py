@@ -192,3 +192,22 @@ def test_after_a_down_released_the_simulator_the_same_process_reaches_it_again(m
     simulation.release()  # as `down` ends
     assert realizer.instance_status("gpu-t4x2", ["gpu-t4x2-node-0"]) == {"gpu-t4x2-node-0": None}
 
+
+
+def test_a_fresh_project_refuses_up_naming_the_gpu_quota_then_comes_up_once_it_is_raised(
+        make_gcp: Any) -> None:
+    """What `gcloud projects create` gives: the default services only (no Compute, no Resource
+    Manager) and GPUS_ALL_REGIONS 0. `up` refuses before anything billable exists, naming the
+    quota and the command that raises it; with the quota raised, the stack comes up (its
+    program enables Resource Manager before the APIs whose enabling reads the project)."""
+    gcp = make_gcp(template="fresh")
+    spec = gcp.stack("gpu-t4x2")
+    with pytest.raises(ConfigError) as refused:
+        realizer.up(spec, gcp.progress)
+    assert "GPUS_ALL_REGIONS project-wide: limit 0" in str(refused.value)
+    assert f"gcloud quotas preferences create --service=compute.googleapis.com --project={gcp.id}" in str(refused.value)
+    assert gcp.instances() == {} and gcp.names("networks") == set() and gcp.bucket(bucket_name(spec)) is None
+    gcp.admin("PATCH", "quotas", {"global": {"GPUS_ALL_REGIONS": 2}, "us-central1": {"NVIDIA_T4_GPUS": 2}})
+    inventory = realizer.up(spec, gcp.progress)
+    assert [n.name for n in inventory.nodes] == [f"{spec.name}-node-0"]
+    assert realizer.down(spec.name, progress=gcp.progress) is True

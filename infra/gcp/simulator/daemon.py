@@ -77,7 +77,7 @@ def process_alive(home: Path) -> bool:
     """Whether the service's process still runs (asks it nothing: a request would count as a
     caller and void a stop it was asked for)."""
     record = _read_record(home)
-    return bool(record) and _alive(record["pid"])
+    return record is not None and _alive(record["pid"])
 
 
 def url_of(home: Path) -> str | None:
