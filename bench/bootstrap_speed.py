@@ -27,9 +27,9 @@ from pathlib import Path
 from bootstrap.plan import node_paths
 from bootstrap.runner import SyncedNodes
 from bootstrap.ssh import join, openssh_command
-from infra.inventory import Inventory, Node
-from infra.local import realizer
-from infra.stack_config import load_stack
+from infra.providers.inventory import Inventory, Node
+from infra.providers.local import realizer
+from infra.spec.stack_config import load_stack
 
 SETUP = "python3 -c 'import sys; print(sys.version)'"
 SIZES = (1, 4, 8)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
-from infra.local import realizer
-from infra.stack_config import REPO_ROOT, load_stack
-from trainctl.image import ImageSpec, build, push
-from trainctl.launch import LaunchSpec, launch
+from infra.providers.local import realizer
+from infra.spec.stack_config import REPO_ROOT, load_stack
+from trainctl.jobs.image import ImageSpec, build, push
+from trainctl.launchers.ssh.launch import LaunchSpec, launch
 
 COMMAND = ("python", "-m", "trainers.digits_ddp", "--epochs", "1", "--job-dir", "{job_dir}")
 

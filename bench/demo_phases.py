@@ -27,13 +27,13 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from infra import realizers
-from infra.local import netns
-from infra.local.realizer import Names
-from infra.stack_home import discard, state_dir
-from trainctl.collect import Collector
-from trainctl.experiment_spec import load_experiment
-from trainctl.launch import job_dir
+from infra.providers import realizers
+from infra.providers.local import netns
+from infra.providers.local.realizer import Names
+from infra.providers.stack_home import discard, state_dir
+from trainctl.jobs.collect import Collector
+from trainctl.jobs.experiment_spec import load_experiment
+from trainctl.launchers.ssh.launch import job_dir
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "examples" / "digits-ddp.yaml"

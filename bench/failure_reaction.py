@@ -21,9 +21,9 @@ from pathlib import Path
 
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
-from infra.local import realizer
-from infra.stack_config import REPO_ROOT, load_stack
-from trainctl.launch import LaunchSpec, launch
+from infra.providers.local import realizer
+from infra.spec.stack_config import REPO_ROOT, load_stack
+from trainctl.launchers.ssh.launch import LaunchSpec, launch
 
 NODES = 3
 RERUNS = 2

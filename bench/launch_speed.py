@@ -17,9 +17,9 @@ from pathlib import Path
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
 from bootstrap.ssh import openssh_command
-from infra.local import realizer
-from infra.stack_config import REPO_ROOT, load_stack
-from trainctl.launch import LaunchSpec, launch, plan
+from infra.providers.local import realizer
+from infra.spec.stack_config import REPO_ROOT, load_stack
+from trainctl.launchers.ssh.launch import LaunchSpec, launch, plan
 
 NODES = 4
 COMMAND = ("python", "-m", "trainers.init_probe")

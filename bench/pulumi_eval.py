@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from infra.gcp.mocks import evaluate
-from infra.spec import ClusterSpec
+from infra.providers.gcp.program.mocks import evaluate
+from infra.spec.cluster import ClusterSpec
 
 BASE = {"provider": "gcp", "project": "bench-project", "ssh": {"source_ranges": ["203.0.113.0/24"]}}
 

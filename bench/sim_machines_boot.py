@@ -27,12 +27,12 @@ from pathlib import Path
 
 import paramiko
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.fakes
 
-from infra import keys  # noqa: E402
-from infra.local import netns, sshd  # noqa: E402
-from sim_machines_fixtures import SimMachines  # noqa: E402
-from infra.gcp.simulator import nodes  # noqa: E402
+from infra.providers import keys  # noqa: E402
+from infra.providers.local import netns, sshd  # noqa: E402
+from tests.fakes.sim_machines_fixtures import SimMachines  # noqa: E402
+from infra.providers.gcp.simulator import nodes  # noqa: E402
 
 SIZES = (1, 8)
 SAMPLES = 3

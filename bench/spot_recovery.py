@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from infra.local import realizer
+from infra.providers.local import realizer
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLES = 3

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from bootstrap.ssh import join
-from infra.inventory import Node, Registry
+from infra.providers.inventory import Node, Registry
 
 
 def _dir(node: Node) -> str:

@@ -29,7 +29,7 @@ from bootstrap import containers
 from bootstrap.ssh import join, openssh_command, shell_env
 from bootstrap.treesync import list_tree, unpack_command
 from infra.errors import ConfigError
-from infra.inventory import Inventory, Node
+from infra.providers.inventory import Inventory, Node
 
 STEPS = ("ready", "drivers", "sync", "env", "setup", "runtime", "pull")
 FP_MARK = "TRAINCTL_FP"

@@ -30,7 +30,7 @@ from bootstrap.ssh import open_connection
 from bootstrap.treesync import TreeCache
 from infra.errors import RemoteError
 from infra.retry import on_results
-from infra.inventory import Inventory, Node
+from infra.providers.inventory import Inventory, Node
 
 DEFAULT_CONCURRENCY = 32
 RSYNC_RETRIES = 3
@@ -172,7 +172,7 @@ class SyncedNodes:
     A hint only: a wrong one costs the overlap, never correctness."""
 
     def __init__(self, stack: str) -> None:
-        from infra.stack_home import state_dir
+        from infra.providers.stack_home import state_dir
 
         self.stack_dir = state_dir(stack)
         self.directory = self.stack_dir / "synced"
@@ -494,7 +494,7 @@ def start_early_syncs(pool: ThreadPoolExecutor, inventory: Inventory, spec: Boot
 
 
 def tree_cache_dir() -> Path:
-    from infra.stack_home import cache_dir
+    from infra.providers.stack_home import cache_dir
 
     return cache_dir() / "trees"
 

@@ -12,7 +12,7 @@ import shlex
 import time
 from typing import TYPE_CHECKING, Iterable
 
-from infra.inventory import Inventory, Node
+from infra.providers.inventory import Inventory, Node
 
 if TYPE_CHECKING:  # fabric and paramiko load on the first connection, not with the module:
     import fabric  # the OpenSSH argv below is all rsync and `--plan` need

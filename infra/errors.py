@@ -1,4 +1,4 @@
-"""One error hierarchy; its classes decide trainctl's exit codes (trainctl/cli.py main).
+"""One error hierarchy; its classes decide trainctl's exit codes (trainctl/cli/entry.py main).
 
   ConfigError     2  bad input, refused before anything is created; the message names the input
   ProvisionError  3  creating or removing resources failed (a realizer); `down` cleans up

@@ -1,6 +1,6 @@
 """GCP's documented constraints, one rule each, as plain functions over what the Pulumi engine
 declares: a resource's type token and its input properties (camelCase keys, as the engine and
-infra/gcp/mocks.py give them).
+infra/providers/gcp/program/mocks.py give them).
 
 Why plain functions: the same rules run in three places — Pulumi's policy engine (policy/
 __main__.py wraps them in pulumi_policy objects), `trainctl plan` (over the program evaluated
@@ -178,7 +178,7 @@ def tpu_topology_hosts(machine_type: str, topology: str) -> int | None:
     """Hosts of a multi-host TPU slice: from the catalog when it knows the pair, else from the
     topology's chip count over the machine type's chips per host (ct5lp-hightpu-4t → 4)."""
     try:
-        from infra import catalog
+        from infra.spec import catalog
 
         for tpu in catalog.TPUS.values():
             if tpu.gke_machine_type == machine_type and tpu.multi_host and tpu.topology == topology:

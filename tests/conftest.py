@@ -41,7 +41,7 @@ def trainctl_home(monkeypatch):
     # or it would recreate state in the home after the sweep removed it.
     Streamed.stop_all()
     stacks = [p.name for p in (home / "stacks").glob("*") if p.is_dir()] if (home / "stacks").exists() else []
-    from infra.local import realizer
+    from infra.providers.local import realizer
 
     for stack in stacks:
         try:
@@ -57,8 +57,8 @@ def seeded_python(requirements: Path) -> Path:
     processes."""
     import hashlib
 
-    from infra.local.realizer import LOCAL_WHEELHOUSE
-    from infra.stack_home import cache_dir
+    from infra.providers.local.realizer import LOCAL_WHEELHOUSE
+    from infra.providers.stack_home import cache_dir
 
     digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
     seed = cache_dir() / "seed" / f"tests-{digest}"
@@ -90,9 +90,9 @@ def tf_trainer_python() -> Path:
 
 def leftovers(stack: str) -> list[str]:
     """Everything on this machine that still belongs to the stack."""
-    from infra.local import netns as nets
-    from infra.local.realizer import Names
-    from infra.stack_home import lock_path, state_dir
+    from infra.providers.local import netns as nets
+    from infra.providers.local.realizer import Names
+    from infra.providers.stack_home import lock_path, state_dir
 
     names = Names(stack)
     found = [f"netns {ns}" for ns in nets.list_netns() if ns.startswith(names.netns_prefix)]
@@ -123,8 +123,8 @@ def trainctl(*args: str, env: dict | None = None, timeout: float = 600, cwd: Pat
 @pytest.fixture
 def local_stack(trainctl_home):
     """Factory: real local stacks that are removed (and verified gone) after the test."""
-    from infra.local import realizer
-    from infra.stack_config import load_stack
+    from infra.providers.local import realizer
+    from infra.spec.stack_config import load_stack
 
     made = []
 

@@ -25,14 +25,14 @@ DEFAULT_SCENARIOS = [
     "tests/reliability/test_interrupt_every_phase.py",
     "tests/reliability/test_faults_and_security.py",  # includes the Ctrl-C-while-connecting race
     "tests/reliability/test_spot_recovery.py",
-    "tests/test_run_end_to_end.py::test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count",
-    "tests/test_run_end_to_end.py::test_a_dead_torchrun_agent_is_noticed_at_once_and_the_job_reruns_from_its_checkpoint",
-    "tests/test_run_end_to_end.py::test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back",
-    "tests/test_run_end_to_end.py::test_a_node_whose_sshd_dies_boots_again_and_the_job_resumes_from_its_checkpoint",
-    "tests/test_run_end_to_end.py::test_three_experiments_in_parallel_stay_isolated",
-    "tests/test_local_stack.py::test_down_after_kill_9_of_up_removes_everything",
-    "tests/test_local_stack.py::test_corrupt_state_needs_force_and_force_removes_what_exists",
-    "tests/test_sweep.py",  # Ctrl-C during parallel trials, then resume
+    "tests/e2e/test_run_end_to_end.py::test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count",
+    "tests/e2e/test_run_end_to_end.py::test_a_dead_torchrun_agent_is_noticed_at_once_and_the_job_reruns_from_its_checkpoint",
+    "tests/e2e/test_run_end_to_end.py::test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back",
+    "tests/e2e/test_run_end_to_end.py::test_a_node_whose_sshd_dies_boots_again_and_the_job_resumes_from_its_checkpoint",
+    "tests/e2e/test_run_end_to_end.py::test_three_experiments_in_parallel_stay_isolated",
+    "tests/e2e/test_local_stack.py::test_down_after_kill_9_of_up_removes_everything",
+    "tests/e2e/test_local_stack.py::test_corrupt_state_needs_force_and_force_removes_what_exists",
+    "tests/e2e/test_sweep_on_the_local_stack.py",  # Ctrl-C during parallel trials, then resume
 ]
 
 

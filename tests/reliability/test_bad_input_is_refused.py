@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from infra.local import netns
+from infra.providers.local import netns
 
 GCP = {"gcp:project": "my-project", "gcp:zone": "us-central1-a", "trainctl:provider": "gcp",
        "trainctl:machine_type": "n1-standard-8", "trainctl:ssh": {"source_ranges": ["203.0.113.0/24"]}}
@@ -195,7 +195,7 @@ def test_bad_input_exits_2_naming_the_problem_and_creates_nothing(case, tmp_path
         (tmp_path / name).write_text(text)
     monkeypatch.chdir(tmp_path)
     before = machine_snapshot()
-    from trainctl import cli
+    from trainctl.cli import entry as cli
 
     monkeypatch.setattr(sys, "argv", ["trainctl", *argv])
     with pytest.raises(SystemExit) as exit_info:

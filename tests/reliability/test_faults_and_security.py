@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, Streamed, leftovers, listening, reach, trainctl
-from infra.local import netns
+from infra.providers.local import netns
 
 pytestmark = pytest.mark.e2e
 
 def test_an_intruder_on_the_cluster_bridge_reaches_nothing(local_stack):
     inv = local_stack("guarded", nodes=2)
-    from infra.local.realizer import Names
+    from infra.providers.local.realizer import Names
 
     names = Names("guarded")
     intruder, veth = "tc-guarded-intruder", f"tcv{names.digest[:6]}x"
@@ -151,7 +151,7 @@ def _ssh(inv, node) -> list[str]:
 def test_a_lock_held_by_a_live_process_is_named_and_one_left_by_a_killed_process_is_not_stale(
         trainctl_home):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time; from infra.stack_home import stack_lock\n"
+        [sys.executable, "-c", "import time; from infra.providers.stack_home import stack_lock\n"
          "with stack_lock('stale', 'up'):\n    print('locked', flush=True); time.sleep(120)"],
         cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:

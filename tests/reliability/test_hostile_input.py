@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bootstrap.ssh import shell_env
-from infra.inventory import Inventory, Node
-from infra.spec import ClusterSpec
-from trainctl.launch import LaunchSpec, node_command
+from infra.providers.inventory import Inventory, Node
+from infra.spec.cluster import ClusterSpec
+from trainctl.launchers.ssh.launch import LaunchSpec, node_command
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),

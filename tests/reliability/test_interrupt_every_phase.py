@@ -17,8 +17,8 @@ import time
 import pytest
 
 from conftest import Streamed, experiment, leftovers, trainctl
-from trainctl.experiment import PhaseClock, RunReport, ttl_guard
-from trainctl.interrupts import signals_as_interrupt
+from trainctl.jobs.experiment import PhaseClock, RunReport, ttl_guard
+from trainctl.launchers.interrupts import signals_as_interrupt
 
 # phase: (the line that opens it, nodes, trainer arguments)
 PHASES = {

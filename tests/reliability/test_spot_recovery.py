@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import REPO, Streamed, experiment, leftovers
-from infra.local import realizer
+from infra.providers.local import realizer
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,184 @@
+"""The Pulumi program: a ClusterSpec becomes GCP resources, and a partial inventory as output.
+
+Run by `pulumi up` (infra/providers/gcp/program/__main__.py) and by trainctl through the Automation API; evaluated
+offline under Pulumi's mocks by `trainctl plan` and the tests. The stack output "inventory"
+carries node names and addresses; trainctl adds the host keys it reads from guest attributes
+and the controller-side key paths.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.spec import catalog
+from infra.providers.gcp.program.common import labels as make_labels
+from infra.providers.gcp.program.common import expiry_ignore, network_tag, ssh_metadata
+from infra.providers.gcp.program.compute import GpuVmGroup, node_name
+from infra.providers.gcp.program.endpoints import api_provider
+from infra.providers.gcp.program.gke import GkeCluster
+from infra.providers.gcp.program.network import Network
+from infra.providers.gcp.program.registry import ImageRegistry
+from infra.providers.gcp.program.scheduled_reaper import ScheduledReaper
+from infra.providers.gcp.program.storage import Storage, kept_on_down
+from infra.providers.gcp.program.tpu import TpuVm, tpu_name
+from infra.spec.cluster import ClusterSpec
+
+
+def service_account_id(spec: ClusterSpec) -> str:
+    # account_id: 6-30 characters, letter first, no trailing '-'.
+    return f"{spec.name[:26]}-sa".replace("--", "-").strip("-").rjust(6, "x")
+
+
+def workdir(spec: ClusterSpec) -> str:
+    return "/root/trainctl" if spec.ssh.user == "root" else f"/home/{spec.ssh.user}/trainctl"
+
+
+def _vm_nodes(spec: ClusterSpec, groups: list[GpuVmGroup]) -> pulumi.Output[list[dict[str, Any]]]:
+    tasks = spec.node_tasks
+    accelerators = {g.first + k: str(view.accelerator) for g, (_, _, view) in zip(groups, spec.groups())
+                    for k in range(view.node_count)}
+
+    def node(i: int, inst: gcp.compute.Instance) -> pulumi.Output[dict[str, Any]]:
+        def shape(nics: Sequence[Any]) -> dict[str, Any]:
+            nic = nics[0]
+            internal = nic["network_ip"] if isinstance(nic, dict) else nic.network_ip
+            configs = (nic.get("access_configs") if isinstance(nic, dict) else nic.access_configs) or []
+            external = None
+            if configs:
+                first = configs[0]
+                external = first.get("nat_ip") if isinstance(first, dict) else first.nat_ip
+            return {"name": node_name(spec, i), "rank": i, "role": "worker", "internal_ip": internal,
+                    "ssh_host": external or internal, "ssh_user": spec.ssh.user,
+                    "accelerator": accelerators[i], "workdir": workdir(spec), "interface": None,
+                    "task": tasks[i][0]}
+        return inst.network_interfaces.apply(shape)
+    return pulumi.Output.all(*[node(g.first + k, inst) for g in groups for k, inst in enumerate(g.instances)])
+
+
+def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, Any]]]:
+    def shape(endpoints: Sequence[Any]) -> list[dict[str, Any]]:
+        nodes = []
+        for i, ep in enumerate(endpoints or []):
+            ep = ep if isinstance(ep, dict) else ep.__dict__
+            configs = ep.get("access_configs") or []
+            external = None
+            if configs:
+                first = configs[0]
+                external = first.get("external_ip") if isinstance(first, dict) else first.external_ip
+            nodes.append({"name": f"{tpu_name(spec)}-w{i}", "rank": i, "role": "tpu-worker",
+                          "internal_ip": ep["ip_address"], "ssh_host": external or ep["ip_address"],
+                          "ssh_user": spec.ssh.user, "accelerator": str(spec.accelerator),
+                          "workdir": workdir(spec), "interface": None, "tpu_name": tpu_name(spec)})
+        return nodes
+    return tpu.vm.network_endpoints.apply(shape)
+
+
+# The provider reads the project through Cloud Resource Manager after enabling any service
+# (google_project_service's read: projects.get), so in a fresh project it goes first.
+RESOURCE_MANAGER_API = "cloudresourcemanager.googleapis.com"
+# Read access to TPU nodes: https://cloud.google.com/tpu/docs/tpu-iam-permissions
+TPU_VIEWER_ROLE = "roles/tpu.viewer"
+
+
+def required_apis(spec: ClusterSpec) -> list[str]:
+    """The services a stack's resources need; a fresh project has few of them on."""
+    apis = [RESOURCE_MANAGER_API, "compute.googleapis.com", "storage.googleapis.com", "iam.googleapis.com",
+            "artifactregistry.googleapis.com"]
+    if spec.kind == "tpu":
+        apis.append("tpu.googleapis.com")
+    if spec.kind == "gke":
+        apis.append("container.googleapis.com")
+    if spec.scheduled_reaper:
+        apis += ["cloudfunctions.googleapis.com", "run.googleapis.com", "cloudbuild.googleapis.com",
+                 "cloudscheduler.googleapis.com"]
+    return apis
+
+
+def enable_apis(spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> list[gcp.projects.Service]:
+    """One Service per API, Resource Manager's before the others (their reads need it)."""
+    def service(api: str, after: list[gcp.projects.Service]) -> gcp.projects.Service:
+        # disable_on_destroy=False: other stacks and users of the project still need them.
+        return gcp.projects.Service(
+            f"{spec.name}-api-{api.split('.')[0]}", project=spec.project, service=api,
+            disable_on_destroy=False,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=after)))
+
+    first, *rest = required_apis(spec)
+    manager = service(first, [])
+    return [manager, *(service(api, [manager]) for api in rest)]
+
+
+def workload_identity_member(spec: ClusterSpec) -> str:
+    return (f"serviceAccount:{spec.project}.svc.id.goog"
+            f"[{catalog.GKE_KSA_NAMESPACE}/{catalog.GKE_KSA_NAME}]")
+
+
+def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = None) -> dict[str, Any]:
+    """Declare the stack's resources; returns the stack outputs. GKE stacks need no SSH key."""
+    if spec.provider != "gcp":
+        raise ValueError(f"stack {spec.name!r} has provider {spec.provider!r}; the Pulumi program "
+                         "only declares gcp stacks (local stacks are realized by trainctl)")
+    if spec.kind != "gke" and not public_key:
+        raise ValueError(f"stack {spec.name!r} (kind {spec.kind}) needs an SSH public key for its nodes")
+    labels = make_labels(spec, expires_at)
+    tag = network_tag(spec)
+    # Every resource goes through one provider: Google's endpoints, or TRAINCTL_GCP_API_ENDPOINT's.
+    endpoint = pulumi.ResourceOptions(provider=api_provider())
+    after_apis = pulumi.ResourceOptions(provider=endpoint.provider, depends_on=enable_apis(spec, endpoint),
+                                        ignore_changes=expiry_ignore(expires_at))
+    net = Network(spec.name, spec, opts=after_apis)
+    storage = Storage(spec.name, spec, labels, opts=after_apis)
+    account = gcp.serviceaccount.Account(
+        f"{spec.name}-sa", account_id=service_account_id(spec), project=spec.project,
+        display_name=f"trainctl nodes of {spec.name}", opts=after_apis)
+    # Least privilege: the nodes' identity may read and write objects in this bucket only.
+    gcp.storage.BucketIAMMember(
+        f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
+        member=account.email.apply(lambda e: f"serviceAccount:{e}"), opts=endpoint)
+    images = ImageRegistry(spec.name, spec, labels, account.email.apply(lambda e: f"serviceAccount:{e}"),
+                           opts=after_apis)
+    if spec.scheduled_reaper:
+        ScheduledReaper(spec.name, spec, storage.bucket.name, labels, opts=after_apis)
+    outputs: dict[str, Any] = {"bucket": storage.uri, "bucket_kept_on_down": kept_on_down(spec)}
+    if public_key:
+        # Which key the nodes admit: trainctl adopting a stack made by `pulumi up` alone finds
+        # the private half by it (a public key is no secret).
+        outputs["ssh_public_key"] = public_key
+    nodes: Any = []
+    gsa: Any = None
+    if spec.kind == "vm":
+        # one VM group per worker pool (one in all without pools), nodes numbered across them
+        groups = [GpuVmGroup(f"{spec.name}-{role}" if role else spec.name, view, subnet=net.subnet.id,
+                             tag=tag, metadata=ssh_metadata(spec, public_key or ""), labels=labels,
+                             service_account=account.email, first=first, role=role, opts=after_apis)
+                  for role, first, view in spec.groups()]
+        nodes = _vm_nodes(spec, groups)
+    elif spec.kind == "tpu":
+        tpu = TpuVm(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
+                    metadata=ssh_metadata(spec, public_key or ""), labels=labels,
+                    service_account=account.email, opts=after_apis)
+        # TensorFlow on a multi-host slice finds its workers through TPUClusterResolver, which
+        # reads the node (tpu.nodes.get) with the VMs' own account: it may read TPUs, no more.
+        gcp.projects.IAMMember(
+            f"{spec.name}-sa-tpu-viewer", project=spec.project, role=TPU_VIEWER_ROLE,
+            member=account.email.apply(lambda e: f"serviceAccount:{e}"), opts=after_apis)
+        nodes = _tpu_nodes(spec, tpu)
+    else:
+        gke = GkeCluster(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
+                         labels=labels, service_account=account.email, opts=after_apis)
+        # Pods run as the trainctl KSA; Workload Identity lets it act as the nodes' GSA,
+        # which alone holds the bucket grant.
+        gcp.serviceaccount.IAMMember(
+            f"{spec.name}-sa-workload-identity", service_account_id=account.name,
+            role="roles/iam.workloadIdentityUser", member=workload_identity_member(spec),
+            opts=pulumi.ResourceOptions(provider=endpoint.provider, depends_on=[gke.cluster]))
+        outputs["kubeconfig"] = gke.kubeconfig
+        gsa = account.email
+    outputs["inventory"] = pulumi.Output.all(storage.uri, nodes, gsa).apply(lambda a: {
+        "stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
+        "kind": spec.kind, "registry": {"repository": images.path, "metadata_token": True},
+        **({"gke_service_account": a[2]} if a[2] else {})})
+    return outputs

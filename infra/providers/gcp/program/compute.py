@@ -1,0 +1,79 @@
+"""GpuVmGroup: N identical VMs with GPUs — attached (N1) or bundled (A2, A3, G2)."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.spec import catalog
+from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
+from infra.spec.cluster import ClusterSpec
+
+
+def scheduling(spec: ClusterSpec) -> gcp.compute.InstanceSchedulingArgs:
+    if spec.spot:
+        return gcp.compute.InstanceSchedulingArgs(
+            provisioning_model="SPOT", preemptible=True, automatic_restart=False,
+            # GPUs cannot live-migrate. A reclaimed spot VM is deleted by default (not left stopped
+            # and billed for its disk); STOP keeps the disk for a restart.
+            on_host_maintenance="TERMINATE", instance_termination_action=spec.instance_termination_action)
+    return gcp.compute.InstanceSchedulingArgs(
+        provisioning_model="STANDARD", automatic_restart=True,
+        on_host_maintenance="TERMINATE" if spec.gpu else "MIGRATE")
+
+
+def guest_accelerators(spec: ClusterSpec) -> list[gcp.compute.InstanceGuestAcceleratorArgs] | None:
+    machine = catalog.MACHINES[spec.machine_type or ""]
+    if not spec.gpu or machine.bundled_gpu:
+        return None  # bundled GPUs come with the machine type: send no accelerator list at all
+    return [gcp.compute.InstanceGuestAcceleratorArgs(type=spec.gpu.type, count=spec.gpu.count)]
+
+
+def node_name(spec: ClusterSpec, index: int) -> str:
+    return f"{spec.name}-node-{index}"
+
+
+class GpuVmGroup(pulumi.ComponentResource):
+    """One worker pool's VMs (`spec` is the pool as a one-group spec, see ClusterSpec.groups);
+    their node indexes start at `first`, so names and ranks run on across pools."""
+
+    def __init__(self, name: str, spec: ClusterSpec, *, subnet: pulumi.Input[str], tag: str,
+                 metadata: dict[str, str], labels: dict[str, str],
+                 service_account: pulumi.Input[str], startup_script: str | None = None,
+                 first: int = 0, role: str | None = None,
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE_PREFIX}:GpuVmGroup", name, None, opts)
+        child = child_opts(self, opts)
+        image = spec.image or (catalog.IMAGE_GPU_DEFAULT if spec.gpu else catalog.IMAGE_CPU_DEFAULT)
+        meta = dict(metadata)
+        if startup_script:
+            meta["startup-script"] = startup_script
+        self.first = first
+        self.instances = [
+            gcp.compute.Instance(
+                f"{name}-{i}",
+                name=node_name(spec, i),
+                project=spec.project,
+                zone=spec.zone,
+                machine_type=spec.machine_type,
+                boot_disk=gcp.compute.InstanceBootDiskArgs(
+                    auto_delete=True,
+                    initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                        image=image, size=spec.boot_disk_gb, type=catalog.BOOT_DISK_TYPE)),
+                network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+                    subnetwork=subnet,
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
+                    if spec.network.external_ips else [])],
+                guest_accelerators=guest_accelerators(spec),
+                scheduling=scheduling(spec),
+                metadata=meta,
+                tags=[tag],
+                labels={**labels, "trainctl-rank": str(i), **({"trainctl-role": role} if role else {})},
+                service_account=gcp.compute.InstanceServiceAccountArgs(
+                    email=service_account, scopes=["cloud-platform"]),
+                allow_stopping_for_update=True,
+                opts=child,
+            )
+            for i in range(first, first + spec.node_count)
+        ]
+        self.register_outputs({"names": [inst.name for inst in self.instances]})

@@ -1,0 +1,136 @@
+"""GkeCluster: a zonal, destroyable cluster on the REGULAR release channel with accelerator node
+pools: one GPU pool with managed drivers, or one pool per TPU slice (a multi-host slice pool
+has exactly the slice's hosts, a compact placement policy and the slice's topology)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.spec import catalog
+from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
+from infra.spec.cluster import ClusterSpec
+
+
+def kubeconfig(cluster_name: str, endpoint: str, ca: str) -> str:
+    """A kubeconfig that authenticates through gke-gcloud-auth-plugin: no token in it."""
+    return f"""apiVersion: v1
+kind: Config
+clusters:
+- name: {cluster_name}
+  cluster:
+    server: https://{endpoint}
+    certificate-authority-data: {ca}
+contexts:
+- name: {cluster_name}
+  context: {{cluster: {cluster_name}, user: {cluster_name}}}
+current-context: {cluster_name}
+users:
+- name: {cluster_name}
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: gke-gcloud-auth-plugin
+      provideClusterInfo: true
+"""
+
+
+# GKE's limit for cluster and node pool names (the API refuses longer ones):
+# https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster
+GKE_NAME_MAX = 40
+# The role GKE nodes' own service account needs to write logs and metrics:
+# https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
+NODE_ACCOUNT_ROLE = "roles/container.defaultNodeServiceAccount"
+
+
+def bounded(name: str, limit: int = GKE_NAME_MAX) -> str:
+    """`name`, or where it is too long its head and a digest of the whole (still unique)."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
+    return f"{name[:limit - 7].rstrip('-')}-{digest}"
+
+
+def cluster_name(spec: ClusterSpec) -> str:
+    return bounded(f"{spec.name}-gke")
+
+
+def pool_name(spec: ClusterSpec, pool: str) -> str:
+    return bounded(f"{spec.name}-{pool}")
+
+
+def pool_layout(spec: ClusterSpec) -> list[tuple[str, int]]:
+    """(pool name, node count) pairs: a multi-host TPU pool holds exactly one slice, so its
+    node count is the slice's host count and each slice gets a pool of its own."""
+    if spec.tpu and catalog.TPUS[spec.tpu.type].multi_host:
+        hosts = catalog.TPUS[spec.tpu.type].hosts
+        return [(f"pool-{i}", hosts) for i in range(spec.node_count // hosts)]
+    return [("pool", spec.node_count)]
+
+
+def _placement(spec: ClusterSpec) -> gcp.container.NodePoolPlacementPolicyArgs | None:
+    if spec.tpu and catalog.TPUS[spec.tpu.type].multi_host:
+        tpu = catalog.TPUS[spec.tpu.type]
+        return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=tpu.topology)
+    return None
+
+
+def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
+                 service_account: pulumi.Input[str]) -> dict:
+    config: dict = dict(
+        spot=spec.spot, labels={"trainctl-stack": spec.name}, resource_labels=labels,
+        tags=[tag], service_account=service_account, oauth_scopes=["cloud-platform"],
+        workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
+            mode="GKE_METADATA"))
+    if spec.tpu:
+        config["machine_type"] = catalog.TPUS[spec.tpu.type].gke_machine_type
+        return config
+    config["machine_type"] = spec.machine_type
+    machine = catalog.MACHINES[spec.machine_type or ""]
+    if spec.gpu:
+        config["guest_accelerators"] = [gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+            type=spec.gpu.type, count=machine.bundled_gpu_count if machine.bundled_gpu else spec.gpu.count,
+            gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                gpu_driver_version="LATEST"))]
+    return config
+
+
+class GkeCluster(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: ClusterSpec, *, network: pulumi.Input[str],
+                 subnet: pulumi.Input[str], tag: str, labels: dict[str, str],
+                 service_account: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE_PREFIX}:GkeCluster", name, None, opts)
+        child = child_opts(self, opts)
+        self.cluster = gcp.container.Cluster(
+            f"{name}-cluster", name=cluster_name(spec), project=spec.project, location=spec.zone,
+            network=network, subnetwork=subnet,
+            remove_default_node_pool=True, initial_node_count=1,
+            # trainctl stacks are meant to be destroyed by `trainctl down`/`pulumi destroy`.
+            deletion_protection=False,
+            workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
+                workload_pool=f"{spec.project}.svc.id.goog"),
+            release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
+            resource_labels=labels, opts=child)
+        self.pools = [
+            gcp.container.NodePool(
+                f"{name}-{pool}", name=pool_name(spec, pool), project=spec.project,
+                location=spec.zone, cluster=self.cluster.name, node_count=count,
+                node_config=gcp.container.NodePoolNodeConfigArgs(**_node_config(spec, tag, labels, service_account)),
+                placement_policy=_placement(spec),
+                # A release-channel cluster upgrades its nodes itself; GKE rejects auto_upgrade=False.
+                management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                opts=child)
+            for pool, count in pool_layout(spec)
+        ]
+        # The nodes' own account may write their logs and metrics, and nothing more.
+        gcp.projects.IAMMember(
+            f"{name}-node-sa-role", project=spec.project, role=NODE_ACCOUNT_ROLE,
+            member=pulumi.Output.from_input(service_account).apply(lambda e: f"serviceAccount:{e}"),
+            opts=child)
+        config: pulumi.Output[str] = pulumi.Output.all(
+            self.cluster.name, self.cluster.endpoint, self.cluster.master_auth.cluster_ca_certificate,
+        ).apply(lambda a: kubeconfig(a[0], a[1], a[2]))
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(config)  # type: ignore[arg-type]
+        self.register_outputs({"kubeconfig": self.kubeconfig})

@@ -1,0 +1,55 @@
+"""Network: a VPC with one subnet and least-privilege firewall rules.
+
+Ingress is closed by the VPC's implied deny; two rules open exactly what training needs:
+SSH from the configured source ranges, and all traffic between the cluster's own nodes.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts, network_tag
+from infra.spec.cluster import ClusterSpec
+
+
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+class Network(pulumi.ComponentResource):
+    def __init__(self, name: str, spec: ClusterSpec, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE_PREFIX}:Network", name, None, opts)
+        child = child_opts(self, opts)
+        assert spec.zone
+        region = region_of(spec.zone)
+        tag = network_tag(spec)
+        self.tag = tag
+        self.network = gcp.compute.Network(
+            f"{name}-vpc", name=f"{spec.name}-vpc", project=spec.project,
+            auto_create_subnetworks=False, opts=child)
+        self.subnet = gcp.compute.Subnetwork(
+            f"{name}-subnet", name=f"{spec.name}-subnet", project=spec.project, region=region,
+            network=self.network.id, ip_cidr_range=spec.network.subnet_cidr,
+            private_ip_google_access=True, opts=child)
+        self.firewalls = []
+        if spec.ssh.source_ranges:
+            self.firewalls.append(gcp.compute.Firewall(
+                f"{name}-fw-ssh", name=f"{spec.name}-fw-ssh", project=spec.project,
+                network=self.network.id, direction="INGRESS",
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                source_ranges=list(spec.ssh.source_ranges), target_tags=[tag], opts=child))
+        self.firewalls.append(gcp.compute.Firewall(
+            f"{name}-fw-internal", name=f"{spec.name}-fw-internal", project=spec.project,
+            network=self.network.id, direction="INGRESS",
+            allows=[gcp.compute.FirewallAllowArgs(protocol=p) for p in ("tcp", "udp", "icmp")],
+            source_tags=[tag], target_tags=[tag], opts=child))
+        if spec.network.nat:
+            router = gcp.compute.Router(
+                f"{name}-router", name=f"{spec.name}-router", project=spec.project,
+                region=region, network=self.network.id, opts=child)
+            gcp.compute.RouterNat(
+                f"{name}-nat", name=f"{spec.name}-nat", project=spec.project, region=region,
+                router=router.name, nat_ip_allocate_option="AUTO_ONLY",
+                source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES", opts=child)
+        self.register_outputs({"network": self.network.id, "subnet": self.subnet.id})

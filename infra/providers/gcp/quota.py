@@ -1,0 +1,145 @@
+"""Quota pre-flight: before `up` creates anything billable, the quotas the stack's GPUs need.
+
+A new project's GPUS_ALL_REGIONS is 0 (https://cloud.google.com/compute/resource-usage#gpu_quota),
+and Compute counts every GPU against it and against the GPU's regional metric (spot VMs against
+the PREEMPTIBLE_ one). Without this check the first instance fails mid-`up` with "Quota
+'GPUS_ALL_REGIONS' exceeded", after the network and bucket exist. Limits and usage are read from
+Compute itself (projects.get for project-wide metrics, regions.get for regional ones); where
+the Compute API is not enabled yet, it is enabled first (not billable), as the program would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
+
+from infra.spec import catalog
+from infra.spec.accelerator import Gpu
+from infra.errors import ConfigError
+from infra.providers.gcp.program.network import region_of
+from infra.providers.gcp.reaper import google_client
+from infra.spec.cluster import ClusterSpec
+
+GLOBAL = "global"
+COMPUTE = "compute.googleapis.com"
+ENABLE_TIMEOUT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class Need:
+    metric: str
+    region: str  # GLOBAL for project-wide metrics
+    amount: float
+    # Spot GPUs count against the standard metric where the project has no preemptible quota
+    # (limit 0): https://cloud.google.com/compute/docs/instances/create-use-spot#quotas
+    fallback: str | None = None
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    need: Need
+    limit: float
+    usage: float
+
+    def describe(self, project: str) -> str:
+        where = "project-wide" if self.need.region == GLOBAL else f"in {self.need.region}"
+        return (f"quota {self.need.metric} {where}: limit {self.limit:g}, {self.usage:g} in use, "
+                f"this stack needs {self.need.amount:g} more")
+
+
+def needs(spec: ClusterSpec) -> list[Need]:
+    """The GPU quota the stack's nodes take, per metric and region."""
+    if spec.zone is None:
+        return []
+    region = region_of(spec.zone)
+    totals: dict[tuple[str, str], float] = defaultdict(float)
+    for _, _, view in spec.groups():
+        accel = view.accelerator
+        if not isinstance(accel, Gpu):
+            continue
+        gpus = accel.count * view.node_count
+        totals[(catalog.GPUS_ALL_REGIONS, GLOBAL)] += gpus
+        totals[(catalog.GPUS[accel.type].quota_metric_for(view.spot), region)] += gpus
+    standard = {g.quota_metric_for(True): g.quota_metric for g in catalog.GPUS.values()}
+    return [Need(metric, where, amount, standard.get(metric))
+            for (metric, where), amount in sorted(totals.items())]
+
+
+def shortfalls(project: str, wanted: list[Need], read: Callable[[str], dict[str, tuple[float, float]]]
+               ) -> list[Shortfall]:
+    """`read(region or GLOBAL)` -> {metric: (limit, usage)}; a metric Compute does not report
+    for the region is not enforced there."""
+    by_region: dict[str, dict[str, tuple[float, float]]] = {}
+    out = []
+    for need in wanted:
+        if need.region not in by_region:
+            by_region[need.region] = read(need.region)
+        quotas = by_region[need.region]
+        if need.fallback and quotas.get(need.metric, (0.0, 0.0))[0] == 0:
+            need = Need(need.fallback, need.region, need.amount)
+        limit_usage = quotas.get(need.metric)
+        if limit_usage is None:
+            continue
+        limit, usage = limit_usage
+        if usage + need.amount > limit:
+            out.append(Shortfall(need, limit, usage))
+    return out
+
+
+def how_to_raise(project: str, shortfall: Shortfall) -> str:
+    """Where to ask for more: the console's quota page filtered to the metric, or Cloud Quotas."""
+    metric = shortfall.need.metric
+    wanted = shortfall.usage + shortfall.need.amount
+    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
+               f"&metric=compute.googleapis.com%2F{metric.lower()}")
+    if metric == catalog.GPUS_ALL_REGIONS:
+        return (f"`gcloud quotas preferences create --service={COMPUTE} --project={project} "
+                f"--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value={wanted:g}` or {console}")
+    return console
+
+
+def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
+    """Refuses (ConfigError, before anything is created) a stack whose GPUs the project's quota
+    cannot hold, naming each metric, its limit and usage, and how to raise it."""
+    wanted = needs(spec)
+    if not wanted or spec.project is None:
+        return
+    assert spec.project is not None
+    project: str = spec.project
+    _ensure_compute(project, progress)
+    missing = shortfalls(project, wanted, lambda region: _read_quotas(project, region))
+    if missing:
+        lines = "\n".join(f"  - {m.describe(project)}; raise it: {how_to_raise(project, m)}"
+                          for m in missing)
+        raise ConfigError(f"project {project} has too little GPU quota for stack {spec.name} "
+                          f"(nothing was created):\n{lines}")
+    progress("GPU quota: " + ", ".join(f"{n.metric} ({n.region}) {n.amount:g}" for n in wanted) + " available")
+
+
+def _read_quotas(project: str, region: str) -> dict[str, tuple[float, float]]:
+    from google.cloud import compute_v1
+
+    if region == GLOBAL:
+        quotas = google_client(compute_v1.ProjectsClient).get(project=project).quotas
+    else:
+        quotas = google_client(compute_v1.RegionsClient).get(project=project, region=region).quotas
+    return {q.metric: (q.limit, q.usage) for q in quotas}
+
+
+def _ensure_compute(project: str, progress: Callable[[str], None]) -> None:
+    """Compute's quotas are read through Compute: a fresh project must enable it first."""
+    from google.api_core.exceptions import Forbidden
+    from google.cloud import compute_v1
+
+    try:
+        google_client(compute_v1.ProjectsClient).get(project=project)
+        return
+    except Forbidden as exc:  # 403 over REST (PermissionDenied is gRPC's)
+        if getattr(exc, "reason", None) != "SERVICE_DISABLED":
+            raise
+    progress(f"enabling {COMPUTE} in project {project} to read its quotas (enabling an API costs nothing)")
+    from infra.providers.gcp import service_usage
+
+    service_usage.enable(project, [COMPUTE], timeout=ENABLE_TIMEOUT_SECONDS, sleep=time.sleep)

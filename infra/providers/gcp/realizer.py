@@ -1,0 +1,553 @@
+"""The GCP realizer: `pulumi up`/`destroy` on this project through the Automation API, then the
+nodes' host keys from their guest attributes, written into the same Inventory the local stack uses.
+
+The validated ClusterSpec travels to the program as TRAINCTL_SPEC_JSON, so ephemeral stacks
+(one per experiment) need no config file and the program never re-reads raw config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from infra.spec import cost
+from infra.providers import keys
+from infra.spec.cost import Estimate
+from infra.providers.gcp import simulation
+from infra.providers.gcp.adoption import bucket_to_adopt
+from infra.providers.gcp.program.storage import ADOPT_ENV
+from infra.errors import CapacityUnavailable
+from infra.providers.gcp.reaper import API_ENDPOINT_ENV, google_client
+from infra.providers.inventory import Inventory, Node, Registry
+from infra.providers.realizers import Progress, StackInfo, unsupported
+from infra.providers.host_keys import key_lines, wait_for_host_keys
+from infra.spec.cluster import ClusterSpec
+from infra.spec.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
+from infra.providers.stack_home import kill_clients, mark_deleting, record_provider, stack_lock, state_dir
+
+SPEC_ENV = "TRAINCTL_SPEC_JSON"
+POLICY_PACK_DIR = "policy"
+
+
+def pulumi_backend_url(env: Mapping[str, str] | None = None) -> str | None:
+    """The backend `pulumi` will use, as the CLI picks it: PULUMI_BACKEND_URL, else the
+    `current` login in $PULUMI_HOME/credentials.json (default ~/.pulumi); None if not logged in."""
+    env = os.environ if env is None else env
+    if env.get("PULUMI_BACKEND_URL"):
+        return env["PULUMI_BACKEND_URL"]
+    home = Path(env.get("PULUMI_HOME") or Path.home() / ".pulumi")
+    try:
+        current = json.loads((home / "credentials.json").read_text()).get("current")
+    except (OSError, ValueError):
+        return None
+    return current or None
+
+
+def is_self_managed(backend: str) -> bool:
+    """file://, gs://, s3://, azblob:// backends (not Pulumi Cloud): their stacks' secrets are
+    encrypted with a passphrase by default, which `pulumi` prompts for when it is not given."""
+    return not backend.startswith(("https://", "http://"))
+
+
+def check_prerequisites(spec: ClusterSpec | None = None) -> None:
+    """Actionable messages instead of tracebacks or hanging prompts, before anything is created."""
+    if shutil.which("pulumi") is None:
+        raise ConfigError(
+            "gcp stacks need the Pulumi CLI, which is not on PATH: install it "
+            "(https://www.pulumi.com/docs/install/) and log in (`pulumi login` or "
+            "`pulumi login --local`). `trainctl plan` works without it.")
+    backend = pulumi_backend_url()
+    if backend is None and not os.environ.get("PULUMI_ACCESS_TOKEN"):
+        raise ConfigError(
+            "the Pulumi CLI is not logged in to a backend: run `pulumi login --local` (state in "
+            "~/.pulumi), `pulumi login gs://<bucket>`, or `pulumi login` (Pulumi Cloud)")
+    if (backend is not None and is_self_managed(backend)
+            and not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"))):
+        # Without it `pulumi` stops at an interactive passphrase prompt (the stack's secrets,
+        # e.g. a GKE kubeconfig output, are encrypted with it), which the Automation API cannot answer.
+        raise ConfigError(
+            f"the Pulumi backend {backend} keeps secrets encrypted with a passphrase: set "
+            "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to the stack's passphrase")
+    if spec is not None and spec.kind == "gke" and shutil.which("gke-gcloud-auth-plugin") is None:
+        raise ConfigError(
+            "GKE stacks need gke-gcloud-auth-plugin on PATH (the kubeconfig trainctl writes uses it): "
+            "`gcloud components install gke-gcloud-auth-plugin`, or the "
+            "google-cloud-cli-gke-gcloud-auth-plugin package")
+    check_google_credentials()
+
+
+def check_google_credentials() -> None:
+    """All that `trainctl reap --project` needs (it calls Google's APIs, never Pulumi)."""
+    if os.environ.get(API_ENDPOINT_ENV):
+        return  # tests: the clients use anonymous credentials against a loopback fake
+    try:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+
+        google.auth.default()
+    except DefaultCredentialsError:
+        raise ConfigError(
+            "no Google Cloud credentials found: run `gcloud auth application-default login`, "
+            "or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file") from None
+
+
+def policy_packs() -> list[str]:
+    """GCP's documented constraints, enforced by the engine on every `up` (the repo's pack)."""
+    pack = REPO_ROOT / POLICY_PACK_DIR
+    return [str(pack)] if (pack / "PulumiPolicy.yaml").is_file() else []
+
+
+def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str], *, create: bool = True):
+    from pulumi import automation as auto
+
+    name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
+    select = auto.create_or_select_stack if create else auto.select_stack
+    return select(stack_name=name, work_dir=str(project_root()), opts=auto.LocalWorkspaceOptions(env_vars=env))
+
+
+def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """Resources `up` would create: the Pulumi program itself, evaluated under mocks, refused
+    (exit 2) when it breaks a rule of the policy pack `up` enforces."""
+    from infra.providers.gcp.program.mocks import evaluate
+    from infra.providers.gcp.program.storage import kept_on_down
+
+    declared = evaluate(spec).resources
+    _refuse_policy_violations(spec, declared)
+    rows = [{"kind": r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type,
+             "name": r.inputs.get("name", r.name), **_summary(r.inputs)}
+            for r in declared]
+    for row in rows:
+        if row["kind"] == "storage/bucket":
+            row["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
+    # Pulumi registers resources from its own threads, in no fixed order: a plan is compared
+    # between runs (CI logs, `plan --json`), so it is listed by kind and name, node-1 before node-10.
+    return sorted(rows, key=lambda row: (row["kind"], _natural(str(row["name"]))))
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
+
+
+def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
+    from policy.rules import Resource, check_resources
+
+    violations = check_resources([Resource(r.type, r.name, r.inputs, getattr(r, "options", None) or {})
+                                  for r in declared])
+    if violations:
+        lines = "\n".join(f"  - {v}" for v in violations)
+        raise ConfigError(f"stack {spec.name!r} violates {len(violations)} GCP policy rule(s):\n{lines}")
+
+
+def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
+    keys_ = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
+             "nodeCount", "ipCidrRange")
+    role = (inputs.get("labels") or {}).get("trainctl-role")
+    return {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
+
+
+def estimate(spec: ClusterSpec) -> Estimate:
+    return cost.estimate(spec)
+
+
+def up(spec: ClusterSpec, progress: Progress) -> Inventory:
+    from infra.providers.gcp.quota import preflight
+
+    check_prerequisites(spec)
+    preflight(spec, progress)  # before anything billable exists
+    sdir = state_dir(spec.name)
+    with stack_lock(spec.name, "up"):
+        record_provider(spec.name, "gcp")
+        simulation.record(spec.name)
+        client_key = sdir / "keys" / "id_ed25519"
+        public = (keys.read_public_key(client_key) if client_key.exists()
+                  else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
+        meta = _current_meta(spec)
+        pulumi_stack = _stack(spec, _program_env(spec, meta["expires_at"], public))
+        kept = bucket_to_adopt(spec, pulumi_stack)
+        if kept:
+            progress(f"adopting bucket gs://{kept}, which an earlier `down` kept with its checkpoints")
+            pulumi_stack.workspace.env_vars[ADOPT_ENV] = kept
+        result = pulumi_stack.up(on_output=progress, policy_packs=policy_packs())
+        return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
+
+
+def _current_meta(spec: ClusterSpec) -> dict[str, Any]:
+    """The stack's record, with an expiry still ahead: an `up` after the expiry has passed
+    starts a new TTL (the old label would have the next reap delete what this `up` makes)."""
+    meta = _read_meta(spec.name)
+    now = time.time()
+    if meta is None or (meta.get("expires_at") is not None and meta["expires_at"] <= now):
+        meta = _write_meta(spec, int(now + spec.ttl_hours * 3600))
+    return meta
+
+
+def _program_env(spec: ClusterSpec, expires_at: int | None, public_key: str | None = None) -> dict[str, str]:
+    """What the Pulumi program reads besides its stack file: the validated spec, the nodes'
+    SSH key and the expiry written into labels at creation."""
+    if public_key is None:
+        public_key = keys.read_public_key(state_dir(spec.name) / "keys" / "id_ed25519")
+    return {SPEC_ENV: spec.model_dump_json(), "TRAINCTL_SSH_PUBLIC_KEY": public_key,
+            "TRAINCTL_EXPIRES_AT": str(expires_at)}
+
+
+def _meta_path(stack: str) -> Path:
+    return state_dir(stack) / "gcp.json"
+
+
+def _read_meta(stack: str) -> dict[str, Any] | None:
+    path = _meta_path(stack)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _write_meta(spec: ClusterSpec, expires_at: int | None, adopted: bool = False) -> dict[str, Any]:
+    meta = {"created_at": time.time(), "expires_at": expires_at, "adopted": adopted,
+            "spec": spec.model_dump(mode="json")}
+    _meta_path(spec.name).write_text(json.dumps(meta, indent=2))
+    return meta
+
+
+def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Path | None,
+                     progress: Progress) -> Inventory:
+    """The program's `inventory` output completed with pinned host keys, written to the state."""
+    sdir = state_dir(spec.name)
+    partial = outputs["inventory"]
+    kubeconfig = None
+    if "kubeconfig" in outputs:
+        kubeconfig = sdir / "kubeconfig"
+        fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(outputs["kubeconfig"])
+    nodes = partial["nodes"]
+    host_keys = fetch_host_keys(spec, nodes, progress)
+    (sdir / "keys").mkdir(parents=True, exist_ok=True, mode=0o700)
+    inventory = Inventory(
+        stack=spec.name, provider="gcp", bucket_uri=partial["bucket_uri"],
+        nodes=tuple(Node(**{**n, "host_keys": tuple(host_keys[n["name"]])}) for n in nodes),
+        ssh_private_key=str(client_key or ""),  # GKE: pods are reached through Kubernetes
+        known_hosts=str(sdir / "keys" / "known_hosts"),
+        kubeconfig=str(kubeconfig) if kubeconfig else None,
+        gke_service_account=partial.get("gke_service_account"),
+        registry=Registry(**partial["registry"]) if partial.get("registry") else None)
+    inventory = simulation.adapt(inventory, progress)
+    Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
+    inventory.write(sdir / "inventory.json")
+    return inventory
+
+
+def inventory(stack: str) -> Inventory:
+    """The stack's inventory; a stack that `pulumi up` made alone is adopted on first use."""
+    path = state_dir(stack) / "inventory.json"
+    simulation.resume(stack)
+    if path.exists():
+        return Inventory.read(path)
+    return adopt(stack, lambda _line: None)
+
+
+def adopt(stack: str, progress: Progress) -> Inventory:
+    """Take over a stack created by `pulumi up` in the repo: read the program's outputs, pin
+    the nodes' host keys from guest attributes, and find the private half of the SSH key the
+    program gave the nodes (trainctl:ssh.public_key or ~/.ssh/id_ed25519.pub)."""
+    from pulumi.automation import StackNotFoundError
+
+    spec = load_stack(stack)
+    check_prerequisites(spec)
+    not_up = ConfigError(f"stack {stack!r} is not up: run `trainctl up --stack {stack}` or "
+                         f"`pulumi up --stack {stack}`")
+    try:
+        outputs = {k: v.value for k, v in _stack(stack, {}, create=False).outputs().items()}
+    except StackNotFoundError:
+        raise not_up from None
+    if "inventory" not in outputs:
+        raise not_up
+    # before any state is written: a stack trainctl cannot reach is not adopted
+    key = None if spec.kind == "gke" else _private_key_for(stack, outputs.get("ssh_public_key"))
+    with stack_lock(stack, "adopt"):
+        record_provider(stack, "gcp")
+        simulation.record(stack)
+        _write_meta(spec, None, adopted=True)
+        progress(f"adopting stack {stack}, created by `pulumi up`")
+        return _write_inventory(spec, outputs, key, progress)
+
+
+def _private_key_for(stack: str, public: str | None) -> Path:
+    if not public:
+        raise ConfigError(f"stack {stack!r} exports no ssh_public_key (made by an older program): "
+                          f"run `pulumi up --stack {stack}` once more, then retry")
+    wanted = public.split()[:2]
+    candidates = [Path.home() / ".ssh" / name for name in ("id_ed25519", "id_ecdsa", "id_rsa")]
+    for private in candidates:
+        pub = private.with_name(private.name + ".pub")
+        if private.is_file() and pub.is_file() and pub.read_text().split()[:2] == wanted:
+            return private
+    raise ConfigError(
+        f"stack {stack!r} admits the SSH key {wanted[0]} …{wanted[1][-12:]}, whose private half is "
+        f"not in {', '.join(str(c) for c in candidates)}: put it there (with its .pub) to use the stack")
+
+
+def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
+    """`pulumi destroy`, keeping stacks/Pulumi.<stack>.yaml. With force, a failed destroy does
+    not stop the teardown: whatever still carries the stack's label is deleted through the APIs."""
+    simulation.resume(stack)
+    check_prerequisites()
+    sdir = state_dir(stack)
+    with stack_lock(stack, "down") as remove_lock:
+        meta = _read_meta(stack)
+        env = {}
+        if meta and not meta.get("adopted"):
+            env = {SPEC_ENV: json.dumps(meta["spec"]), "TRAINCTL_SSH_PUBLIC_KEY": "unused",
+                   "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
+        workspace_stack = _stack(stack, env)
+        outputs = workspace_stack.outputs()
+        mark_deleting(stack)
+        kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
+        try:
+            workspace_stack.destroy(on_output=progress)
+        except Exception as exc:
+            if not force:
+                raise
+            progress(f"pulumi destroy failed ({str(exc).strip().splitlines()[-1:]}); "
+                     "deleting what carries the stack's label")
+        if force:
+            _sweep_labelled(stack, meta, progress)
+        if meta and meta.get("spec", {}).get("scheduled_reaper"):
+            from infra.providers.gcp.program.scheduled_reaper import left_by_cloud_functions
+
+            progress(left_by_cloud_functions(ClusterSpec.model_validate(meta["spec"])))
+        if outputs.get("bucket_kept_on_down") and outputs["bucket_kept_on_down"].value:
+            bucket = outputs["bucket"].value
+            progress(f"bucket {bucket} is kept (a named stack's checkpoints outlive it); "
+                     f"delete it with `gcloud storage rm -r {bucket}`")
+        # preserve_config: `pulumi stack rm` otherwise deletes stacks/Pulumi.<stack>.yaml, a
+        # tracked file the user wrote (ephemeral stacks have none, so nothing is left behind).
+        workspace_stack.workspace.remove_stack(stack, force=force, preserve_config=True)
+        shutil.rmtree(sdir, ignore_errors=True)
+        remove_lock()
+        simulation.release()
+        return True
+
+
+def _sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Progress) -> None:
+    """What a failed destroy left: everything labelled as the stack's, then its network (which
+    labels cannot find: by the names the program gives it, once the VMs using it are gone) and
+    an ephemeral stack's bucket."""
+    from infra.providers.gcp.leftovers import not_swept, sweep_bucket, sweep_network
+    from infra.providers.gcp.reaper import delete, find_stack
+
+    spec = ClusterSpec.model_validate(meta["spec"]) if meta and meta.get("spec") else load_stack(stack)
+    if spec.project is None:
+        raise ConfigError(f"stack {stack!r}: no project known to sweep (no state, no stack file)")
+    delete(spec.project, find_stack(spec.project, stack, progress), progress)
+    sweep_network(spec, progress)
+    sweep_bucket(spec, progress)
+    progress("if the destroy left them, delete these by hand (trainctl has no client for them; "
+             "a NotFound answer means it is gone):\n  " + "\n  ".join(not_swept(spec)))
+
+
+def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
+    """Point this process at a simulated project for the stack's gcp:project (--simulate)."""
+    simulation.activate(spec.project, project_file)
+
+
+def spec(stack: str) -> ClusterSpec:
+    meta = _read_meta(stack)
+    return ClusterSpec.model_validate(meta["spec"]) if meta else load_stack(stack)
+
+
+def info(stack: str) -> StackInfo:
+    try:
+        meta = _read_meta(stack)
+        if meta is None:
+            raise ValueError("no gcp.json")
+        spec = ClusterSpec.model_validate(meta["spec"])
+        created = meta.get("created_at") or meta["expires_at"] - spec.ttl_hours * 3600
+    except (KeyError, TypeError, ValueError, ConfigError):
+        return StackInfo(stack, "gcp", 0, 0.0, 0.0, 0.0, broken=True)
+    age_h = (time.time() - created) / 3600
+    return StackInfo(stack, "gcp", spec.node_count, age_h, spec.ttl_hours - age_h,
+                     estimate(spec).per_hour * age_h)
+
+
+def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]:
+    """trainctl's resources in `project` whose expiry label has passed (no project: nothing)."""
+    if project is None:
+        return []
+    from infra.providers.gcp.reaper import delete, find_expired
+
+    check_google_credentials()  # the reaper talks to Google's APIs only, never to Pulumi
+    expired = find_expired(project, report=progress)
+    for item in expired:
+        progress(f"{item.kind} {item.name} (stack {item.stack}) expired {item.expired_for_s}s ago")
+    if not dry_run:
+        delete(project, expired, progress)
+    return [item.name for item in expired]
+
+
+def preempt(stack: str, node: str, *, grace: float, progress: Progress,
+            action: str | None = None, unavailable_for: float = 0.0) -> str:
+    raise unsupported("gcp", "preempt", "Google reclaims spot VMs itself; no API asks it to")
+
+
+def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
+    """Compute's view of each node: RUNNING, TERMINATED, ... or None when it no longer exists."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud import compute_v1
+
+    simulation.resume(stack)
+    cluster = spec(stack)
+    if cluster.kind == "gke":
+        raise unsupported("gcp", "instance status", "a GKE stack's nodes belong to its node pool; "
+                                 "the Job reschedules a preempted pod itself")
+    if cluster.kind == "tpu":
+        return dict.fromkeys(nodes, _tpu_status(cluster))
+    client = google_client(compute_v1.InstancesClient)
+    result: dict[str, str | None] = {}
+    for node in nodes:
+        try:
+            result[node] = client.get(project=cluster.project, zone=cluster.zone, instance=node).status
+        except NotFound:
+            result[node] = None
+    return result
+
+
+# TPU node states as Compute would name an instance's: the slice lives or stops as one.
+TPU_AS_INSTANCE = {"READY": "RUNNING", "PREEMPTED": "TERMINATED", "STOPPED": "TERMINATED",
+                   "TERMINATED": "TERMINATED"}
+
+
+def _tpu_status(cluster: ClusterSpec) -> str | None:
+    from google.api_core.exceptions import NotFound
+    from google.cloud import tpu_v2
+
+    try:
+        node = google_client(tpu_v2.TpuClient).get_node(name=_tpu_node_path(cluster))
+    except NotFound:
+        return None
+    return TPU_AS_INSTANCE.get(node.state.name, node.state.name)
+
+
+# What GCE and Cloud TPU answer when a zone has no capacity for the request right now (the
+# resource-availability troubleshooting pages): a later try may succeed, unlike other errors.
+CAPACITY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "insufficientCapacity",
+                   "does not have enough resources available", "no more capacity in the zone")
+# How long a repair waits for a TPU's deletion to finish before `up` recreates it.
+TPU_DELETE_TIMEOUT_SECONDS = 600
+# A deleted VM or TPU comes back with a new ephemeral internal address: the others' commands
+# (the rendezvous host, CLUSTER_SPEC) wait until it is known.
+repair_keeps_addresses = False
+
+
+def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
+    """Bring reclaimed nodes back: a stopped VM is started on its disk (Compute instances.start),
+    a preempted TPU (which cannot restart) is deleted, then `pulumi up --refresh` recreates what
+    no longer exists and reads the nodes' addresses again; host keys are pinned anew from guest
+    attributes. Raises CapacityUnavailable while the zone has none (the launcher backs off)."""
+    from google.api_core.exceptions import GoogleAPIError
+
+    simulation.resume(stack)
+    cluster = spec(stack)
+    if cluster.kind == "gke":
+        raise unsupported("gcp", "repair", "a GKE stack's node pool replaces preempted nodes and "
+                                           "the Job reschedules its pods itself")
+    check_prerequisites(cluster)
+    from pulumi.automation import CommandError
+
+    current = inventory(stack)
+    with stack_lock(stack, "repair"):
+        status = instance_status(stack, nodes)
+        lost = [n for n in nodes if status[n] != "RUNNING"]
+        try:
+            if cluster.kind == "tpu" and lost and status[lost[0]] is not None:
+                progress(f"TPU {_tpu_node_path(cluster)} was reclaimed: deleting it to create it again")
+                _delete_tpu(cluster)
+            for node in lost:
+                if cluster.kind == "vm" and status[node] is not None:
+                    progress(f"{node}: starting it again on its disk")
+                    _start_instance(cluster, node)
+        except GoogleAPIError as exc:
+            raise _capacity_or(exc) from exc
+        meta = _read_meta(stack) or {}
+        # an adopted stack's program reads its own stack file, as at `pulumi up` by hand
+        env = {} if meta.get("adopted") else _program_env(cluster, meta.get("expires_at"))
+        gone = [n for n in lost if status[n] is None] if cluster.kind == "vm" else lost
+        progress(f"recreating {', '.join(gone) or 'nothing'}; reading the nodes again (pulumi up --refresh)")
+        try:
+            result = _stack(cluster, env).up(on_output=progress, policy_packs=policy_packs(), refresh=True)
+        except CommandError as exc:
+            raise _capacity_or(exc) from exc
+        return _write_inventory(cluster, {k: v.value for k, v in result.outputs.items()},
+                                Path(current.ssh_private_key), progress)
+
+
+def _capacity_or(exc: Exception) -> Exception:
+    text = str(exc)
+    if any(marker in text for marker in CAPACITY_ERRORS):
+        line = next((ln for ln in text.splitlines() if any(m in ln for m in CAPACITY_ERRORS)), text)
+        return CapacityUnavailable(line.strip()[:300])
+    return exc
+
+
+def _start_instance(cluster: ClusterSpec, node: str) -> None:
+    from google.cloud import compute_v1
+
+    google_client(compute_v1.InstancesClient).start(
+        project=cluster.project, zone=cluster.zone, instance=node).result()
+
+
+def _delete_tpu(cluster: ClusterSpec) -> None:
+    from google.cloud import tpu_v2
+
+    google_client(tpu_v2.TpuClient).delete_node(name=_tpu_node_path(cluster)).result(
+        timeout=TPU_DELETE_TIMEOUT_SECONDS)
+
+
+def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],
+                    progress: Callable[[str], None]) -> dict[str, list[str]]:
+    """Host keys as the guest agent published them (guest attributes, namespace hostkeys/),
+    read through the authenticated API."""
+    def look(missing: list[str]) -> dict[str, list[str]]:
+        if spec.kind == "tpu":
+            return _tpu_host_keys(spec)
+        return {name: _instance_host_keys(spec, name) for name in missing}
+
+    return wait_for_host_keys([n["name"] for n in nodes], look, progress)
+
+
+def _instance_host_keys(spec: ClusterSpec, instance: str) -> list[str]:
+    from google.api_core.exceptions import NotFound
+    from google.cloud import compute_v1
+
+    try:
+        attrs = google_client(compute_v1.InstancesClient).get_guest_attributes(
+            request=compute_v1.GetGuestAttributesInstanceRequest(
+                project=spec.project, zone=spec.zone, instance=instance, query_path="hostkeys/"))
+    except NotFound:
+        return []
+    return key_lines(attrs.query_value.items)
+
+
+def _tpu_node_path(spec: ClusterSpec) -> str:
+    from infra.providers.gcp.program.tpu import tpu_name
+
+    return f"projects/{spec.project}/locations/{spec.zone}/nodes/{tpu_name(spec)}"
+
+
+def _tpu_host_keys(spec: ClusterSpec) -> dict[str, list[str]]:
+    from google.api_core.exceptions import NotFound
+    from google.cloud import tpu_v2
+
+    from infra.providers.gcp.program.tpu import tpu_name
+
+    try:
+        resp = google_client(tpu_v2.TpuClient).get_guest_attributes(
+            request=tpu_v2.GetGuestAttributesRequest(name=_tpu_node_path(spec), query_path="hostkeys/"))
+    except NotFound:
+        return {}
+    # GuestAttributes carries no worker id: the API answers one entry per worker, in worker
+    # order (worker 0 first), which is also the order of the node's networkEndpoints.
+    return {f"{tpu_name(spec)}-w{worker}": key_lines(attr.query_value.items)
+            for worker, attr in enumerate(resp.guest_attributes)}

@@ -1,0 +1,228 @@
+"""Cloud TPU v2 queued resources: a request for TPU nodes that waits for capacity.
+
+https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources
+https://cloud.google.com/tpu/docs/queued-resources (the states)
+  - create (?queuedResourceId=): each nodeSpec's node is checked as nodes.create checks it
+    (type, runtime, quota: 429 at once); the request is ACCEPTED, WAITING_FOR_RESOURCES after
+    `tpu_qr_accept`, and stays there while its zone is stocked out (or before validAfter); then
+    PROVISIONING, and ACTIVE after `tpu_qr_provision`, when the nodes it grants are created
+    (READY, `queuedResource` naming it). Past validUntil while waiting: FAILED (failedData);
+  - delete: refused (FAILED_PRECONDITION) while its nodes exist unless force=true, which deletes
+    them first ("the queued resource will only be deleted if its nodes have already been
+    deleted or the queued resource is in the ACCEPTED, FAILED, or SUSPENDED state" — the API's
+    `force` parameter; the refusal's words are the simulator's).
+Delay keys: tpu_qr_create, tpu_qr_accept, tpu_qr_provision, tpu_qr_delete.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from infra.providers.gcp.simulator import operations
+from infra.providers.gcp.simulator.apis import tpu, tpu_nodes
+from infra.providers.gcp.simulator.apis.compute_capacity import stocked_out
+from infra.providers.gcp.simulator.apis.compute_common import public
+from infra.providers.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
+from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.state import World, ticker
+
+
+def queued(world: World, project: str) -> dict[str, Any]:
+    return world.collection(project, "tpu.queuedResources")
+
+
+def qr_path(project: str, zone: str, qr_id: str) -> str:
+    return f"projects/{project}/locations/{zone}/queuedResources/{qr_id}"
+
+
+def _after(now: float, duration: str | None) -> float | None:
+    """now + a google-duration ("3600s")."""
+    return None if not duration else now + float(duration.rstrip("s"))
+
+
+def _timestamp(value: str | None) -> float | None:
+    return None if not value else datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _window(policy: dict[str, Any], now: float) -> tuple[float | None, float | None]:
+    after = _timestamp(policy.get("validAfterTime")) or _after(now, policy.get("validAfterDuration"))
+    until = _timestamp(policy.get("validUntilTime")) or _after(now, policy.get("validUntilDuration"))
+    interval = policy.get("validInterval") or {}
+    return after or _timestamp(interval.get("startTime")), until or _timestamp(interval.get("endTime"))
+
+
+def _check_specs(world: World, project: str, zone: str, specs: list[dict[str, Any]], spot: bool) -> None:
+    if not specs:
+        raise invalid_argument("Required field 'tpu.node_spec' is empty.")
+    p = world.project(project)
+    assert p is not None
+    for spec in specs:
+        node_id = spec.get("nodeId") or ""
+        if not spec.get("node") or not node_id:
+            raise invalid_argument("Each tpu.node_spec needs node_id and node.")
+        if f"{zone}/{node_id}" in tpu_nodes.nodes(world, project):
+            raise already_exists(tpu_nodes.node_path(project, zone, node_id))
+        t = tpu.tpu_type(zone, spec["node"], project, node_id)
+        used = tpu_nodes._used(world, project, zone, t.generation, spot)
+        error = tpu.quota_error(world, p, zone, t, spot, used)
+        if error is not None:
+            raise error
+
+
+@handles("tpu.projects.locations.queuedResources.create")
+def create(call: Call) -> Any:
+    project, zone = tpu.parent_of(call)
+    tpu.check_location(project, zone)
+    qr_id = call.arg("queuedResourceId") or ""
+    path = qr_path(project, zone, qr_id)
+    if not tpu_nodes.ID_PATTERN.fullmatch(qr_id):
+        raise invalid_argument(f"Invalid queued resource id \"{qr_id}\".")
+    if f"{zone}/{qr_id}" in queued(call.world, project):
+        raise already_exists(path)
+    body = dict(call.body or {})
+    spot = "spot" in body
+    specs = (body.get("tpu") or {}).get("nodeSpec") or []
+    _check_specs(call.world, project, zone, specs, spot)
+    after, until = _window(body.get("queueingPolicy") or {}, call.now)
+    accept = call.now + operations.delay(call.world, project, "tpu_qr_accept")
+    queued(call.world, project)[f"{zone}/{qr_id}"] = {
+        **body, "name": path, "createTime": operations.rfc3339(call.now),
+        "state": {"state": "ACCEPTED", "stateInitiator": "USER", "acceptedData": {}},
+        "_sim": {"zone": zone, "spot": spot, "next": ["WAITING_FOR_RESOURCES", accept], "after": after, "until": until}}
+    return tpu.start_op(call, project, zone, "create", path, kind="tpu_qr_create", now=call.now,
+                        then="tpu.qr.response", args={"project": project, "key": f"{zone}/{qr_id}"})
+
+
+@operations.completion("tpu.qr.response")
+def _response(world: World, op: dict[str, Any], _at: float) -> dict[str, Any] | None:
+    qr = queued(world, op["args"]["project"]).get(op["args"]["key"])
+    return None if qr is None else {"@type": tpu.QR_TYPE, **public(qr)}
+
+
+def _qr(call: Call) -> tuple[str, str, str, dict[str, Any]]:
+    project, zone, qr_id = tpu.split_name(call)
+    qr = queued(call.world, project).get(f"{zone}/{qr_id}")
+    if qr is None:
+        raise not_found(qr_path(project, zone, qr_id))
+    return project, zone, qr_id, qr
+
+
+@handles("tpu.projects.locations.queuedResources.get")
+def get(call: Call) -> Any:
+    return public(_qr(call)[3])
+
+
+@handles("tpu.projects.locations.queuedResources.list")
+def list_(call: Call) -> Any:
+    project, zone = tpu.parent_of(call)
+    return {"queuedResources": [public(q) for k, q in sorted(queued(call.world, project).items())
+                                if zone in ("-", k.split("/")[0])]}
+
+
+def _granted(world: World, project: str, zone: str, qr: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for spec in (qr.get("tpu") or {}).get("nodeSpec") or []:
+        node = tpu_nodes.nodes(world, project).get(f"{zone}/{spec['nodeId']}")
+        if node is not None and node.get("queuedResource") == qr["name"]:
+            found.append(node)
+    return found
+
+
+@handles("tpu.projects.locations.queuedResources.delete")
+def delete(call: Call) -> Any:
+    project, zone, qr_id, qr = _qr(call)
+    granted = [n for n in _granted(call.world, project, zone, qr) if n["state"] != "DELETING"]
+    force = (call.arg("force") or "false").lower() == "true"
+    if granted and not force:
+        raise ApiError(400, f"Queued resource {qr['name']} still has node {granted[0]['name']}: delete the node "
+                            "first or set force=true.", status="FAILED_PRECONDITION")
+    wait = max([tpu_nodes.remove(call.world, project, n, call.now) for n in granted] or [0.0])
+    for n in granted:
+        tpu.start_op(call, project, zone, "delete", n["name"], kind="tpu_delete", now=call.now, after=wait,
+                     then="tpu.node.deleted",
+                     args={"project": project, "key": f"{zone}/{n['name'].rsplit('/', 1)[-1]}"})
+    qr["state"] = {"state": "DELETING", "stateInitiator": "USER", "deletingData": {}}
+    qr["_sim"]["next"] = None
+    after = wait + operations.delay(call.world, project, "tpu_qr_delete")
+    return tpu.start_op(call, project, zone, "delete", qr["name"], kind="tpu_qr_delete", now=call.now, after=after,
+                        then="tpu.qr.deleted", args={"project": project, "key": f"{zone}/{qr_id}"})
+
+
+@operations.completion("tpu.qr.deleted")
+def _deleted(world: World, op: dict[str, Any], _at: float) -> dict[str, Any]:
+    queued(world, op["args"]["project"]).pop(op["args"]["key"], None)
+    return {"@type": "type.googleapis.com/google.protobuf.Empty"}
+
+
+def _set(qr: dict[str, Any], state: str, data: dict[str, Any] | None = None) -> None:
+    key = {"WAITING_FOR_RESOURCES": None, "PROVISIONING": "provisioningData", "ACTIVE": "activeData",
+           "FAILED": "failedData"}.get(state)
+    qr["state"] = {"state": state, "stateInitiator": "SERVICE", **({key: data or {}} if key else {})}
+
+
+def _provision(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], at: float) -> None:
+    """PROVISIONING -> ACTIVE: the nodes it asked for exist and are READY (or none of them, and
+    FAILED with the reason)."""
+    made: list[str] = []
+    try:
+        for spec in qr["tpu"]["nodeSpec"]:
+            node, _ = tpu_nodes.create(world, at, project["id"], zone, spec["nodeId"], dict(spec["node"]),
+                                       queued_resource=qr["name"])
+            assert node is not None
+            made.append(f"{zone}/{spec['nodeId']}")
+            node["state"], node["_sim"]["next"] = "READY", None
+        _set(qr, "ACTIVE")
+    except ApiError as exc:
+        for key in made:
+            tpu_nodes.discard(world, project["id"], key)
+        _set(qr, "FAILED", {"error": {"code": operations.RPC_CODES.get(exc.status, 2), "message": exc.message}})
+
+
+def _due(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], now: float) -> bool:
+    """Applies the queued resource's next state if it is due; whether it was."""
+    sim = qr["_sim"]
+    if not sim.get("next") or sim["next"][1] > now:
+        return False
+    target, at = sim["next"]
+    sim["next"] = None
+    if target == "ACTIVE":
+        _provision(world, project, zone, qr, at)
+    else:
+        _set(qr, target)
+    return True
+
+
+def _waiting(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], now: float) -> None:
+    """WAITING_FOR_RESOURCES: FAILED past validUntil; PROVISIONING once in its window and the
+    zone has the capacity."""
+    sim = qr["_sim"]
+    if sim.get("until") is not None and now > sim["until"]:
+        _set(qr, "FAILED", {"error": {"code": 4, "message": "The queued resource could not be provisioned before "
+                                                             "its validUntil time."}})
+        return
+    if sim.get("after") is not None and now < sim["after"]:
+        return
+    types = [tpu.tpu_type(zone, s["node"], project["id"], s["nodeId"]) for s in qr["tpu"]["nodeSpec"]]
+    if any(stocked_out(project, zone, None, {t.name: t.chips}, sim["spot"]) for t in types):
+        return
+    _set(qr, "PROVISIONING")
+    sim["next"] = ["ACTIVE", now + operations.delay(world, project["id"], "tpu_qr_provision")]
+
+
+def _step(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], now: float) -> None:
+    while True:
+        moved = _due(world, project, zone, qr, now)
+        if qr["state"]["state"] == "WAITING_FOR_RESOURCES" and not qr["_sim"].get("next"):
+            _waiting(world, project, zone, qr, now)
+            moved = moved or qr["state"]["state"] != "WAITING_FOR_RESOURCES"
+        if not moved:
+            return
+
+
+@ticker
+def advance(world: World, now: float) -> None:
+    for project in world.data["projects"].values():
+        for key, qr in project.get("collections", {}).get("tpu.queuedResources", {}).items():
+            if qr["state"]["state"] not in ("ACTIVE", "FAILED", "DELETING"):
+                _step(world, project, key.split("/")[0], qr, now)

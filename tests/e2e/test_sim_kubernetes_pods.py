@@ -1,0 +1,220 @@
+"""A simulated cluster's pods are processes on this machine, run by trainctl's GKE launcher
+through the cluster's API: each has its pod's hostname and a loopback address of its own, finds
+the Job's other pods by the names the headless Service publishes, streams its output as its
+log, and is gone, with its processes, when its Job is deleted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.sim_fixtures import make_sim  # noqa: F401
+from tests.unit.providers.simulator.test_sim_kubernetes_api import gke_cluster  # noqa: F401 (fixture)
+
+from infra.providers.gcp.simulator.kubernetes import images
+
+pytestmark = pytest.mark.e2e  # pods run in mount and UTS namespaces of their own
+
+PROBE = """
+import os, socket, sys, time
+index = int(os.environ["JOB_COMPLETION_INDEX"])
+svc = os.environ["SVC"]
+me, peer = f"{os.environ['JOB']}-{index}", f"{os.environ['JOB']}-{1 - index}"
+mine = socket.gethostbyname(socket.gethostname())
+print(f"hostname {socket.gethostname()} address {mine} peer {socket.gethostbyname(peer + '.' + svc)}", flush=True)
+if index == 0:
+    server = socket.create_server((mine, 29555))
+    conn, (addr, _) = server.accept()
+    print(f"pod 0 heard {conn.recv(100).decode()!r} from {addr}", flush=True)
+else:
+    for _ in range(100):
+        try:
+            conn = socket.create_connection((f"{peer}.{svc}", 29555), timeout=5)
+            break
+        except OSError:
+            time.sleep(0.1)
+    conn.sendall(b"hello from pod 1")
+    print("pod 1 said hello", flush=True)
+"""
+
+
+def launch(gke_cluster, tmp_path: Path, image: str | None, command: tuple[str, ...], run_id: str = "probe",
+           cancel: threading.Event | None = None, echo=None, framework: str = "tensorflow"):
+    from infra.providers.inventory import Inventory
+    from infra.spec.stack_config import load_stack
+    from trainctl.launchers.gke.job import run_job
+    from trainctl.launchers.ssh.launch import LaunchSpec
+
+    _, _, _, config = gke_cluster
+    lines: list[str] = []
+    inventory = Inventory(stack="gke-l4", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="",
+                          known_hosts="", gke_service_account="runner@p.iam.gserviceaccount.com",
+                          kubeconfig=str(config))
+    spec = LaunchSpec(run_id=run_id, framework=framework, command=command, image=image,
+                      env={"JOB": run_id, "SVC": f"{run_id}-svc"})
+    result = run_job(load_stack("gke-l4"), inventory, spec, tmp_path / "logs", echo or lines.append,
+                     poll=0.05, cancel=cancel)
+    return result, lines
+
+
+def probe_image(gke_cluster, tmp_path: Path) -> str:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "probe.py").write_text(textwrap.dedent(PROBE))
+    image = "simulated.registry.invalid/tests/probe:1"
+    images.register(gke_cluster[0].simulator.home, image, env=None, workdir=code, describe="the probe's code")
+    return image
+
+
+def test_the_pods_of_an_indexed_job_reach_each_other_by_their_published_names(gke_cluster, tmp_path):
+    result, lines = launch(gke_cluster, tmp_path, probe_image(gke_cluster, tmp_path), ("python3", "probe.py"))
+    assert result.ok, lines
+    said = {i: [line.split("]:", 1)[1] for line in lines if line.startswith(f"[pod{i} ")] for i in (0, 1)}
+    (zero,) = [line.split() for line in said[0] if line.startswith("hostname ")]
+    (one,) = [line.split() for line in said[1] if line.startswith("hostname ")]
+    assert zero[1] == "probe-0" and one[1] == "probe-1"  # hostname, address, peer's address as resolved
+    assert zero[3].startswith("127.") and zero[3] != one[3] and (zero[5], one[5]) == (one[3], zero[3])
+    assert "pod 0 heard 'hello from pod 1' from 127." in "\n".join(said[0])
+    assert any("is a process on this machine, not a container" in line for line in said[0])
+
+
+def test_googles_pytorch_image_is_stood_in_for_by_an_environment_with_torch(gke_cluster, tmp_path):
+    """No image: the catalog's PyTorch image for the pool (GPU), stood in for by an environment
+    with torch built from the uv cache; torchrun's rendezvous across both pods."""
+    result, lines = launch(gke_cluster, tmp_path, None, ("python", "-m", "torch.utils.collect_env"),
+                           framework="torch")
+    assert result.ok, lines[-20:]
+    stand_in = [line for line in lines if "is stood in for by a torch environment" in line]
+    assert len(stand_in) == 2 and "pytorch-cu124" in stand_in[0]
+    assert sum("PyTorch version: 2." in line for line in lines) == 2  # one worker a pod
+
+
+def test_an_image_nothing_stands_in_for_leaves_the_pod_waiting_in_err_image_pull(gke_cluster, tmp_path):
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def echo(line: str) -> None:
+        seen.append(line)
+        if "ErrImagePull" in line:
+            stop.set()
+
+    result, _ = launch(gke_cluster, tmp_path, "docker.io/library/busybox:1", ("true",), cancel=stop, echo=echo)
+    assert result.cancelled
+    assert any('ErrImagePull: Failed to pull image "docker.io/library/busybox:1": a simulated cluster pulls no '
+               "images" in line for line in seen)
+
+
+def test_a_cancelled_run_leaves_no_process_of_its_pods(gke_cluster, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    image = "simulated.registry.invalid/tests/sleeper:1"
+    images.register(gke_cluster[0].simulator.home, image, env=None, workdir=code, describe="nothing")
+    marker = f"sleeper-{tmp_path.name}"
+    cancel = threading.Event()
+    started: list[list[str]] = []  # the marked processes alive when each pod said it started
+
+    def pids() -> list[str]:
+        return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+
+    def echo(line: str) -> None:
+        if line.endswith("]:started"):
+            started.append(pids())
+            if len(started) == 2:
+                cancel.set()
+
+    # the pod's process, named by the marker, prints `started` and waits on a child `sleep`
+    result, _ = launch(gke_cluster, tmp_path, image, ("bash", "-c", f"exec -a {marker} sh -c 'echo started; sleep 300'"),
+                       cancel=cancel, echo=echo)
+    assert result.cancelled and len(started) == 2 and all(started)
+    assert pids() == []
+
+
+
+
+@pytest.fixture
+def service_cluster(tmp_path, monkeypatch):
+    """A cluster of a simulator that runs as its service (the daemon), reached over HTTP only:
+    (the service's pid, its home, the shape of gke_cluster)."""
+    import tempfile
+
+    from google.cloud import compute_v1, container_v1
+
+    from infra.providers.gcp.program.gke import kubeconfig
+    from infra.providers.gcp.simulator import daemon
+    from infra.providers.gcp.simulator.kubernetes import auth
+    from tests.fakes.sim_fixtures import RunningSim
+    from tests.unit.providers.simulator.test_sim_container import CLUSTER, INSTANT, PARENT, cluster, done
+
+    home = Path(tempfile.mkdtemp(dir="/var/lib/trainctl-tests")) / "simulator"
+    url = daemon.ensure_running(home, api_only=True)
+    try:
+        s = RunningSim(None, url, "sim-project")  # type: ignore[arg-type]  # HTTP only
+        s.create_project(project=s.project, delays=INSTANT,
+                         services=["compute.googleapis.com", "container.googleapis.com"])
+        s.client(compute_v1.NetworksClient).insert(project=s.project, network_resource=compute_v1.Network(
+            name="stack-vpc", auto_create_subnetworks=False)).result()
+        s.client(compute_v1.SubnetworksClient).insert(
+            project=s.project, region="us-central1", subnetwork_resource=compute_v1.Subnetwork(
+                name="stack-subnet", network=f"projects/{s.project}/global/networks/stack-vpc",
+                ip_cidr_range="10.128.0.0/20")).result()
+        client = s.client(container_v1.ClusterManagerClient)
+        done(client, client.create_cluster(parent=PARENT, cluster=cluster()))
+        got = client.get_cluster(name=CLUSTER)
+        auth.write_auth_plugin(tmp_path / "bin", home)
+        monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        config = tmp_path / "kubeconfig"
+        config.write_text(kubeconfig(got.name, got.endpoint, got.master_auth.cluster_ca_certificate))
+        yield json.loads((home / "daemon.json").read_text())["pid"], home, (s, client, got, config)
+    finally:
+        daemon.stop(home)
+        shutil.rmtree(home.parent, ignore_errors=True)
+
+
+def test_a_killed_simulator_service_takes_its_pods_processes_with_it(service_cluster, tmp_path):
+    """The pods live in the service's process tree: a service killed outright, with no
+    teardown at all, leaves no pod process behind."""
+    pid, home, running = service_cluster
+    (tmp_path / "code").mkdir()
+    image = "simulated.registry.invalid/tests/sleeper:1"
+    images.register(home, image, env=None, workdir=tmp_path / "code", describe="nothing")
+    marker = f"sleeper-{tmp_path.name}"
+    started: list[list[str]] = []
+    both, cancel = threading.Event(), threading.Event()
+
+    def pids() -> list[str]:
+        return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+
+    def echo(line: str) -> None:
+        if line.endswith("]:started"):
+            started.append(pids())
+            if len(started) == 2:
+                both.set()
+
+    command = ("bash", "-c", f"exec -a {marker} sh -c 'echo started; sleep 300'")
+    launcher = threading.Thread(target=lambda: _quietly(launch, running, tmp_path, image, command,
+                                                        cancel=cancel, echo=echo), daemon=True)
+    launcher.start()
+    assert both.wait(60) and all(started)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while pids() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pids() == []
+    cancel.set()  # the launch, whose cluster is gone, ends (its teardown fails: nothing answers)
+    launcher.join(60)
+
+
+def _quietly(fn, *args, **kwargs) -> None:
+    try:
+        fn(*args, **kwargs)
+    except Exception:
+        pass

@@ -1,0 +1,43 @@
+"""A sweep whose trials cannot succeed says so after its first trials instead of running them
+all, each as often as the restart policy allows: a trial that fails in a way no retry can fix runs
+once, and when the first trials all failed the same way no further trial starts."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import pytest
+
+from conftest import REPO, leftovers, run_id_of, trainctl
+
+
+@pytest.mark.e2e
+def test_a_sweep_of_a_trainer_missing_a_module_stops_after_its_first_trials(tmp_path, trainctl_home):
+    exp = tmp_path / "sw.yaml"
+    exp.write_text(f"""
+name: swfail
+stack: local
+overrides: {{nodes: 2}}
+code: {REPO / "examples" / "failing-ranks"}
+requirements: requirements.txt
+run:
+  command: python missing_module.py --job-dir {{job_dir}}
+ttl_hours: 1
+sweep:
+  metric: accuracy
+  max_trials: 8
+  parameters:
+    - {{name: lr, type: DOUBLE, min: 0.001, max: 0.1, scale: LOG}}
+""")  # the restart policy's defaults: 5 torchrun restarts, 3 job reruns
+    result = trainctl("run", str(exp), "--runs-dir", str(tmp_path / "runs"), timeout=600)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    sweep_id = run_id_of(result.stdout)
+    assert "job failed; rerun" not in result.stdout  # neither a job rerun...
+    tracebacks = re.findall(r"^\[node\d r\d\]:ModuleNotFoundError: No module named 'wandb'$", result.stdout, re.M)
+    assert len(tracebacks) == FIRST_TRIALS * 2  # ...nor a torchrun restart: once per rank and trial
+    assert f"[sweep] its first {FIRST_TRIALS} trials failed the same way: starting no more" in result.stdout
+    assert "sweep stopped" in result.stderr and "module wandb is not installed on the nodes" in result.stderr
+    with open(tmp_path / "runs" / sweep_id / "trials.csv") as fh:
+        assert [row["state"] for row in csv.DictReader(fh)] == ["FAIL"] * FIRST_TRIALS
+    assert leftovers(sweep_id) == []

@@ -1,0 +1,158 @@
+"""Plans are data: the exact per-node commands, inspected without running anything."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
+from infra.providers.inventory import Inventory, Node
+from trainctl.launchers.ssh.launch import (JOINERS_TIMEOUT_SECONDS, LaunchSpec, node_command, plan as launch_plan, stop_command,
+                             torchrun_args)
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
+
+
+def inventory(n: int = 3, accelerator: str = "cpu", **extra) -> Inventory:
+    return Inventory(
+        stack="s", provider="local", bucket_uri="gs://bkt",
+        nodes=tuple(Node(name=f"node{i}", rank=i, internal_ip=f"10.0.0.{10 + i}",
+                         ssh_host=f"10.0.0.{10 + i}", host_keys=(KEY,), accelerator=accelerator,
+                         workdir=f"/w/node{i}", interface="eth0") for i in range(n)),
+        ssh_private_key="/k/id", known_hosts="/k/known_hosts", **extra)
+
+
+def test_torchrun_command_per_node_is_exact():
+    inv = inventory(3)
+    spec = LaunchSpec(run_id="r-1", command=("python", "-m", "trainers.digits_ddp", "--job-dir", "{job_dir}"),
+                      nproc_per_node=2, max_restarts=3)
+    for node in inv.nodes:
+        assert torchrun_args(inv, node, spec) == [
+            f"/w/node{node.rank}/venv/bin/torchrun", "--nnodes=3", "--nproc-per-node=2",
+            "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.10:29400", "--rdzv-id=r-1",
+            f"--rdzv-conf=is_host={'true' if node.rank == 0 else 'false'}",
+            f"--local-addr=10.0.0.{10 + node.rank}", "--max-restarts=3", "--monitor-interval=1",
+            "--tee=3", "--module", "trainers.digits_ddp", "--job-dir", "gs://bkt/r-1"]
+
+
+def test_after_a_recovery_the_agents_wait_for_the_nodes_still_being_bootstrapped():
+    inv = inventory(3)
+    spec = LaunchSpec(run_id="r-1", command=("python", "train.py"))
+    later = launch_plan(inv, spec, attempt=1, joiners=True)
+    for node in inv.nodes:
+        host = "true" if node.rank == 0 else "false"
+        assert f"--rdzv-conf=is_host={host},join_timeout={JOINERS_TIMEOUT_SECONDS}" in shlex.split(later[node.name])
+        assert "join_timeout" not in launch_plan(inv, spec, attempt=1)[node.name]  # torch's default otherwise
+
+
+def test_script_and_non_python_commands():
+    inv = inventory(1)
+    script = torchrun_args(inv, inv.nodes[0], LaunchSpec(run_id="r", command=("python", "train.py", "--lr", "1")))
+    assert script[-3:] == ["train.py", "--lr", "1"] and "--module" not in script
+    binary = torchrun_args(inv, inv.nodes[0], LaunchSpec(run_id="r", command=("./run.sh", "x")))
+    assert binary[-3:] == ["--no-python", "./run.sh", "x"]
+
+
+def test_node_command_environment_and_quoting():
+    inv = inventory(2, node_env={"STORAGE_EMULATOR_HOST": "http://10.0.0.2:9023"})
+    spec = LaunchSpec(run_id="r", command=("python", "t.py", "$(touch /pwned)", "a b; rm -rf /"),
+                      env={"MY_VAR": "it's"})
+    cmd = node_command(inv, inv.nodes[1], spec)
+    words = shlex.split(cmd)
+    # User arguments arrive as single words, never as shell syntax.
+    assert "$(touch /pwned)" in words and "a b; rm -rf /" in words
+    for expected in ("AIP_MODEL_DIR=gs://bkt/r/model", "AIP_CHECKPOINT_DIR=gs://bkt/r/checkpoints",
+                     "GLOO_SOCKET_IFNAME=eth0", "TRAINCTL_RUN_ID=r", "MY_VAR=it's",
+                     "STORAGE_EMULATOR_HOST=http://10.0.0.2:9023",
+                     "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE=[node1 r${rank}]:"):
+        assert expected in words
+    assert set(launch_plan(inv, spec)) == {"node0", "node1"}
+
+
+def test_stop_command_targets_only_the_run_marker():
+    cmd = stop_command("r-7")
+    assert "TRAINCTL_RUN_ID=r-7" in cmd and "kill -TERM" in cmd and "kill -KILL" in cmd
+
+
+@pytest.fixture
+def code(tmp_path: Path) -> Path:
+    (tmp_path / "requirements.txt").write_text("numpy\n")
+    return tmp_path
+
+
+def steps_of(inv, spec):
+    return {s.name: s for s in bootstrap_plan(inv, spec)[0].steps}
+
+
+def test_an_environment_without_requirements_is_made_before_the_sync(code):
+    steps = steps_of(inventory(1), BootstrapSpec(code_dir=code, setup=("true",)))
+    assert list(steps) == ["ready", "drivers", "env", "sync", "setup"]
+
+
+def test_bootstrap_plan_for_a_cpu_node_skips_drivers(code):
+    steps = steps_of(inventory(1), BootstrapSpec(code_dir=code, requirements="requirements.txt"))
+    assert list(steps) == ["ready", "drivers", "sync", "env"]  # env reads the synced requirements
+    assert steps["drivers"].note == "not needed"
+    assert "nproc" in steps["ready"].command
+    rsync = steps["sync"].command
+    assert rsync[0] == "rsync" and "--delete" in rsync and "--filter=:- .gitignore" in rsync
+    ssh = rsync[rsync.index("-e") + 1]
+    assert "StrictHostKeyChecking=yes" in ssh and "UserKnownHostsFile=/k/known_hosts" in ssh
+    assert "uv pip install" in steps["env"].command.replace('"$UV"', "uv")
+    assert steps["sync"].fingerprint and steps["env"].fingerprint and steps["ready"].fingerprint is None
+    # the run-time alternative is in the plan too, as the exact command the node runs
+    from bootstrap.plan import delta_sync_command
+
+    assert steps["sync"].instead.endswith(delta_sync_command(inventory(1).nodes[0], ["<removed files>"],
+                                                             steps["sync"].fingerprint))
+    assert "tar -xzf - --no-same-owner" in steps["sync"].instead
+
+
+def test_bootstrap_plan_for_a_gpu_node_installs_the_driver_only_when_missing(code):
+    steps = steps_of(inventory(1, "gpu:8xnvidia-tesla-a100"), BootstrapSpec(code_dir=code))
+    drivers = steps["drivers"].command
+    assert drivers.startswith("if nvidia-smi -L") and "cuda_installer.pyz install_driver" in drivers
+    assert "nvidia-smi -L" in steps["ready"].command
+
+
+def test_bootstrap_plan_for_a_tpu_worker_probes_the_tpu_device(code):
+    steps = steps_of(inventory(4, "tpu:v5litepod-16"), BootstrapSpec(code_dir=code))
+    assert "/dev/accel*" in steps["ready"].command and "/dev/vfio" in steps["ready"].command
+    assert steps["drivers"].note == "not needed"
+
+
+def test_env_fingerprint_changes_with_requirements_and_setup_gets_rank(code):
+    inv = inventory(2)
+    spec = BootstrapSpec(code_dir=code, requirements="requirements.txt", setup=("echo $TRAINCTL_NODE_RANK",))
+    first = steps_of(inv, spec)
+    (code / "requirements.txt").write_text("numpy\nscipy\n")
+    second = steps_of(inv, spec)
+    assert first["env"].fingerprint != second["env"].fingerprint
+    assert first["sync"].fingerprint != second["sync"].fingerprint  # the file changed size
+    setup = bootstrap_plan(inv, spec)[1].steps[-1].command
+    assert "TRAINCTL_NODE_RANK=1" in setup and "TRAINCTL_NODE_IPS=10.0.0.10,10.0.0.11" in setup
+
+
+def test_unknown_force_step_is_refused(code):
+    with pytest.raises(ValueError, match="unknown step"):
+        BootstrapSpec(code_dir=code, force=("everything",))
+
+
+def test_tensorflow_nodes_get_tf_config_as_ai_platform_sets_it():
+    import json
+
+    inv = inventory(3)
+    spec = LaunchSpec(run_id="tf", framework="tensorflow", command=("python", "-m", "trainers.digits_keras"))
+    configs = []
+    for node in inv.nodes:
+        words = shlex.split(node_command(inv, node, spec))
+        tf_config = next(w for w in words if w.startswith("TF_CONFIG="))
+        configs.append(json.loads(tf_config.split("=", 1)[1]))
+        assert words[-3:] == [f"/w/node{node.rank}/venv/bin/python", "-m", "trainers.digits_keras"]
+        assert not any("torchrun" in w for w in words)
+    cluster = {"chief": ["10.0.0.10:2222"], "worker": ["10.0.0.11:2222", "10.0.0.12:2222"]}
+    assert [c["cluster"] for c in configs] == [cluster] * 3
+    assert [c["task"] for c in configs] == [{"type": "chief", "index": 0}, {"type": "worker", "index": 0},
+                                            {"type": "worker", "index": 1}]

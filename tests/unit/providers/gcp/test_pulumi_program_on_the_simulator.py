@@ -1,0 +1,75 @@
+"""trainctl's own Pulumi program (infra/providers/gcp/program/__main__.py, what `pulumi up` runs in the repository)
+driven through the Automation API, as the realizer drives it, by the simulator's pulumi against
+the GCP simulator: every resource of a GPU VM stack created, a second up sending no mutating
+call, a later expiry applied in place, and destroy leaving only the bucket a named stack keeps."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from pulumi import automation as auto
+
+from infra.providers.gcp.reaper import API_ENDPOINT_ENV
+from infra.providers.gcp.simulator.pulumi import write_launcher
+from infra.spec.stack_config import REPO_ROOT, load_stack
+from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
+from tests.fakes.sim_pulumi_gcp_project import mutations, recorded_requests
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCKKEY trainctl@test"
+COMPUTE = f"/compute/v1/projects/{PROJECT}"
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[RunningSim]:
+    running = start_sim(tmp_path / "sim")
+    # the program enables the rest; reading a service back needs Cloud Resource Manager
+    running.enable("cloudresourcemanager.googleapis.com")
+    yield running
+    running.simulator.stop()
+
+
+def program_stack(sim: RunningSim, tmp_path: Path, name: str, expires_at: int) -> Any:
+    spec = load_stack(name).model_copy(update={"project": PROJECT})
+    write_launcher(tmp_path / "cli" / "bin")
+    (tmp_path / "backend").mkdir(exist_ok=True)
+    env = {"PULUMI_BACKEND_URL": f"file://{tmp_path / 'backend'}", "PULUMI_CONFIG_PASSPHRASE": "simulated",
+           "PULUMI_HOME": str(tmp_path / "cli" / "home"), API_ENDPOINT_ENV: sim.url,
+           "TRAINCTL_SPEC_JSON": spec.model_dump_json(), "TRAINCTL_SSH_PUBLIC_KEY": KEY,
+           "TRAINCTL_EXPIRES_AT": str(expires_at)}
+    return auto.create_or_select_stack(stack_name=name, work_dir=str(REPO_ROOT), opts=auto.LocalWorkspaceOptions(
+        env_vars=env, pulumi_command=auto.PulumiCommand(root=str(tmp_path / "cli"))))
+
+
+def test_the_gpu_vm_stack_comes_up_stays_unchanged_takes_a_new_expiry_in_place_and_goes(sim, tmp_path):
+    with recorded_requests(sim.simulator) as seen:
+        applied_in_turn(sim, tmp_path, seen)
+
+
+def applied_in_turn(sim: RunningSim, tmp_path: Path, seen: list[tuple[str, str]]) -> None:
+    expires = int(time.time()) + 3600
+    stack = program_stack(sim, tmp_path, "gpu-t4x2", expires)
+    result = stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+    node = result.outputs["inventory"].value["nodes"][0]
+    status, vm = sim.http("GET", f"{COMPUTE}/zones/us-central1-a/instances/{node['name']}")
+    assert status == 200 and node["internal_ip"] == vm["networkInterfaces"][0]["networkIP"]
+    assert vm["labels"]["trainctl-expires"] == str(expires)
+
+    seen.clear()
+    stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+    assert mutations(seen) == []
+
+    stack = program_stack(sim, tmp_path, "gpu-t4x2", expires + 600)
+    seen.clear()
+    stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+    relabelled = sorted(path.rsplit("/", 2)[-2] for verb, path in seen if path.endswith("/setLabels"))
+    assert relabelled == [node["name"]]
+    assert not [c for c in seen if c[0] == "DELETE"]
+
+    stack.destroy()
+    bucket = result.outputs["bucket"].value.removeprefix("gs://")
+    assert sim.http("GET", f"/storage/v1/b/{bucket}")[0] == 200  # a named stack keeps its bucket
+    assert sim.http("GET", f"{COMPUTE}/zones/us-central1-a/instances/{node['name']}")[0] == 404
+    assert sim.http("GET", f"{COMPUTE}/global/networks/gpu-t4x2-vpc")[0] == 404

@@ -1,0 +1,68 @@
+"""Before anything billable exists, `up` checks the GPU quota the stack needs, in the project's
+own numbers (the simulator's Compute API), and refuses naming each metric and how to raise it."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.errors import ConfigError
+from infra.providers.gcp import quota
+from infra.providers.gcp.reaper import API_ENDPOINT_ENV
+from infra.spec.stack_config import load_stack
+from tests.fakes.sim_fixtures import PROJECT, make_sim, sim  # noqa: F401
+
+
+def _spec(stack: str, **overrides):
+    return load_stack(stack, overrides={"project": PROJECT, **overrides})
+
+
+def _instances(s) -> list:
+    status, body = s.http("GET", f"/compute/v1/projects/{PROJECT}/aggregated/instances")
+    return [i for scope in (body or {}).get("items", {}).values() for i in scope.get("instances", [])]
+
+
+def test_a_fresh_project_is_refused_naming_the_gpu_quota_and_the_command_that_raises_it(make_sim, monkeypatch):
+    s = make_sim(template="fresh", delays={"service_enable": 0.0})
+    monkeypatch.setenv(API_ENDPOINT_ENV, s.url)
+    said: list[str] = []
+    with pytest.raises(ConfigError) as refused:
+        quota.preflight(_spec("gpu-t4x2"), said.append)
+    message = str(refused.value)
+    assert "GPUS_ALL_REGIONS" in message and "limit 0" in message and "needs 2" in message
+    assert "--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value=2" in message
+    assert "nothing was created" in message
+    # Compute had to be enabled to read the quota (free), and nothing billable exists
+    assert any("enabling compute.googleapis.com" in line for line in said)
+    assert _instances(s) == []
+
+
+def test_with_the_quota_raised_the_preflight_passes(make_sim, monkeypatch):
+    s = make_sim(template="fresh", delays={"service_enable": 0.0},
+                 quotas={"global": {"GPUS_ALL_REGIONS": 4}, "us-central1": {"NVIDIA_T4_GPUS": 4}})
+    monkeypatch.setenv(API_ENDPOINT_ENV, s.url)
+    said: list[str] = []
+    quota.preflight(_spec("gpu-t4x2"), said.append)
+    assert "GPU quota" in said[-1] and "NVIDIA_T4_GPUS" in said[-1]
+
+
+def test_a_regional_shortfall_names_the_region_and_the_gpus_metric(make_sim, monkeypatch):
+    s = make_sim(quotas={"us-central1": {"NVIDIA_T4_GPUS": 1}})
+    monkeypatch.setenv(API_ENDPOINT_ENV, s.url)
+    with pytest.raises(ConfigError) as refused:
+        quota.preflight(_spec("gpu-t4x2"), lambda _: None)
+    assert "NVIDIA_T4_GPUS in us-central1: limit 1" in str(refused.value)
+
+
+def test_spot_gpus_count_against_the_standard_metric_without_preemptible_quota(make_sim, monkeypatch):
+    s = make_sim(quotas={"us-central1": {"PREEMPTIBLE_NVIDIA_L4_GPUS": 0, "NVIDIA_L4_GPUS": 1}})
+    monkeypatch.setenv(API_ENDPOINT_ENV, s.url)
+    with pytest.raises(ConfigError) as refused:
+        quota.preflight(_spec("gpu-l4-spot"), lambda _: None)
+    assert "NVIDIA_L4_GPUS in us-central1: limit 1" in str(refused.value)
+
+
+def test_needs_count_every_pools_gpus_and_spot_separately():
+    spec = load_stack("tf-ps-pools", overrides={"project": PROJECT})
+    wanted = {(n.metric, n.region): n.amount for n in quota.needs(spec)}
+    # chief + 2 workers carry one T4 each; ps and evaluator are CPU pools
+    assert wanted == {("GPUS_ALL_REGIONS", "global"): 3, ("NVIDIA_T4_GPUS", "us-central1"): 3}

@@ -1,0 +1,3 @@
+"""The command line: parsing and rendering only; the verbs call the layers below.
+
+Kept empty: `trainctl --help` loads only entry.py and what typer needs (bench/cli_start.py)."""

@@ -1,0 +1,150 @@
+"""`trainctl plan --json`: the plan as one JSON document for policies in CI, what
+`terraform show -json` is to a Terraform plan. Its shape is documented in docs/plan-json.md and
+versioned by `format_version`; fields are only ever added within a version.
+
+Built from the same data the table shows (the realizer's plan rows, the cost estimate) plus the
+capacity a quota check needs: machines, vCPUs, GPUs and TPU chips per pool and in total, spot
+counted apart (GCP meters preemptible GPUs and TPUs under quotas of their own)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from infra.spec import catalog
+from infra.spec.cost import Estimate
+from infra.spec.cluster import ClusterSpec
+
+FORMAT_VERSION = "1"
+COST_BASIS = "catalog list prices in USD, before discounts, sustained use and egress"
+
+
+class Document(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Stack(Document):
+    name: str
+    provider: str
+    kind: Literal["vm", "tpu", "gke"]
+    project: str | None
+    zone: str | None
+    region: str | None
+    ttl_hours: float
+    ephemeral: bool
+
+
+class Gpu(Document):
+    type: str
+    count_per_node: int
+
+
+class Tpu(Document):
+    type: str
+    chips_per_node: int
+
+
+class Pool(Document):
+    role: str | None  # chief / worker / ps / evaluator; None: a cluster without pools
+    nodes: int
+    machine_type: str | None  # None on the local stack (its nodes are this machine)
+    vcpus_per_node: int | None
+    memory_gb_per_node: float | None
+    gpu: Gpu | None
+    tpu: Tpu | None
+    spot: bool
+    boot_disk_gb: int | None  # VMs only
+
+
+class Totals(Document):
+    nodes: int
+    vcpus: int | None  # None when a pool's machines are not in the catalog (local nodes)
+    gpus: dict[str, int]  # on-demand GPUs by accelerator type
+    spot_gpus: dict[str, int]
+    tpu_chips: dict[str, int]  # on-demand TPU chips by TPU type
+    spot_tpu_chips: dict[str, int]
+    boot_disk_gb: int
+
+
+class Capacity(Document):
+    pools: list[Pool]
+    totals: Totals
+
+
+class Resource(Document):
+    kind: str
+    name: str
+    values: dict[str, Any]
+
+
+class CostLine(Document):
+    item: str
+    per_hour: float
+
+
+class Cost(Document):
+    currency: Literal["USD"] = "USD"
+    per_hour: float
+    ttl_hours: float
+    for_ttl: float
+    lines: list[CostLine]
+    basis: str = COST_BASIS
+
+
+class Plan(Document):
+    format_version: str = FORMAT_VERSION
+    stack: Stack
+    capacity: Capacity
+    resources: list[Resource]
+    cost: Cost
+    notes: list[str]
+
+
+def plan_document(spec: ClusterSpec, rows: list[dict[str, Any]], estimate: Estimate,
+                  notes: list[str]) -> Plan:
+    pools = [_pool(role, group) for role, _, group in spec.groups()]
+    return Plan(
+        stack=Stack(name=spec.name, provider=spec.provider, kind=spec.kind, project=spec.project,
+                    zone=spec.zone, region=spec.zone.rsplit("-", 1)[0] if spec.zone else None,
+                    ttl_hours=spec.ttl_hours, ephemeral=spec.ephemeral),
+        capacity=Capacity(pools=pools, totals=_totals(pools)),
+        resources=[Resource(kind=str(r["kind"]), name=str(r.get("name", "")),
+                            values={k: v for k, v in r.items() if k not in ("kind", "name")})
+                   for r in rows],
+        cost=Cost(per_hour=estimate.per_hour, ttl_hours=spec.ttl_hours,
+                  for_ttl=estimate.for_hours(spec.ttl_hours),
+                  lines=[CostLine(item=what, per_hour=value) for what, value in estimate.lines]),
+        notes=notes)
+
+
+def _pool(role: str | None, group: ClusterSpec) -> Pool:
+    tpu = catalog.TPUS[group.tpu.type] if group.tpu else None
+    machine_type = group.machine_type or (tpu.gke_machine_type if tpu and group.kind == "gke" else None)
+    machine = catalog.MACHINES.get(machine_type or "")
+    return Pool(role=role, nodes=group.node_count, machine_type=machine_type,
+                vcpus_per_node=machine.vcpus if machine else None,
+                memory_gb_per_node=machine.memory_gb if machine else None,
+                gpu=Gpu(type=group.gpu.type, count_per_node=group.gpu.count) if group.gpu else None,
+                tpu=Tpu(type=tpu.name, chips_per_node=tpu.chips_per_host) if tpu else None,
+                spot=group.spot,
+                boot_disk_gb=group.boot_disk_gb if group.kind == "vm" and group.has_machine_types else None)
+
+
+def _totals(pools: list[Pool]) -> Totals:
+    gpus: dict[str, int] = {}
+    spot_gpus: dict[str, int] = {}
+    chips: dict[str, int] = {}
+    spot_chips: dict[str, int] = {}
+    for pool in pools:
+        if pool.gpu:
+            into = spot_gpus if pool.spot else gpus
+            into[pool.gpu.type] = into.get(pool.gpu.type, 0) + pool.nodes * pool.gpu.count_per_node
+        if pool.tpu:
+            into = spot_chips if pool.spot else chips
+            into[pool.tpu.type] = into.get(pool.tpu.type, 0) + pool.nodes * pool.tpu.chips_per_node
+    vcpus = [p.vcpus_per_node * p.nodes if p.vcpus_per_node is not None else None for p in pools]
+    return Totals(nodes=sum(p.nodes for p in pools),
+                  vcpus=None if None in vcpus else sum(v for v in vcpus if v is not None),
+                  gpus=gpus, spot_gpus=spot_gpus, tpu_chips=chips, spot_tpu_chips=spot_chips,
+                  boot_disk_gb=sum(p.boot_disk_gb * p.nodes for p in pools if p.boot_disk_gb))

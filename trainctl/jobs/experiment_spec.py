@@ -1,0 +1,265 @@
+"""The experiment file: one YAML that says what to run, where, and what to keep."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from infra.spec.cluster import Role, validate_name
+from infra.spec.stack_config import ConfigError, format_validation_error, read_yaml_mapping
+from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+
+if TYPE_CHECKING:
+    from trainctl.jobs.gcloud_flags import GcloudFlags
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunSection(Model):
+    framework: Literal["torch", "tensorflow"] = "torch"
+    command: tuple[str, ...] = Field(min_length=1)
+    processes_per_node: int | None = Field(None, ge=1, le=64)
+    env: dict[str, str] = Field(default_factory=dict)
+    # A worker pool's own program (e.g. an evaluator that evaluates checkpoints as they appear);
+    # pools not named here run `command`.
+    commands: dict[Role, tuple[str, ...]] = Field(default_factory=dict)
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def split_string(cls, v: Any) -> Any:
+        # A string is split like a shell would, but never run by one: its words reach torchrun
+        # as separate, quoted arguments.
+        return tuple(shlex.split(v)) if isinstance(v, str) else v
+
+    @field_validator("commands", mode="before")
+    @classmethod
+    def split_strings(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {role: tuple(shlex.split(c)) if isinstance(c, str) else c for role, c in v.items()}
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not ENV_NAME.match(key):
+                raise ValueError(f"environment variable name {key!r} is not valid")
+        return v
+
+
+
+class RestartSection(Model):
+    """Modelled on AI Platform: workers restart first, then the whole job reruns; both resume
+    from the latest complete checkpoint. Permanent errors fail at once."""
+
+    max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0, le=100)  # torchrun restarts of the worker group
+    job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)  # reruns of the whole job by trainctl
+    permanent_exit_codes: tuple[int, ...] = (2,)  # e.g. argparse errors, ImportError wrappers
+    # Recoveries from preemption (spot nodes recreated, job resumed): not counted as job
+    # reruns, which are for the program's own failures. None: as many as the TTL allows.
+    max_recoveries: int | None = Field(None, ge=0, le=1000)
+
+
+class Parameter(Model):
+    """One hyperparameter, as AI Platform's HyperparameterSpec describes it."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,40}$")
+    type: Literal["DOUBLE", "INTEGER", "CATEGORICAL"]
+    min: float | None = None
+    max: float | None = None
+    scale: Literal["LINEAR", "LOG"] = "LINEAR"
+    values: tuple[str | int | float, ...] = ()
+
+    @model_validator(mode="after")
+    def bounds(self) -> Parameter:
+        if self.type == "CATEGORICAL":
+            if not self.values:
+                raise ValueError(f"parameter {self.name}: CATEGORICAL needs values")
+        else:
+            if self.min is None or self.max is None or self.min >= self.max:
+                raise ValueError(f"parameter {self.name}: needs min < max (got {self.min}, {self.max})")
+            if self.scale == "LOG" and self.min <= 0:
+                raise ValueError(f"parameter {self.name}: LOG scale needs min > 0 (got {self.min})")
+        return self
+
+
+class ContainerSection(Model):
+    """Run in a container image instead of the node's uv environment: built by trainctl from
+    the code and requirements (a base from Debian's packages) or already built (`trainctl
+    build`: localhost/trainctl/<name>:<tag>), pushed to the stack's registry; or an image in
+    Artifact Registry, which GCP nodes pull as it is."""
+
+    image: str | None = None
+
+    @field_validator("image")
+    @classmethod
+    def obtainable(cls, v: str | None) -> str | None:
+        if v is not None and not (v.startswith("localhost/trainctl/") or in_artifact_registry(v)):
+            raise ValueError(f"image {v!r} cannot be had: trainctl runs images it built "
+                             "(localhost/trainctl/<name>:<tag>, see `trainctl build`), pushed to the "
+                             "stack's own registry, or images in Artifact Registry "
+                             "(<region>-docker.pkg.dev/...) on GCP stacks; leave image out to build "
+                             "one from code and requirements")
+        return v
+
+
+def in_artifact_registry(image: str) -> bool:
+    return image.split("/", 1)[0].endswith("-docker.pkg.dev")
+
+
+class SweepSection(Model):
+    metric: str = "test_accuracy"
+    goal: Literal["MAXIMIZE", "MINIMIZE"] = "MAXIMIZE"
+    max_trials: int = Field(6, ge=1, le=1000)
+    max_parallel_trials: int = Field(1, ge=1, le=64)
+    algorithm: Literal["tpe", "random"] = "tpe"
+    # Parallel trials split the cluster's nodes between them; "sequential" gives each trial all.
+    parallel_mode: Literal["split", "sequential"] = "split"
+    pruner: Literal["median", "none"] = "none"
+    parameters: tuple[Parameter, ...] = Field(min_length=1)
+
+
+# An artifact the program leaves in its working directory on the chief (a snapshot.pt saved next
+# to the script, as PyTorch's DDP tutorial does) rather than in the job dir: `workdir:<path>`.
+WORKDIR = "workdir:"
+
+
+def from_workdir(artifact: str) -> str | None:
+    """The path inside the chief's working directory, for a `workdir:` artifact; else None."""
+    return artifact[len(WORKDIR):] if artifact.startswith(WORKDIR) else None
+
+
+def safe_relative(value: str, what: str, inside: str = "the job dir") -> str:
+    path = PurePosixPath(value)
+    if path.is_absolute() or ".." in path.parts or not value.strip():
+        raise ValueError(f"{what} {value!r} must be a relative path inside {inside} "
+                         "(no leading '/', no '..')")
+    return str(path)
+
+
+class Experiment(Model):
+    name: str
+    stack: str = "local"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    code: str = "."  # relative to the experiment file
+    excludes: tuple[str, ...] = ()
+    requirements: str | None = None  # relative to code
+    setup: tuple[str, ...] = ()
+    run: RunSection
+    restart: RestartSection = Field(default_factory=RestartSection)
+    ttl_hours: float = Field(2.0, gt=0, le=24 * 7)
+    artifacts: tuple[str, ...] = ("metrics.json", "model/")
+    sweep: SweepSection | None = None
+    container: ContainerSection | None = None
+
+    # Where the file was read from; code paths are relative to it.
+    base_dir: Path = Field(default=Path("."), exclude=True)
+    # Where the overrides were written, for errors the stack's validation finds in them.
+    _overrides_from: str = PrivateAttr("overrides")
+
+    @field_validator("name")
+    @classmethod
+    def short_name(cls, v: str) -> str:
+        validate_name(v, "experiment name")
+        if len(v) > 30:
+            raise ValueError(f"experiment name {v!r} is longer than 30 characters "
+                             "(a run suffix is appended to make the stack name)")
+        return v
+
+    @field_validator("requirements")
+    @classmethod
+    def requirements_inside_code(cls, v: str | None) -> str | None:
+        return None if v is None else safe_relative(v, "requirements", "the code folder")
+
+    @field_validator("artifacts")
+    @classmethod
+    def artifact_paths(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        checked: dict[str, str] = {}  # where it lands in runs/<run-id>/ -> the artifact
+        for artifact in v:
+            path = from_workdir(artifact)
+            inside = "the chief's working directory" if path is not None else "the job dir"
+            name = safe_relative(artifact if path is None else path, "artifact", inside)
+            if name in checked:
+                raise ValueError(f"artifacts {checked[name]!r} and {artifact!r} would both be collected "
+                                 f"to runs/<run-id>/{name}")
+            checked[name] = artifact
+        return tuple(("" if from_workdir(a) is None else WORKDIR) + name + ("/" if a.endswith("/") else "")
+                     for name, a in checked.items())
+
+    @property
+    def code_dir(self) -> Path:
+        return (self.base_dir / self.code).resolve()
+
+    @property
+    def overrides_from(self) -> str:
+        return self._overrides_from
+
+
+def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,
+                    requirements: str | None = None, framework: str | None = None,
+                    notes: list[str] | None = None, flags: GcloudFlags | None = None) -> Experiment:
+    """An experiment file, or an AI Platform / Vertex AI job spec mapped onto `stack` (its
+    code from `code`, default the spec's folder; gcloud's `flags` over it); what the mapping
+    changed goes to `notes`."""
+    from trainctl.jobs.vertex_job import is_job_spec, to_experiment
+
+    if flags is not None and flags.given and not path.exists() and path.suffix not in (".yaml", ".yml", ".json"):
+        # `gcloud ai-platform jobs submit training JOB --module-name ...` with no --config: a
+        # job named JOB, all of it in the flags, its code found from here
+        data: dict[str, Any] = {}
+        path = Path.cwd() / path.name
+    else:
+        data = read_yaml_mapping(path, "experiment file")
+
+    if is_job_spec(data) or (flags is not None and flags.given):  # gcloud's flags make a job of any config
+        mapping = to_experiment(data, path=path, stack=stack or "local",
+                                code=code, requirements=requirements,
+                                framework=framework, flags=flags)
+        data = mapping.experiment
+        if notes is not None:
+            notes.extend(mapping.notes)
+        overrides_from = f"{path} (a job spec; --stack picks the stack it runs on)"
+    elif code or requirements or framework or (flags and flags.given):
+        raise ConfigError(f"{path}: --code, --requirements, --framework and gcloud's flags apply to AI "
+                          "Platform / Vertex job specs; an experiment file names its own code and requirements")
+    else:
+        if stack:  # the same experiment on another stack, as that stack declares it
+            dropped = data.get("overrides")
+            data = {**{k: v for k, v in data.items() if k != "overrides"}, "stack": stack}
+            if dropped and notes is not None:
+                notes.append(f"--stack {stack}: the experiment's overrides for its own stack "
+                             f"({', '.join(f'{k}={v}' for k, v in dropped.items())}) are not applied")
+        overrides_from = f"{path}: overrides"
+    exp = build_experiment(data, path)
+    exp._overrides_from = overrides_from
+    return exp
+
+
+def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
+    if "base_dir" in data:
+        raise ConfigError(f"{path}: unknown key 'base_dir'")
+    try:
+        exp = Experiment.model_validate({**data, "base_dir": path.resolve().parent})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(str(path), exc, Experiment)) from None
+    if not exp.code_dir.is_dir():
+        raise ConfigError(f"{path}: code: {exp.code_dir} is not a directory")
+    if exp.container and exp.setup:
+        raise ConfigError(f"{path}: setup commands prepare the node's uv environment; with container, "
+                          "build what they do into the image (its requirements) instead")
+    if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
+        raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
+    if exp.sweep and exp.sweep.parallel_mode == "split":
+        nodes = exp.overrides.get("nodes")
+        if isinstance(nodes, int) and nodes % exp.sweep.max_parallel_trials:
+            raise ConfigError(f"{path}: sweep.max_parallel_trials {exp.sweep.max_parallel_trials} must "
+                              f"divide the node count {nodes} (parallel_mode split)")
+    return exp
