@@ -20,7 +20,8 @@ from bootstrap.runner import bootstrap
 from infra.providers.local import realizer
 from infra.spec.stack_config import REPO_ROOT, load_stack
 from trainctl.jobs.image import ImageSpec, build, push
-from trainctl.launchers.ssh.launch import LaunchSpec, launch
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.supervisor import launch
 
 COMMAND = ("python", "-m", "trainers.digits_ddp", "--epochs", "1", "--job-dir", "{job_dir}")
 

@@ -32,8 +32,8 @@ from infra.providers.local import netns
 from infra.providers.local.realizer import Names
 from infra.providers.stack_home import discard, state_dir
 from trainctl.jobs.collect import Collector
-from trainctl.jobs.experiment_spec import load_experiment
-from trainctl.launchers.ssh.launch import job_dir
+from trainctl.jobs.experiment_file import load_experiment
+from trainctl.launchers.cluster_env import job_dir
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "examples" / "digits-ddp.yaml"

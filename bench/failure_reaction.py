@@ -23,7 +23,8 @@ from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
 from infra.providers.local import realizer
 from infra.spec.stack_config import REPO_ROOT, load_stack
-from trainctl.launchers.ssh.launch import LaunchSpec, launch
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.supervisor import launch
 
 NODES = 3
 RERUNS = 2

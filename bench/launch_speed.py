@@ -19,7 +19,9 @@ from bootstrap.runner import bootstrap
 from bootstrap.ssh import openssh_command
 from infra.providers.local import realizer
 from infra.spec.stack_config import REPO_ROOT, load_stack
-from trainctl.launchers.ssh.launch import LaunchSpec, launch, plan
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.commands import plan
+from trainctl.launchers.ssh.supervisor import launch
 
 NODES = 4
 COMMAND = ("python", "-m", "trainers.init_probe")

@@ -57,7 +57,7 @@ def seeded_python(requirements: Path) -> Path:
     processes."""
     import hashlib
 
-    from infra.providers.local.realizer import LOCAL_WHEELHOUSE
+    from infra.providers.offline_uv import LOCAL_WHEELHOUSE
     from infra.providers.stack_home import cache_dir
 
     digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]

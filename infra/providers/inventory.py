@@ -6,9 +6,10 @@ model to its state directory. It holds no private key material: paths and public
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -61,6 +62,20 @@ class Registry(BaseModel):
     @property
     def host(self) -> str:
         return self.repository.split("/", 1)[0]
+
+    @contextlib.contextmanager
+    def push_target(self) -> Iterator[str]:
+        """The repository to push to while the block runs: a registry made for this stack alone
+        through the controller's stable alias for it (infra/providers/registry_alias.py), so
+        layers that earlier stacks' registries had are not sent again; any other as it is."""
+        if not self.per_stack:
+            yield self.repository
+            return
+        from infra.providers.registry_alias import loopback_alias
+
+        _, _, path = self.repository.partition("/")
+        with loopback_alias(self.host) as alias:
+            yield f"{alias}/{path}" if alias else self.repository
 
 
 class Inventory(BaseModel):

@@ -1,81 +1,34 @@
-"""The realizer interface and its registry: one module per provider, chosen by the stack.
+"""The registry of providers: one module per provider, chosen by the stack.
 
-A realizer turns a ClusterSpec into running nodes and back (the shape of SkyPilot's provision
-interface: typed in, typed out). Callers ask this registry for the stack's realizer and never
-branch on the provider themselves. A provider is a module exposing the functions of `Realizer`;
-adding one is a new module and a line in PROVIDERS.
+Callers ask this registry for the stack's realizer (infra/providers/protocol.py documents what
+it does) and for its Capabilities, and never branch on the provider themselves. Adding a provider
+is a new module implementing the protocol and a line in PROVIDERS.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, cast
+from typing import TYPE_CHECKING, cast
 
 from infra.errors import ConfigError
+from infra.providers.protocol import Capabilities, PlanRow, Progress, Realizer, StackInfo
 from infra.providers.stack_home import recorded_provider, stacks_with_state
 
 if TYPE_CHECKING:  # the models load pydantic: `trainctl ls` with nothing up never needs them
-    from infra.spec.cost import Estimate
     from infra.providers.inventory import Inventory
     from infra.spec.cluster import ClusterSpec
 
-Progress = Callable[[str], None]
+__all__ = ["PROVIDERS", "Capabilities", "PlanRow", "Progress", "Realizer", "StackInfo", "Unsupported",
+           "capabilities", "for_spec", "for_stack", "inventory", "live", "provider_of", "realizer", "reap",
+           "simulate_project", "spec", "unsupported"]
 
 # provider name (ClusterSpec.provider) -> module implementing Realizer; imported on first use so
 # a local command never loads Pulumi or Google's clients.
 PROVIDERS = {"local": "infra.providers.local.realizer", "gcp": "infra.providers.gcp.realizer"}
 
 
-@dataclass(frozen=True)
-class StackInfo:
-    """A live stack as `trainctl ls` and the reaper see it."""
-
-    stack: str
-    provider: str
-    nodes: int
-    age_h: float
-    ttl_left_h: float
-    cost_so_far: float
-    broken: bool = False  # its state could not be read: `down --force` is the way out
-
-
-class Realizer(Protocol):
-    # Whether `repair` brings nodes back at the addresses they had (what the others were told)
-    repair_keeps_addresses: bool
-
-    def plan(self, spec: ClusterSpec) -> list[dict[str, Any]]: ...
-
-    def estimate(self, spec: ClusterSpec) -> Estimate: ...
-
-    def up(self, spec: ClusterSpec, progress: Progress) -> Inventory: ...
-
-    def down(self, stack: str, *, force: bool, progress: Progress) -> bool: ...
-
-    def inventory(self, stack: str) -> Inventory: ...
-
-    def spec(self, stack: str) -> ClusterSpec: ...
-
-    def info(self, stack: str) -> StackInfo: ...
-
-    def reap(self, *, project: str | None, dry_run: bool, progress: Progress) -> list[str]: ...
-
-    def repair(self, stack: str, nodes: list[str], progress: Progress) -> Inventory: ...
-
-    def simulate(self, spec: ClusterSpec, project_file: Path | None) -> None:
-        """Point this process at a simulated project (`--simulate`) where the provider has one."""
-        ...
-
-    def instance_status(self, stack: str, nodes: list[str]) -> dict[str, str | None]:
-        """RUNNING, TERMINATED (stopped) or None (gone) per node, as the provider reports it."""
-        ...
-
-    def preempt(self, stack: str, node: str, *, grace: float, progress: Progress,
-                action: str | None = None, unavailable_for: float = 0.0) -> str:
-        """Reclaim a spot node as the provider would (where something can ask it to), and
-        leave the zone without capacity for it for `unavailable_for` seconds."""
-        ...
+class Unsupported(ConfigError):
+    """A verb the stack's provider cannot do (exit 2, saying why)."""
 
 
 def realizer(provider: str) -> Realizer:
@@ -106,6 +59,11 @@ def for_spec(spec: ClusterSpec) -> Realizer:
     return realizer(spec.provider)
 
 
+def capabilities(spec: ClusterSpec) -> Capabilities:
+    """What the spec's stack can do and needs: what callers ask instead of its provider."""
+    return for_spec(spec).capabilities(spec)
+
+
 def inventory(stack: str) -> Inventory:
     return for_stack(stack).inventory(stack)
 
@@ -120,11 +78,18 @@ def live() -> list[StackInfo]:
     return [for_stack(stack).info(stack) for stack in stacks_with_state()]
 
 
+def simulate_project(project: str | None) -> None:
+    """`reap --simulate`: every provider that has simulated projects points this process at
+    `project`'s, before anything is swept."""
+    for name in PROVIDERS:
+        realizer(name).simulate_project(project)
+
+
 def reap(project: str | None, dry_run: bool, progress: Progress) -> list[str]:
     """Each provider removes what outlived its TTL in its own reach (this machine, a project)."""
     return [found for name in PROVIDERS for found in realizer(name).reap(
         project=project, dry_run=dry_run, progress=progress)]
 
 
-def unsupported(provider: str, verb: str, why: str) -> ConfigError:
-    return ConfigError(f"`{verb}` is not available on {provider} stacks: {why}")
+def unsupported(provider: str, verb: str, why: str) -> Unsupported:
+    return Unsupported(f"`{verb}` is not available on {provider} stacks: {why}")

@@ -298,7 +298,8 @@ class ClusterSpec(SpecModel):
                              "or remove it)")
         if self.pools:
             self._check_pools_shape()
-        updates = self._check_local() if self.provider == "local" else self._check_gcp()
+        # each provider's own constraints, by the provider field's value (its checks are named so)
+        updates: dict[str, Any] = getattr(self, f"_check_{self.provider}")()
         if self.pools:
             updates["nodes"] = sum(p.count for p in self.pools)
         if self.has_spot and self.instance_termination_action is None:
@@ -443,12 +444,6 @@ class ClusterSpec(SpecModel):
         return self.nodes
 
     @property
-    def nodes_reach_google(self) -> bool:
-        """Whether the nodes reach Google's APIs and registries (Artifact Registry): GCP's do;
-        local nodes have no route off the machine."""
-        return self.provider == "gcp"
-
-    @property
     def has_spot(self) -> bool:
         """Whether any node is on spot capacity (the cluster's flag, or a pool's)."""
         return self.spot or any(p.spot for p in self.pools)
@@ -474,11 +469,6 @@ class ClusterSpec(SpecModel):
         """The same nodes without spot capacity: what a spot run's saving is measured against."""
         return self.model_copy(update={"spot": False, "pools": tuple(p.model_copy(update={"spot": False})
                                                                     for p in self.pools)})
-
-    @property
-    def has_machine_types(self) -> bool:
-        """Whether nodes are machines of a named type (GCP), or this machine's namespaces."""
-        return self.provider != "local"
 
     @property
     def node_tasks(self) -> list[tuple[Role, int]]:
@@ -507,6 +497,19 @@ class ClusterSpec(SpecModel):
     def procs_per_node(self) -> int:
         assert self.processes_per_node is not None
         return self.processes_per_node
+
+    @property
+    def runs_on_vms(self) -> bool:
+        """Whether each node is a VM of its own with a boot disk (kind vm: GCE's, or a local
+        namespace standing in for one), not a TPU VM or a GKE pod."""
+        return self.kind == "vm"
+
+    @property
+    def node_machine_type(self) -> str | None:
+        """The machine type of each node: the one named, or a GKE TPU pool's (the slice's)."""
+        if self.machine_type or not self.tpu or self.kind != "gke":
+            return self.machine_type
+        return catalog.TPUS[self.tpu.type].gke_machine_type
 
     @property
     def accelerator(self) -> Cpu | Gpu | Tpu:

@@ -11,7 +11,8 @@ import pytest
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
 from conftest import REPO
-from trainctl.launchers.ssh.launch import LaunchSpec, launch
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.supervisor import launch
 
 pytestmark = pytest.mark.e2e
 

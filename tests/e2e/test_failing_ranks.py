@@ -18,7 +18,9 @@ import pytest
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
 from conftest import REPO
-from trainctl.launchers.ssh.launch import LaunchResult, LaunchSpec, launch
+from trainctl.launchers.result import LaunchResult
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.supervisor import launch
 
 pytestmark = pytest.mark.e2e
 

@@ -52,7 +52,7 @@ def launch(gke_cluster, tmp_path: Path, image: str | None, command: tuple[str, .
     from infra.providers.inventory import Inventory
     from infra.spec.stack_config import load_stack
     from trainctl.launchers.gke.job import run_job
-    from trainctl.launchers.ssh.launch import LaunchSpec
+    from trainctl.launchers.spec import LaunchSpec
 
     _, _, _, config = gke_cluster
     lines: list[str] = []

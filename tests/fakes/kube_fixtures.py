@@ -44,7 +44,7 @@ def launch_job(api: KubernetesApi, tmp_path: Path, *, run_id: str = "r1", framew
     from infra.providers.inventory import Inventory
     from infra.spec.stack_config import load_stack
     from trainctl.launchers.gke.job import run_job
-    from trainctl.launchers.ssh.launch import LaunchSpec
+    from trainctl.launchers.spec import LaunchSpec
 
     lines: list[str] = []
     inventory = Inventory(stack="gke-l4", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="",

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from bootstrap.ssh import shell_env
 from infra.providers.inventory import Inventory, Node
 from infra.spec.cluster import ClusterSpec
-from trainctl.launchers.ssh.launch import LaunchSpec, node_command
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.commands import node_command
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),

@@ -49,7 +49,7 @@ def _stack_argument(value: str) -> str:
 
 
 def _run_id_argument(value: str | None) -> str | None:
-    from trainctl.launchers.ssh.launch import check_run_id
+    from trainctl.launchers.spec import check_run_id
 
     try:
         return None if value is None else check_run_id(value)
@@ -151,17 +151,16 @@ def plan(stack: StackOpt = "local",
     realizer = realizers.for_spec(spec)
     rows = realizer.plan(spec)
     cost = realizer.estimate(spec)
-    notes = [f"bucket gs://{r['name']} is kept by `trainctl down` (a named stack's checkpoints outlive "
-             f"it); delete it with `gcloud storage rm -r gs://{r['name']}`" for r in rows if r.get("on_down") == "kept"]
+    notes = [f"bucket gs://{r.name} is kept by `trainctl down` (a named stack's checkpoints outlive "
+             f"it); delete it with `gcloud storage rm -r gs://{r.name}`" for r in rows if r.kept_on_down]
     if as_json:
         from trainctl.cli.plan_document import plan_document
 
-        out(plan_document(spec, rows, cost, notes).model_dump_json(indent=2))
+        out(plan_document(spec, rows, cost, notes, realizer.capabilities(spec)).model_dump_json(indent=2))
         return
     resources = result_table("resource", "name", "details")
     for r in rows:
-        details = ", ".join(f"{k}={v}" for k, v in r.items() if k not in ("kind", "name"))
-        resources.add_row(r["kind"], str(r.get("name", "")), details)
+        resources.add_row(r.kind, r.name, ", ".join(f"{k}={v}" for k, v in r.values.items()))
     show(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), {spec.accelerator}", resources)
     for note in notes:
         result(note)
@@ -198,9 +197,7 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
          simulate: SimulateOpt = False) -> None:
     """Delete what outlived its TTL: local stacks here, or trainctl's GCP VMs and TPUs."""
     if simulate:
-        from infra.providers.gcp import simulation
-
-        simulation.activate(project)
+        realizers.simulate_project(project)
     reaped = realizers.reap(project, dry_run, say)
     for name in reaped:  # the result, one name a line; how it went is on stderr
         out(f"{name}{' (expired; --dry-run: kept)' if dry_run else ' removed'}")
@@ -268,7 +265,7 @@ def bootstrap(
 
     if experiment:
         from trainctl.jobs.experiment import bootstrap_spec
-        from trainctl.jobs.experiment_spec import load_experiment
+        from trainctl.jobs.experiment_file import load_experiment
 
         exp = load_experiment(experiment)
         spec = bootstrap_spec(exp, "python3").model_copy(update={"force": tuple(force or ())})
@@ -349,8 +346,8 @@ def launch(
     """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
     import secrets
 
-    from trainctl.launchers.ssh.launch import LaunchSpec
-    from trainctl.launchers.protocol import launcher_for
+    from trainctl.launchers.spec import LaunchSpec
+    from trainctl.launchers.registry import launcher_for
 
     command = list(ctx.args)
     if not command:
@@ -365,15 +362,16 @@ def launch(
     from trainctl.jobs.experiment import refuse_framework_mismatch
 
     refuse_framework_mismatch(cluster, framework)
+    plan = launcher.dryrun(cluster, inventory, spec)
     if show_plan:  # exactly what `run` executes: each node's command line, or the Job's objects
-        out(launcher.dryrun(cluster, inventory, spec).render())
+        out(plan.render())
         return
     log_dir = runs_root() / rid / "logs" / "launch"
     say(f"run {rid} on {cluster.node_count} node(s) of stack {stack} ({inventory.target}); logs in {log_dir}")
     from trainctl.launchers.interrupts import signals_as_interrupt
 
     with signals_as_interrupt():  # SIGTERM too stops the job on every node
-        result = launcher.run(cluster, inventory, spec, log_dir, out)
+        result = launcher.run(plan, log_dir, out)
     if not result.ok:
         fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)
@@ -390,7 +388,7 @@ def build(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its 
     """Build the experiment's container image (base from Debian's packages, then the requirements,
     then the code); with --stack, push it to the stack's registry and print it by digest."""
     from trainctl.jobs.experiment import bootstrap_spec
-    from trainctl.jobs.experiment_spec import load_experiment
+    from trainctl.jobs.experiment_file import load_experiment
     from trainctl.jobs.image import ImageSpec, base_tar, build as build_image, containerfile, push
 
     exp = load_experiment(experiment)
@@ -482,7 +480,7 @@ def run(ctx: typer.Context,
         simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.jobs.experiment import run_experiment
-    from trainctl.jobs.experiment_spec import load_experiment
+    from trainctl.jobs.experiment_file import load_experiment
     from trainctl.cli.progress import NodeBoard
 
     from trainctl.jobs.gcloud_flags import GcloudFlags

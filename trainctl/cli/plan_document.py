@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from infra.providers.protocol import Capabilities, PlanRow
 from infra.spec import catalog
-from infra.spec.cost import Estimate
 from infra.spec.cluster import ClusterSpec
+from infra.spec.cost import Estimate
 
 FORMAT_VERSION = "1"
 COST_BASIS = "catalog list prices in USD, before discounts, sustained use and egress"
@@ -101,26 +102,24 @@ class Plan(Document):
     notes: list[str]
 
 
-def plan_document(spec: ClusterSpec, rows: list[dict[str, Any]], estimate: Estimate,
-                  notes: list[str]) -> Plan:
-    pools = [_pool(role, group) for role, _, group in spec.groups()]
+def plan_document(spec: ClusterSpec, rows: list[PlanRow], estimate: Estimate, notes: list[str],
+                  can: Capabilities) -> Plan:
+    pools = [_pool(role, group, can.machine_types) for role, _, group in spec.groups()]
     return Plan(
         stack=Stack(name=spec.name, provider=spec.provider, kind=spec.kind, project=spec.project,
                     zone=spec.zone, region=spec.zone.rsplit("-", 1)[0] if spec.zone else None,
                     ttl_hours=spec.ttl_hours, ephemeral=spec.ephemeral),
         capacity=Capacity(pools=pools, totals=_totals(pools)),
-        resources=[Resource(kind=str(r["kind"]), name=str(r.get("name", "")),
-                            values={k: v for k, v in r.items() if k not in ("kind", "name")})
-                   for r in rows],
+        resources=[Resource(kind=r.kind, name=r.name, values=dict(r.values)) for r in rows],
         cost=Cost(per_hour=estimate.per_hour, ttl_hours=spec.ttl_hours,
                   for_ttl=estimate.for_hours(spec.ttl_hours),
                   lines=[CostLine(item=what, per_hour=value) for what, value in estimate.lines]),
         notes=notes)
 
 
-def _pool(role: str | None, group: ClusterSpec) -> Pool:
+def _pool(role: str | None, group: ClusterSpec, machine_types: bool) -> Pool:
     tpu = catalog.TPUS[group.tpu.type] if group.tpu else None
-    machine_type = group.machine_type or (tpu.gke_machine_type if tpu and group.kind == "gke" else None)
+    machine_type = group.node_machine_type
     machine = catalog.MACHINES.get(machine_type or "")
     return Pool(role=role, nodes=group.node_count, machine_type=machine_type,
                 vcpus_per_node=machine.vcpus if machine else None,
@@ -128,7 +127,7 @@ def _pool(role: str | None, group: ClusterSpec) -> Pool:
                 gpu=Gpu(type=group.gpu.type, count_per_node=group.gpu.count) if group.gpu else None,
                 tpu=Tpu(type=tpu.name, chips_per_node=tpu.chips_per_host) if tpu else None,
                 spot=group.spot,
-                boot_disk_gb=group.boot_disk_gb if group.kind == "vm" and group.has_machine_types else None)
+                boot_disk_gb=group.boot_disk_gb if group.runs_on_vms and machine_types else None)
 
 
 def _totals(pools: list[Pool]) -> Totals:

@@ -10,7 +10,8 @@ from pathlib import Path
 from bootstrap.ssh import join, openssh_command
 from infra.errors import RemoteError
 from infra.providers.inventory import Inventory, Node
-from trainctl.launchers.ssh.launch import job_workdir, members
+from trainctl.launchers.cluster_env import members
+from trainctl.launchers.ssh.commands import job_workdir
 
 # rsync: "partial transfer due to error", here a named file that does not exist on the chief
 SOME_NOT_FOUND = 23

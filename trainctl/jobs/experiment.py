@@ -34,9 +34,12 @@ from trainctl.launchers.interrupts import (
     signals_as_interrupt,
     uninterruptible,
 )
-from trainctl.launchers.ssh.launch import LaunchResult, LaunchSpec, Recovery, job_dir
+from trainctl.launchers.cluster_env import job_dir
+from trainctl.launchers.protocol import Recovery
+from trainctl.launchers.result import LaunchResult
+from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.run_logs import RESULT_FILE
-from trainctl.launchers.protocol import launcher_for_cluster
+from trainctl.launchers.registry import launcher_for_cluster
 from trainctl.jobs.sweep import TrialResult, best, parallelism, run_sweep
 
 
@@ -87,24 +90,20 @@ def start_image(exp: Experiment, spec: ClusterSpec, bspec: BootstrapSpec, log: P
     image in Artifact Registry is used as it is. Where pods run images (GKE), an experiment
     without `container:` gets one of its code, as `container: {}` would: the framework's stock
     image holds neither the code nor its requirements."""
-    if exp.container is None and launcher_for_cluster(spec).needs_bootstrap:
+    can = realizers.capabilities(spec)
+    if exp.container is None and can.needs_bootstrap:
         return None
     from trainctl.jobs.experiment_spec import in_artifact_registry
     from trainctl.jobs.image import BuiltImage, ImageSpec, build
 
     image = exp.container.image if exp.container else None
-    if exp.container is None:
-        from infra.providers.gcp import simulation
-
-        if simulation.active():
-            from infra.providers.gcp.simulator.kubernetes.images import stand_in_code
-
-            echo("[trainctl] simulated cluster: its pods run the code and an environment of its "
-                 "requirements in place of an image (none is built)")
-            return pool.submit(stand_in_code, simulation.home(), exp.name, bspec.code_dir,
-                               bspec.requirements, bspec.excludes)
+    if exp.container is None and can.stands_in_images:
+        echo("[trainctl] simulated cluster: its pods run the code and an environment of its "
+             "requirements in place of an image (none is built)")
+        return pool.submit(realizers.for_spec(spec).stand_in_image, exp.name, bspec.code_dir,
+                           bspec.requirements, bspec.excludes)
     if image and in_artifact_registry(image):
-        if not spec.nodes_reach_google:
+        if not can.reaches_google:
             raise ConfigError(f"container.image {image} is in Artifact Registry, which local nodes cannot "
                               "reach; build the image with trainctl (container: {} or `trainctl build`)")
         return pool.submit(lambda: image)
@@ -183,7 +182,7 @@ def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[st
         bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
 
     return Recovery(reclaimed=reclaimed, recreate=recreate, bootstrap=bootstrap_lost,
-                    keeps_addresses=realizers.for_stack(stack).repair_keeps_addresses)
+                    keeps_addresses=realizers.capabilities(realizers.spec(stack)).repair_keeps_addresses)
 
 
 # GCE gives a reclaimed VM about 30 s of shutdown before it is stopped or deleted.
@@ -259,7 +258,8 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
     refuse_framework_mismatch(spec, lspec.framework)
     launcher = launcher_for_cluster(spec)
-    refuse_workdir_artifacts_in_pods(exp, launcher.needs_bootstrap)
+    needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
+    refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)
     if exp.sweep:
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
@@ -283,7 +283,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     echo(f"[trainctl] image {image}")
                     bspec = bspec.model_copy(update={"image": image})
                     lspec = lspec.model_copy(update={"image": image})
-                if launcher.needs_bootstrap:
+                if needs_bootstrap:
                     with phase("bootstrap"):
                         reporter = board(inventory) if board else None
                         with reporter or contextlib.nullcontext():
@@ -304,8 +304,9 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                 collector = Collector(inventory)
 
                 with phase("train"):
-                    report.result = launcher.run(spec, inventory, lspec, report.run_dir / "logs" / "launch",
-                                                 echo, recovery=recovery(run_id, bspec, report.run_dir, echo))
+                    report.result = launcher.run(launcher.dryrun(spec, inventory, lspec),
+                                                 report.run_dir / "logs" / "launch", echo,
+                                                 recovery=recovery(run_id, bspec, report.run_dir, echo))
                 if spec.has_spot:
                     report.spot_saving_usd = spot_saving(spec, report.phases["train"])
                     record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)

@@ -5,16 +5,13 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from infra.spec.cluster import Role, validate_name
-from infra.spec.stack_config import ConfigError, format_validation_error, read_yaml_mapping
+from infra.spec.stack_config import ConfigError, format_validation_error
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
-
-if TYPE_CHECKING:
-    from trainctl.jobs.gcloud_flags import GcloudFlags
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -201,46 +198,6 @@ class Experiment(Model):
     @property
     def overrides_from(self) -> str:
         return self._overrides_from
-
-
-def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,
-                    requirements: str | None = None, framework: str | None = None,
-                    notes: list[str] | None = None, flags: GcloudFlags | None = None) -> Experiment:
-    """An experiment file, or an AI Platform / Vertex AI job spec mapped onto `stack` (its
-    code from `code`, default the spec's folder; gcloud's `flags` over it); what the mapping
-    changed goes to `notes`."""
-    from trainctl.jobs.vertex_job import is_job_spec, to_experiment
-
-    if flags is not None and flags.given and not path.exists() and path.suffix not in (".yaml", ".yml", ".json"):
-        # `gcloud ai-platform jobs submit training JOB --module-name ...` with no --config: a
-        # job named JOB, all of it in the flags, its code found from here
-        data: dict[str, Any] = {}
-        path = Path.cwd() / path.name
-    else:
-        data = read_yaml_mapping(path, "experiment file")
-
-    if is_job_spec(data) or (flags is not None and flags.given):  # gcloud's flags make a job of any config
-        mapping = to_experiment(data, path=path, stack=stack or "local",
-                                code=code, requirements=requirements,
-                                framework=framework, flags=flags)
-        data = mapping.experiment
-        if notes is not None:
-            notes.extend(mapping.notes)
-        overrides_from = f"{path} (a job spec; --stack picks the stack it runs on)"
-    elif code or requirements or framework or (flags and flags.given):
-        raise ConfigError(f"{path}: --code, --requirements, --framework and gcloud's flags apply to AI "
-                          "Platform / Vertex job specs; an experiment file names its own code and requirements")
-    else:
-        if stack:  # the same experiment on another stack, as that stack declares it
-            dropped = data.get("overrides")
-            data = {**{k: v for k, v in data.items() if k != "overrides"}, "stack": stack}
-            if dropped and notes is not None:
-                notes.append(f"--stack {stack}: the experiment's overrides for its own stack "
-                             f"({', '.join(f'{k}={v}' for k, v in dropped.items())}) are not applied")
-        overrides_from = f"{path}: overrides"
-    exp = build_experiment(data, path)
-    exp._overrides_from = overrides_from
-    return exp
 
 
 def build_experiment(data: dict[str, Any], path: Path) -> Experiment:

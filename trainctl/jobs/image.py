@@ -10,7 +10,6 @@ scripts/install.sh): nothing is pulled from a public registry. Its Python is the
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -221,7 +220,7 @@ def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _
     context = prepare_context(spec)
     volumes: list[str] = []
     if spec.code.requirements:
-        from infra.providers.local.realizer import offline_uv_env
+        from infra.providers.offline_uv import offline_uv_env
 
         # the requirements into the controller's uv cache (as bootstrap's prefetch does for
         # offline nodes), so the build installs them without a network
@@ -266,15 +265,11 @@ def push(built: BuiltImage, registry: Registry, log: Path,
          progress: Callable[[str], None] = lambda _: None) -> str:
     """Push to the stack's registry (layers it has are not sent); returns the reference by
     digest, which names the same image under any address of the registry."""
-    from infra.providers.local.registry import loopback_alias
-
-    _, _, path = registry.repository.partition("/")
     digest_file = log.parent / f"{built.name}.digest"
     progress(f"pushing {registry.repository}/{built.name}:{built.tag}")
     if registry.metadata_token:
         _login(registry, log)
-    with loopback_alias(registry.host) if registry.per_stack else contextlib.nullcontext() as alias:
-        target = f"{alias}/{path}" if alias else registry.repository
+    with registry.push_target() as target:
         _buildah(["push", "--quiet", *cert_args(registry), "--digestfile", str(digest_file), built.local,
                   f"docker://{target}/{built.name}:{built.tag}"], log, f"pushing {built.name}")
     return f"{registry.repository}/{built.name}@{digest_file.read_text().strip()}"

@@ -24,6 +24,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from infra.spec import catalog
+from infra.providers import realizers
 from infra.errors import ConfigError
 from infra.spec.job_runtimes import (AI_PLATFORM_RUNTIMES, FRAMEWORK_DISTRIBUTIONS, TENSORFLOW_PYTHONS, FrameworkPin,
                                 ai_platform_runtime, nearest_runtime, nearest_tensorflow, prebuilt_image, runs_on)
@@ -173,9 +174,9 @@ def node_python(spec: ClusterSpec) -> str | None:
     """X.Y of the Python the stack's nodes run jobs with: the boot image's on GCP VMs (catalog),
     this machine's for local nodes (they share its /usr); None where trainctl cannot know (TPU
     runtimes, GKE pods, an image of your own)."""
-    if spec.kind != "vm" or spec.image:
+    if not spec.runs_on_vms or spec.image:
         return None
-    if spec.has_machine_types:
+    if realizers.capabilities(spec).machine_types:
         return catalog.IMAGE_PYTHON.get(catalog.IMAGE_GPU_DEFAULT if spec.gpu else catalog.IMAGE_CPU_DEFAULT)
     from bootstrap.plan import NODE_PATH
 
@@ -286,7 +287,7 @@ def code_and_requirements(job: dict[str, Any], *, path: Path, target: ClusterSpe
 
     built = build_package(sources.package_path) if sources.package_path else None
     try:
-        folder = stage(uris, reaches_google=target.nodes_reach_google, requirements=extra,
+        folder = stage(uris, reaches_google=realizers.capabilities(target).reaches_google, requirements=extra,
                        archives=(*(((built, f"--package-path {sources.package_path}"),) if built else ()),
                                  *((a, f"--packages {a}") for a in sources.archives)),
                        pins=tuple(p.requirement for p in pins), environment=environment)

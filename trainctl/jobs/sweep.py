@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
-import shlex
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +31,8 @@ from trainctl.jobs.collect import (bucket_fs, collect, draw_safely, new_figure, 
 from trainctl.jobs.experiment_spec import Parameter, SweepSection
 from trainctl.launchers.failures import Failure, shared
 from trainctl.launchers.interrupts import raise_if_pending
-from trainctl.launchers.ssh.launch import LaunchSpec, hypertune_file, job_dir, members
+from trainctl.launchers.cluster_env import job_dir
+from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.protocol import Launcher, Slot
 
 POLL_SECONDS = 2.0
@@ -129,7 +128,8 @@ def parallelism(sweep: SweepSection) -> int:
     return 1 if sweep.parallel_mode == "sequential" else sweep.max_parallel_trials
 
 
-def read_reports(inventory: Inventory, trial_job_dir: str, run_id: str) -> list[dict[str, Any]]:
+def read_reports(launcher: Launcher, inventory: Inventory, trial_job_dir: str,
+                 run_id: str) -> list[dict[str, Any]]:
     """A trial's metric reports, oldest first, each with a `seq` that orders them: from
     trainers.hypertune in the job dir, else from the file an unchanged cloudml-hypertune (AI
     Platform's library) wrote on the chief."""
@@ -139,7 +139,8 @@ def read_reports(inventory: Inventory, trial_job_dir: str, run_id: str) -> list[
         with fs.open(path, "rb") as fh:
             history = json.loads(fh.read())
     except (FileNotFoundError, ValueError):
-        return chief_hypertune_reports(inventory, run_id)
+        written = launcher.hypertune_file(inventory, run_id)
+        return parse_hypertune_file(written) if written is not None else []
     return [{**r, "seq": i} for i, r in enumerate(history)]  # the file only grows
 
 
@@ -170,21 +171,6 @@ def parse_hypertune_file(text: str) -> list[dict[str, Any]]:
 def new_reports(reports: list[dict[str, Any]], last: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The reports after `last` (the newest one already handled)."""
     return reports if last is None else [r for r in reports if r["seq"] > last["seq"]]
-
-
-def chief_hypertune_reports(inventory: Inventory, run_id: str) -> list[dict[str, Any]]:
-    if inventory.target != "ssh":
-        return []  # a GKE pod's file is not reachable; trainers.hypertune's job-dir file is
-    from bootstrap.ssh import open_connection
-
-    chief = (members(inventory, "chief") or [inventory.rank0])[0]
-    try:
-        with open_connection(inventory, chief, deadline=time.monotonic() + 10) as conn:
-            answer = conn.run(f"cat {shlex.quote(hypertune_file(chief, run_id))}", hide=True, warn=True,
-                              in_stream=False)
-    except Exception:
-        return []
-    return parse_hypertune_file(answer.stdout) if answer.ok else []
 
 
 def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sweep: SweepSection,
@@ -265,7 +251,7 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
     def watch() -> None:
         last: dict[str, Any] | None = None
         while not finished.wait(POLL_SECONDS):
-            reports = [r for r in read_reports(group, trial_dir, run_id) if r["tag"] == sweep.metric]
+            reports = [r for r in read_reports(launcher, group, trial_dir, run_id) if r["tag"] == sweep.metric]
             for r in new_reports(reports, last):
                 last = r
                 trial.report(r["value"], r["step"])
@@ -277,14 +263,14 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        result = launcher.run(cluster, group, spec, run_dir / f"trial-{trial.number}" / "logs", echo,
-                              cancel=pruned)
+        result = launcher.run(launcher.dryrun(cluster, group, spec), run_dir / f"trial-{trial.number}" / "logs",
+                              echo, cancel=pruned)
     finally:
         finished.set()
         watcher.join()
     if pruned.is_set():
         return optuna.trial.TrialState.PRUNED, None, None
-    reports = [r for r in read_reports(group, trial_dir, run_id) if r["tag"] == sweep.metric]
+    reports = [r for r in read_reports(launcher, group, trial_dir, run_id) if r["tag"] == sweep.metric]
     if not result.ok:
         return optuna.trial.TrialState.FAIL, None, result.failure() or Failure("failed")
     if not reports:

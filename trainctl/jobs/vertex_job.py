@@ -385,9 +385,10 @@ def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | N
     target = load_stack(stack)
     code_dir, requirements = code_and_requirements(job, path=path, target=target, sources=sources, notes=notes)
     experiment.update({"stack": stack, "code": str(code_dir)})
-    from trainctl.launchers.protocol import launcher_for_cluster
+    from infra.providers import realizers
 
-    if "container" not in experiment and not launcher_for_cluster(target).needs_bootstrap:
+    can = realizers.capabilities(target)
+    if "container" not in experiment and not can.needs_bootstrap:
         # nothing is synced to the stack's pods: the code and packages reach them in an image
         experiment["container"] = {}
         notes.append(f"stack {stack}: its pods run an image, so trainctl builds one from the code and "
@@ -396,7 +397,7 @@ def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | N
         experiment["run"]["framework"] = framework
     if requirements:
         experiment["requirements"] = requirements
-    if not target.has_machine_types:
+    if not can.machine_types:
         # the stack's nodes have no machine shape to give (namespaces on this machine): said
         for pool in experiment["overrides"].get("pools", [experiment["overrides"]]):
             if pool.pop("machine_type", None):

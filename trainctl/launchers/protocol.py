@@ -1,9 +1,9 @@
-"""The launcher interface (torchx's `schedule(dryrun(...))`): a dry run gives the exact plan —
-each node's command line, or the Kubernetes objects — and `run` executes that plan.
+"""The launcher interface (torchx's `schedule(dryrun(...))`): a dry run gives the LaunchPlan —
+each node's command line, or the Kubernetes objects — and `run` executes that very plan.
 
-The stack's target picks the launcher, never the caller: nodes over SSH (torchrun, or the
-program directly for TensorFlow and TPU workers, decided per node in trainctl/launchers/ssh/launch.py), or a
-Job on GKE.
+The stack's target picks the launcher (trainctl/launchers/registry.py), never the caller: nodes
+over SSH (torchrun, or the program directly for TensorFlow and TPU workers, decided per node in
+trainctl/launchers/ssh/commands.py), or a Job on GKE.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from infra.spec import catalog
 from infra.errors import ConfigError
 from infra.providers.inventory import Inventory
 from infra.spec.cluster import ClusterSpec
-from trainctl.launchers.ssh.launch import LaunchResult, LaunchSpec, Recovery
+from trainctl.launchers.result import LaunchResult
+from trainctl.launchers.spec import LaunchSpec
 
 Echo = Callable[[str], None]
 Slot = tuple[ClusterSpec, Inventory]
@@ -25,9 +25,19 @@ Slot = tuple[ClusterSpec, Inventory]
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    run_id: str
+    """What a launcher runs, decided before anything runs: `trainctl launch --plan` prints it,
+    and `run` executes this object (its first attempt exactly these command lines or objects;
+    a rerun or a recovery makes its own, for the attempt and the nodes it then has)."""
+
+    cluster: ClusterSpec
+    inventory: Inventory
+    spec: LaunchSpec
     commands: dict[str, str] = field(default_factory=dict)  # SSH: node -> the command line it runs
     objects: list[dict[str, Any]] = field(default_factory=list)  # GKE: the validated objects
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
 
     def render(self) -> str:
         if self.objects:
@@ -37,19 +47,29 @@ class LaunchPlan:
         return "\n".join(f"# {node}\n{command}" for node, command in self.commands.items())
 
 
-class Launcher(Protocol):
-    # Whether the nodes need `bootstrap` (code, environment) before a launch; a GKE Job runs an
-    # image that already holds them.
-    needs_bootstrap: bool
+@dataclass
+class Recovery:
+    """How a run gets reclaimed nodes back, from whoever owns the stack (`trainctl run`):
+    `reclaimed(nodes)` says which of the nodes that stopped answering the provider has stopped or
+    deleted (a preemption whose notice never arrived), `recreate(nodes)` brings them back and
+    returns the inventory to go on with, `bootstrap(inventory, nodes)` puts code and environment
+    on them while the others already start the job. `keeps_addresses`: recreated nodes come back
+    at their old addresses (the provider says so), so nothing the others' commands name changes
+    and they may start again before the recreation is done."""
+    reclaimed: Callable[[list[str]], list[str]]
+    recreate: Callable[[list[str]], Inventory]
+    bootstrap: Callable[[Inventory, list[str]], None] = lambda _inventory, _nodes: None
+    keeps_addresses: bool = False
 
+
+class Launcher(Protocol):
     def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan: ...
 
-    def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo, cancel: threading.Event | None = None,
+    def run(self, plan: LaunchPlan, log_dir: Path, echo: Echo, cancel: threading.Event | None = None,
             recovery: Recovery | None = None) -> LaunchResult:
-        """Run until done; setting `cancel` stops the job everywhere, without a rerun;
-        `recovery` recreates preempted nodes (where the launcher must: a GKE Job
-        reschedules its pods itself)."""
+        """Run the plan until done; setting `cancel` stops the job everywhere, without a rerun;
+        `recovery` recreates preempted nodes (where the launcher must: a GKE Job reschedules its
+        pods itself)."""
         ...
 
     def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
@@ -61,8 +81,14 @@ class Launcher(Protocol):
         """The cluster split for `parts` jobs at once (a sweep's parallel trials)."""
         ...
 
+    def hypertune_file(self, inventory: Inventory, run_id: str) -> str | None:
+        """What an unchanged cloudml-hypertune wrote on the job's chief, where the launcher's
+        environment told it to; None where it cannot be read (a pod's files go with the pod)."""
+        ...
 
-def _share(cluster: ClusterSpec, parts: int) -> int:
+
+def share(cluster: ClusterSpec, parts: int) -> int:
+    """Nodes per share when `parts` jobs split the cluster evenly (pools are never split)."""
     if cluster.pools and parts > 1:
         raise ConfigError(f"{parts} parallel trials would split stack {cluster.name}'s worker pools; "
                           "a cluster with pools runs one trial at a time (sweep.parallel_mode: "
@@ -72,77 +98,3 @@ def _share(cluster: ClusterSpec, parts: int) -> int:
         raise ConfigError(f"{parts} parallel trials cannot share the {cluster.node_count} node(s) of "
                           f"stack {cluster.name} evenly")
     return size
-
-
-class OverSsh:
-    needs_bootstrap = True
-
-    def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan:
-        from trainctl.launchers.ssh.launch import plan
-
-        return LaunchPlan(spec.run_id, commands=plan(inventory, spec))
-
-    def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo, cancel: threading.Event | None = None,
-            recovery: Recovery | None = None) -> LaunchResult:
-        from trainctl.launchers.ssh.launch import launch
-
-        return launch(inventory, spec, log_dir, echo, cancel=cancel, recovery=recovery)
-
-    def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
-        return _share(cluster, parts)
-
-    def slots(self, cluster: ClusterSpec, inventory: Inventory, parts: int) -> list[Slot]:
-        """Disjoint groups of nodes, each ranked from 0 as a cluster of its own."""
-        size = self.check_slots(cluster, parts)
-        ordered = sorted(inventory.nodes, key=lambda n: n.rank)
-        part = cluster.model_copy(update={"nodes": size})
-        return [(part, inventory.model_copy(update={"nodes": tuple(
-                    # each share is a cluster of its own: its first node is its chief
-                    n.model_copy(update={"rank": i, "task": None})
-                    for i, n in enumerate(ordered[g * size:(g + 1) * size]))}))
-                for g in range(parts)]
-
-
-class GkeJob:
-    needs_bootstrap = False
-
-    def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan:
-        from trainctl.launchers.gke.manifests import manifests, validate
-
-        objects = manifests(cluster, inventory, spec)
-        for obj in objects:
-            validate(obj)
-        return LaunchPlan(spec.run_id, objects=objects)
-
-    def run(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
-            echo: Echo, cancel: threading.Event | None = None,
-            recovery: Recovery | None = None) -> LaunchResult:
-        from trainctl.launchers.gke.job import run_job
-
-        return run_job(cluster, inventory, spec, log_dir, echo, cancel=cancel)
-
-    def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
-        """A TPU share is whole slices: a multi-host slice cannot be split between Jobs."""
-        size = _share(cluster, parts)
-        if cluster.tpu and size % catalog.TPUS[cluster.tpu.type].hosts:
-            raise ConfigError(f"{parts} parallel trials would split a {cluster.tpu.type} slice "
-                              f"({catalog.TPUS[cluster.tpu.type].hosts} hosts) of stack {cluster.name}")
-        return size
-
-    def slots(self, cluster: ClusterSpec, inventory: Inventory, parts: int) -> list[Slot]:
-        """One Job per trial, each asking for its share of the pool's nodes."""
-        size = self.check_slots(cluster, parts)
-        return [(cluster.model_copy(update={"nodes": size}), inventory) for _ in range(parts)]
-
-
-LAUNCHERS: dict[str, Launcher] = {"ssh": OverSsh(), "gke": GkeJob()}
-
-
-def launcher_for(inventory: Inventory) -> Launcher:
-    return LAUNCHERS[inventory.target]
-
-
-def launcher_for_cluster(cluster: ClusterSpec) -> Launcher:
-    """The launcher a spec's stack will get, known before the stack exists (to refuse early)."""
-    return LAUNCHERS["gke" if cluster.kind == "gke" else "ssh"]

@@ -24,7 +24,8 @@ from infra.providers.gcp.program.storage import ADOPT_ENV
 from infra.errors import CapacityUnavailable
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.providers.inventory import Inventory, Node, Registry
-from infra.providers.realizers import Progress, StackInfo, unsupported
+from infra.providers.protocol import Capabilities, PlanRow, Progress, StackInfo
+from infra.providers.realizers import unsupported
 from infra.providers.host_keys import key_lines, wait_for_host_keys
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
@@ -110,7 +111,7 @@ def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str], *, create: bool
     return select(stack_name=name, work_dir=str(project_root()), opts=auto.LocalWorkspaceOptions(env_vars=env))
 
 
-def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
+def plan(spec: ClusterSpec) -> list[PlanRow]:
     """Resources `up` would create: the Pulumi program itself, evaluated under mocks, refused
     (exit 2) when it breaks a rule of the policy pack `up` enforces."""
     from infra.providers.gcp.program.mocks import evaluate
@@ -118,15 +119,24 @@ def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
 
     declared = evaluate(spec).resources
     _refuse_policy_violations(spec, declared)
-    rows = [{"kind": r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type,
-             "name": r.inputs.get("name", r.name), **_summary(r.inputs)}
-            for r in declared]
-    for row in rows:
-        if row["kind"] == "storage/bucket":
-            row["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
+    rows = []
+    for r in declared:
+        kind = r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type
+        values = _summary(r.inputs)
+        if kind == "storage/bucket":
+            values["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
+        rows.append(PlanRow(kind, str(r.inputs.get("name", r.name)), values))
     # Pulumi registers resources from its own threads, in no fixed order: a plan is compared
     # between runs (CI logs, `plan --json`), so it is listed by kind and name, node-1 before node-10.
-    return sorted(rows, key=lambda row: (row["kind"], _natural(str(row["name"]))))
+    return sorted(rows, key=lambda row: (row.kind, _natural(row.name)))
+
+
+def capabilities(spec: ClusterSpec) -> Capabilities:
+    """VMs and TPU VMs run jobs over SSH after bootstrap; a GKE cluster runs them as Kubernetes
+    Jobs of images. Recreated nodes get new internal addresses; nodes reach Google."""
+    gke = spec.kind == "gke"
+    return Capabilities(target="gke" if gke else "ssh", needs_bootstrap=not gke, repair_keeps_addresses=False,
+                        reaches_google=True, machine_types=True, stands_in_images=gke and simulation.active())
 
 
 def _natural(name: str) -> tuple[Any, ...]:
@@ -353,6 +363,18 @@ def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
     simulation.activate(spec.project, project_file)
 
 
+def simulate_project(project: str | None) -> bool:
+    simulation.activate(project)
+    return True
+
+
+def stand_in_image(name: str, code_dir: Path, requirements: str | None, excludes: tuple[str, ...]) -> str:
+    """The simulated cluster's pods run the code and an environment of its requirements."""
+    from infra.providers.gcp.simulator.kubernetes.images import stand_in_code
+
+    return stand_in_code(simulation.home(), name, code_dir, requirements, excludes)
+
+
 def spec(stack: str) -> ClusterSpec:
     meta = _read_meta(stack)
     return ClusterSpec.model_validate(meta["spec"]) if meta else load_stack(stack)
@@ -436,9 +458,6 @@ CAPACITY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "insufficientCapacity",
                    "does not have enough resources available", "no more capacity in the zone")
 # How long a repair waits for a TPU's deletion to finish before `up` recreates it.
 TPU_DELETE_TIMEOUT_SECONDS = 600
-# A deleted VM or TPU comes back with a new ephemeral internal address: the others' commands
-# (the rendezvous host, CLUSTER_SPEC) wait until it is known.
-repair_keeps_addresses = False
 
 
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:

@@ -147,7 +147,7 @@ def _cache_env(url: str, user: str) -> dict[str, str]:
     and the kernel lets a user hardlink only files it owns (fs.protected_hardlinks), so one
     cache per uid, filled on the controller as that uid (bootstrap installs as the cache's
     owner), keeps N nodes at one copy of each package."""
-    from infra.providers.local.realizer import offline_uv_env
+    from infra.providers.offline_uv import offline_uv_env
 
     import urllib.error
 

@@ -30,8 +30,9 @@ from infra.errors import CapacityUnavailable, ProvisionError
 from infra.providers.inventory import Inventory, Node, Registry
 from infra.providers.host_keys import key_lines, wait_for_host_keys
 from infra.providers.local import metadata, metadata_admin, netns, registry, sshd
+from infra.providers.offline_uv import offline_uv_env
 from infra.providers.local.state import StackState, load_state, new_state
-from infra.providers.realizers import Progress, StackInfo
+from infra.providers.protocol import Capabilities, PlanRow, Progress, StackInfo
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import ConfigError
 from infra.providers.stack_home import (cache_dir, discard, global_lock, kill_clients, mark_deleting, recorded_provider,
@@ -42,7 +43,6 @@ EMULATOR_PORT = 9023
 RENDEZVOUS_PORT = 29400
 NODE_IFNAME = "eth0"
 # CPU wheels that lie on this machine's disk (torch among them): nodes install from here first.
-LOCAL_WHEELHOUSE = "/opt/wheels"
 
 
 class LocalStackError(ProvisionError):
@@ -142,24 +142,30 @@ def pick_subnet(stack: str) -> ipaddress.IPv4Network:
 # plan
 
 
-def plan(spec: ClusterSpec) -> list[dict[str, Any]]:
+def plan(spec: ClusterSpec) -> list[PlanRow]:
     """What `up` would create, in order, without touching the machine."""
     names = Names(spec.name)
-    resources: list[dict[str, Any]] = [
-        {"kind": "dir", "name": str(state_dir(spec.name))},
-        {"kind": "bridge", "name": names.bridge, "subnet": "10.210.x.0/24 (derived, free)"},
-        {"kind": "host_rule", "rule": netns.host_forward_rule(names.bridge)},
-        {"kind": "netns", "name": names.bucket_netns, "role": "bucket",
-         "service": f"gcs-emulator :{EMULATOR_PORT}", "bucket": f"gs://{names.bucket}"},
+    resources = [
+        PlanRow("dir", str(state_dir(spec.name))),
+        PlanRow("bridge", names.bridge, {"subnet": "10.210.x.0/24 (derived, free)"}),
+        PlanRow("host_rule", values={"rule": netns.host_forward_rule(names.bridge)}),
+        PlanRow("netns", names.bucket_netns, {"role": "bucket", "service": f"gcs-emulator :{EMULATOR_PORT}",
+                                               "bucket": f"gs://{names.bucket}"}),
     ]
     if registry.available():
-        resources.append({"kind": "netns", "name": names.registry_netns, "role": "registry",
-                          "service": f"docker-registry :{registry.REGISTRY_PORT} (TLS)"})
+        resources.append(PlanRow("netns", names.registry_netns, {
+            "role": "registry", "service": f"docker-registry :{registry.REGISTRY_PORT} (TLS)"}))
     for i in range(spec.node_count):
-        resources.append({"kind": "netns", "name": names.node_netns(i), "role": "node",
-                          "node": names.node(i), "service": "sshd :22",
-                          "firewall": firewall_summary()})
+        resources.append(PlanRow("netns", names.node_netns(i), {
+            "role": "node", "node": names.node(i), "service": "sshd :22", "firewall": firewall_summary()}))
     return resources
+
+
+def capabilities(spec: ClusterSpec) -> Capabilities:
+    """Local nodes are namespaces of this machine, reached over SSH, with no route off it; a
+    repaired node comes back at its address."""
+    return Capabilities(target="ssh", needs_bootstrap=True, repair_keeps_addresses=True,
+                        reaches_google=False, machine_types=False)
 
 
 def firewall_summary() -> str:
@@ -426,23 +432,6 @@ def _node_env(addr: Addresses, cache: Path) -> dict[str, str]:
     }
 
 
-def offline_uv_env(cache: Path) -> dict[str, str]:
-    """uv's settings for installing without a route off the machine (local nodes, and image
-    builds, which share the cache)."""
-    env = {
-        # One cache for all nodes on this machine, on the same filesystem as their workdirs:
-        # uv hardlinks from it, so N environments cost one copy of torch.
-        "UV_CACHE_DIR": str(cache / "uv"),
-        "UV_LINK_MODE": "hardlink",
-        "UV_PYTHON_DOWNLOADS": "never",
-        # Nodes have no route off the machine; bootstrap fills the cache from the controller.
-        "UV_OFFLINE": "1",
-    }
-    if os.path.isdir(LOCAL_WHEELHOUSE):
-        env["UV_FIND_LINKS"] = LOCAL_WHEELHOUSE
-    return env
-
-
 def _start_registry(state: StackState, names: Names, addr: Addresses, sdir: Path,
                     node_ips: list[str]) -> Registry:
     """The stack's image registry: reachable from the controller and the nodes only, its
@@ -642,6 +631,16 @@ def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
                                              "--simulate stands a gcp stack up in a simulated project")
 
 
+def simulate_project(project: str | None) -> bool:
+    return False  # the local stack has no project to simulate: `reap --simulate` sweeps it as ever
+
+
+def stand_in_image(name: str, code_dir: Path, requirements: str | None, excludes: tuple[str, ...]) -> str:
+    from infra.providers.realizers import unsupported
+
+    raise unsupported("local", "an image stand-in", "local nodes run the images trainctl builds")
+
+
 # GCE gives a reclaimed spot VM about 30 s between the ACPI shutdown and the stop.
 PREEMPT_GRACE_SECONDS = 30.0
 
@@ -706,7 +705,6 @@ def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
 
 
 # A repaired node has its old name and address: the others' commands stay right.
-repair_keeps_addresses = True
 
 
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:

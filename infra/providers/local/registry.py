@@ -18,21 +18,16 @@ the duration of the push.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import ipaddress
 import shutil
-import socket
 import subprocess
-import threading
 from pathlib import Path
-from typing import Iterator
+
+from infra.providers.registry_alias import ALIAS_HOST
 
 
 REGISTRY_PORT = 5000
-# The controller pushes to every local stack's registry under this one name (`loopback_alias`).
-ALIAS_HOST = "127.0.0.1"
-ALIAS_PORT = 5099
 REGISTRY_BINARY = "docker-registry"
 
 
@@ -42,7 +37,7 @@ def available() -> bool:
 
 def write_certificate(cert_dir: Path, key_path: Path, ip: str, stack: str) -> None:
     """A self-signed certificate for the registry's address and the controller's loopback alias
-    (`loopback_alias`); `cert_dir/ca.crt` is what clients trust (containers/image reads *.crt
+    (infra/providers/registry_alias.py); `cert_dir/ca.crt` is what clients trust (containers/image reads *.crt
     there as CAs)."""
     from cryptography import x509  # at `up` only: every other command loads the realizer too
     from cryptography.hazmat.primitives import hashes, serialization
@@ -114,51 +109,3 @@ def keep(data_dir: Path, cache: Path) -> None:
     if (data_dir / REPOSITORIES).is_dir():
         subprocess.run(["cp", "-a", "--no-clobber", str(data_dir / REPOSITORIES), str((cache / REPOSITORIES).parent)],
                        capture_output=True)
-
-
-@contextlib.contextmanager
-def loopback_alias(target: str) -> Iterator[str | None]:
-    """`ALIAS_HOST:ALIAS_PORT` relayed to `target` (host:port) while the block runs; None when
-    another push holds the port (that push then goes to the stack's own address)."""
-    try:
-        server = socket.create_server((ALIAS_HOST, ALIAS_PORT))
-    except OSError:
-        yield None
-        return
-    host, port = target.rsplit(":", 1)
-    stop = threading.Event()
-
-    def pipe(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(1 << 16):
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def relay(client: socket.socket) -> None:
-        with client, socket.create_connection((host, int(port)), timeout=30) as upstream:
-            upstream.settimeout(None)
-            back = threading.Thread(target=pipe, args=(upstream, client), daemon=True)
-            back.start()
-            pipe(client, upstream)
-            back.join()
-
-    def serve() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                client, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=relay, args=(client,), daemon=True).start()
-
-    acceptor = threading.Thread(target=serve, daemon=True)
-    acceptor.start()
-    try:
-        yield f"{ALIAS_HOST}:{ALIAS_PORT}"
-    finally:
-        stop.set()
-        acceptor.join()
-        server.close()

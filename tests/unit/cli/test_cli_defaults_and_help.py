@@ -8,7 +8,7 @@ import re
 from conftest import trainctl
 from trainctl.jobs.experiment_spec import RestartSection
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
-from trainctl.launchers.ssh.launch import LaunchSpec
+from trainctl.launchers.spec import LaunchSpec
 
 
 def _unboxed(help_text: str) -> str:

@@ -11,7 +11,7 @@ import sys
 from conftest import REPO
 
 HEAVY = ("infra.spec.stack_config", "infra.spec.cluster", "pulumi", "fabric", "paramiko", "rich.table",
-         "trainctl.launchers.ssh.launch", "bootstrap.runner", "google")
+         "trainctl.launchers.ssh", "bootstrap.runner", "google")
 
 PROBE = """
 import json, sys

@@ -20,7 +20,8 @@ from infra.providers.local.sshd import cgroup_mounts
 from infra.spec.stack_config import ConfigError, load_stack
 from trainctl.jobs.experiment_spec import build_experiment
 from trainctl.jobs.image import IMAGE_VENV, ImageSpec, containerfile
-from trainctl.launchers.ssh.launch import LaunchSpec, node_command
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.commands import node_command
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 IMAGE = "10.210.5.3:5000/trainctl/digits@sha256:" + "a" * 64

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError
-from trainctl.jobs.experiment_spec import load_experiment
+from trainctl.jobs.experiment_file import load_experiment
 from trainctl.jobs.gcloud_flags import GcloudFlags
 from tests.unit.jobs.test_vertex_packages import DEBIAN_WHEELS, cache  # noqa: F401  (a fixture)
 

@@ -10,7 +10,7 @@ import yaml
 
 from conftest import trainctl
 from infra.spec.stack_config import REPO_ROOT, project_root
-from trainctl.jobs.experiment_spec import load_experiment
+from trainctl.jobs.experiment_file import load_experiment
 
 
 def test_init_writes_a_project_that_trainctl_finds_from_any_subdirectory(tmp_path: Path) -> None:

@@ -75,7 +75,8 @@ def test_every_run_tells_cloudml_hypertune_where_to_write_on_its_node() -> None:
     import shlex
 
     from tests.unit.launchers.ssh.test_plans import inventory
-    from trainctl.launchers.ssh.launch import LaunchSpec, hypertune_file, node_command
+    from trainctl.launchers.spec import LaunchSpec
+    from trainctl.launchers.ssh.commands import hypertune_file, node_command
 
     inv = inventory(2)
     words = shlex.split(node_command(inv, inv.nodes[0], LaunchSpec(run_id="r-t3", command=("python", "t.py"))))

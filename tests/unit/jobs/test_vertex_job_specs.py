@@ -12,7 +12,8 @@ import yaml
 
 from infra.errors import ConfigError
 from infra.spec.stack_config import load_stack
-from trainctl.jobs.experiment_spec import Experiment, load_experiment
+from trainctl.jobs.experiment_file import load_experiment
+from trainctl.jobs.experiment_spec import Experiment
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = sorted((REPO / "examples" / "vertex").glob("*.yaml"))

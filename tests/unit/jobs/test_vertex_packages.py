@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from infra.errors import ConfigError
-from trainctl.jobs.experiment_spec import load_experiment
+from trainctl.jobs.experiment_file import load_experiment
 from trainctl.jobs.packages import stage
 from conftest import TEST_HOMES
 

@@ -15,7 +15,9 @@ from infra.errors import ConfigError
 from infra.providers.inventory import Inventory, Node
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
-from trainctl.launchers.ssh.launch import LaunchSpec, cluster_spec, node_command, plan, servers, task_of, tf_config, torchrun_args
+from trainctl.launchers.cluster_env import cluster_spec, task_of, tf_config
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.commands import node_command, plan, servers, torchrun_args
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 PS_POOLS = [{"role": "worker", "count": 2}, {"role": "evaluator"}, {"role": "chief"}, {"role": "ps"}]
@@ -138,7 +140,7 @@ def test_torch_on_a_cluster_with_parameter_servers_is_refused_before_anything_ru
 
 
 def test_parallel_trials_do_not_split_worker_pools_and_a_split_share_has_its_own_chief() -> None:
-    from trainctl.launchers.protocol import OverSsh
+    from trainctl.launchers.ssh.launcher import OverSsh
 
     pooled_spec = ClusterSpec(name="ps", pools=PS_POOLS)
     with pytest.raises(ConfigError, match="parallel_mode: sequential"):

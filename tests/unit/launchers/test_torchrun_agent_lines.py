@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.launchers.ssh.launch import LinePrinter, NodeOutcome
+from trainctl.launchers.lines import LinePrinter
+
+from trainctl.launchers.result import NodeOutcome
 from trainctl.launchers.torchrun_agents import AGENT_LOG_LEVEL
 
 

@@ -44,12 +44,29 @@ def test_every_provider_module_implements_the_whole_interface(provider: str) -> 
             f"{PROVIDERS[provider]}.{name}{inspect.signature(getattr(module, name))}"
 
 
+# `x.provider == "gcp"`, `cluster.kind != "gke"`, `inventory.target in ("ssh", ...)`: a caller
+# deciding by which provider, kind of stack or way in it has, instead of asking Capabilities.
+BRANCH = re.compile(r"\b(provider|kind|target)\s*(?:[!=]=|(?:not\s+)?in)\s*[(\[{]?\s*[\"'](local|gcp|vm|tpu|gke|ssh)[\"']")
+# `.kind` also names what a node computes with (cpu, gpu, tpu): the node's hardware, told by the
+# inventory, not a provider's branch.
+HARDWARE = re.compile(r"accelerator\.kind\b")
+
+
 def test_callers_never_branch_on_the_provider() -> None:
-    branch = re.compile(r"provider\s*[!=]=|provider\s+(not\s+)?in\s*[(\[{]")
     found = [f"{path.relative_to(REPO_ROOT)}:{i}: {line.strip()}"
              for top in ("trainctl", "bootstrap") for path in sorted((REPO_ROOT / top).rglob("*.py"))
-             for i, line in enumerate(path.read_text().splitlines(), 1) if branch.search(line)]
+             for i, line in enumerate(path.read_text().splitlines(), 1)
+             if BRANCH.search(HARDWARE.sub("", line))]
     assert found == []
+
+
+def test_the_branch_check_finds_provider_kind_and_target_branches() -> None:
+    caught = ['if spec.provider == "local":', 'x = a if cluster.kind != "gke" else b',
+              'if inventory.target in ("gke",):', 'if spec.kind not in {"vm"}:', "if provider=='gcp':"]
+    passed = ['if node.accelerator.kind == "gpu":', 'kind = r.type', 'if item == "target":',
+              'elif kind == "CATEGORICAL":', 'if e.kind != "d":']
+    assert all(BRANCH.search(HARDWARE.sub("", line)) for line in caught)
+    assert not any(BRANCH.search(HARDWARE.sub("", line)) for line in passed)
 
 
 def test_the_recorded_provider_picks_the_realizer_not_the_files_present(home: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
-from trainctl.jobs.experiment_spec import load_experiment
+from trainctl.jobs.experiment_file import load_experiment
 
 GCP = {"provider": "gcp", "project": "proj", "zone": "us-central1-a",
        "ssh": {"source_ranges": ["203.0.113.7/32"]}}

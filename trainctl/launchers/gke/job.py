@@ -36,7 +36,9 @@ from infra.errors import RemoteError
 from infra.spec.stack_config import ConfigError
 from trainctl.launchers.gke.manifests import CONTAINER, import_kubernetes, manifests, names, validate
 from trainctl.launchers.interrupts import raise_if_pending, uninterruptible
-from trainctl.launchers.ssh.launch import LaunchResult, LaunchSpec, LinePrinter, NodeOutcome, write_result
+from trainctl.launchers.lines import LinePrinter
+from trainctl.launchers.result import LaunchResult, NodeOutcome, write_result
+from trainctl.launchers.spec import LaunchSpec
 
 POLL_SECONDS = 2.0
 LOG_DRAIN_SECONDS = 30.0  # once the Job has ended, for its pods' streams to deliver their last lines
@@ -123,15 +125,17 @@ class Kube:
 def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_dir: Path,
             echo: Callable[[str], None] = print, *, image: str | None = None, gsa: str | None = None,
             namespace: str = catalog.GKE_KSA_NAMESPACE, poll: float = POLL_SECONDS,
-            cancel: threading.Event | None = None) -> LaunchResult:
+            cancel: threading.Event | None = None, objects: list[dict[str, Any]] | None = None) -> LaunchResult:
     """Run the job on a GKE stack until it succeeds, fails for good, or has no reruns left;
     rerun a failed Job (resuming from its checkpoints) up to job_retries times. Blocks; writes
     RESULT_FILE into log_dir as `launch()` does; deletes the Job and the Service however it ends.
-    Setting `cancel` (a sweep's pruned trial) deletes the Job and ends the run without a rerun."""
+    Setting `cancel` (a sweep's pruned trial) deletes the Job and ends the run without a rerun.
+    `objects`: the ServiceAccount, Service and Job as a launch plan has them (default: made here)."""
     if namespace != catalog.GKE_KSA_NAMESPACE:
         raise ConfigError(f"namespace {namespace!r}: the pods' service account is bound to the bucket "
                           f"in namespace {catalog.GKE_KSA_NAMESPACE!r} only (Workload Identity)")
-    service_account, service, job = (validate(o) for o in manifests(cluster, inventory, spec, image, gsa))
+    planned = objects if objects is not None else manifests(cluster, inventory, spec, image, gsa)
+    service_account, service, job = (validate(o) for o in planned)
     job_name, service_name = names(spec)
     kube = Kube(inventory, namespace, cluster.node_count)
     kube.keep_or_create(kube.core.create_namespaced_service_account, service_account)

@@ -15,7 +15,8 @@ from typing import Any
 
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
-from trainctl.launchers.ssh.launch import TF_PORT, LaunchSpec, expand, torchrun_target
+from trainctl.launchers.cluster_env import TF_PORT, expand, torchrun_target
+from trainctl.launchers.spec import LaunchSpec
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError
 

@@ -16,7 +16,7 @@ from trainctl.launchers.failures import Failure, classify, exit_description
 from trainctl.launchers.torchrun_agents import stranded
 
 if TYPE_CHECKING:
-    from trainctl.launchers.ssh.launch import NodeOutcome
+    from trainctl.launchers.result import NodeOutcome
 
 
 class AttemptStops:

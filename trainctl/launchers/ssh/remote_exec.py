@@ -12,7 +12,8 @@ from typing import Callable
 from bootstrap.plan import node_paths
 from bootstrap.ssh import open_connection, shell_env
 from infra.providers.inventory import Inventory, Node
-from trainctl.launchers.ssh.launch import LinePrinter, NodeOutcome
+from trainctl.launchers.lines import LinePrinter
+from trainctl.launchers.result import NodeOutcome
 
 MAX_PARALLEL = 32
 

@@ -18,123 +18,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from infra.providers.gcp.simulator import discovery, validation
 from infra.providers.gcp.simulator.errors import ApiError, not_found, service_disabled, unimplemented
 from infra.providers.gcp.simulator.machines import ApiOnly, MachineBackend
+from infra.providers.gcp.simulator.routes import (ADMIN, ADMIN_PREFIX, ALIVE, CLAIMS, HANDLERS, PUBLIC_PROJECTS,
+                                                  RAW, STARTS, STOPS, Call, Raw, project_in)
 from infra.providers.gcp.simulator.state import Store, World
 
 
-@dataclass
-class Raw:
-    """A response that is not JSON (object media), or JSON with a status other than 200."""
-    body: bytes
-    content_type: str = "application/octet-stream"
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Call:
-    sim: Simulator
-    world: World
-    method: discovery.Method
-    params: dict[str, str]
-    query: dict[str, list[str]]
-    body: Any
-    raw: bytes
-    headers: dict[str, str]
-    now: float
-
-    def arg(self, name: str, default: str | None = None) -> str | None:
-        values = self.query.get(name)
-        return values[0] if values else default
-
-    @property
-    def project_id(self) -> str:
-        """The request's project as the world knows it (by id even if named by number)."""
-        p = self.world.project(project_in(self.params, self.query) or "")
-        assert p is not None
-        return p["id"]
-
-    @property
-    def backend(self) -> MachineBackend:
-        return self.sim.backend
-
-    @property
-    def base_url(self) -> str:
-        return self.sim.url
-
-
-Handler = Callable[[Call], Any]
-HANDLERS: dict[str, Handler] = {}
-# Requests Google serves outside its discovery documents (Storage media downloads, resumable
-# upload sessions, batches): each function answers (status, headers, body) or returns None.
-RawHandler = Callable[["Simulator", str, str, bytes, dict[str, str]],
-                      "tuple[int, dict[str, str], bytes] | None"]
-RAW: list[RawHandler] = []
-# For paths several APIs share (`.../locations/l/operations/o`): whether the call is this API's.
-CLAIMS: dict[str, Callable[[World, dict[str, str]], bool]] = {}
-# Projects that exist outside any simulated world (Google's public image projects), by the
-# method-id prefixes callers may use on them: {"debian-cloud": ("compute.images.",)}.
-PUBLIC_PROJECTS: dict[str, tuple[str, ...]] = {}
-AdminHandler = Callable[["Simulator", re.Match[str], Any], Any]
-ADMIN: list[tuple[str, re.Pattern[str], AdminHandler]] = []
-ADMIN_PREFIX = "/trainctl-sim/v1/"
 JOURNAL_ENV = "TRAINCTL_SIM_JOURNAL"
-# What API modules started beside the simulator and must stop with it (given the home).
-STOPS: list[Callable[[Path], None]] = []
-# What API modules serve beside the simulator while their resources exist (a GKE cluster's
-# Kubernetes API and its pods): resumed when the simulator starts (a daemon restarted while
-# clusters exist), and keeping it up while any is alive.
-STARTS: list[Callable[["Simulator"], None]] = []
-ALIVE: list[Callable[[Path], bool]] = []
-
-
-def handles(method_id: str, claims: Callable[[World, dict[str, str]], bool] | None = None
-            ) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        HANDLERS[method_id] = fn
-        if claims is not None:
-            CLAIMS[method_id] = claims
-        return fn
-    return register
-
-
-def raw(fn: RawHandler) -> RawHandler:
-    RAW.append(fn)
-    return fn
-
-
-def admin(verb: str, pattern: str) -> Callable[[AdminHandler], AdminHandler]:
-    def register(fn: AdminHandler) -> AdminHandler:
-        ADMIN.append((verb, re.compile("^" + ADMIN_PREFIX + pattern + "$"), fn))
-        return fn
-    return register
-
-
-def project_in(params: dict[str, str], query: dict[str, list[str]]) -> str | None:
-    for key in ("project", "projectId"):  # Compute; CRM v1 and GKE's zonal paths
-        if key in params:
-            return params[key]
-    # Cloud Resource Manager v1 get/setIamPolicy: `resource` is the bare project id
-    if "/" not in params.get("resource", "/"):
-        return params["resource"]
-    for value in params.values():
-        m = re.match(r"^projects/([^/]+)", value)
-        if m:
-            return m[1]
-    if "project" in query:  # storage buckets.insert / buckets.list
-        return query["project"][0]
-    return None
 
 
 def _load_api_modules() -> None:

@@ -9,7 +9,7 @@ from tests.fakes.kube_fixtures import GSA, KubernetesApi, PodRun, k8s, launch_jo
 
 from infra.spec import catalog
 from infra.spec.stack_config import ConfigError
-from trainctl.launchers.ssh.launch import RESULT_FILE
+from trainctl.launchers.run_logs import RESULT_FILE
 
 
 def lines_of(index: int) -> tuple[str, ...]:

@@ -7,7 +7,7 @@ import re
 
 from tests.fakes.kube_fixtures import KubernetesApi, PodRun, k8s, launch_job  # noqa: F401 (k8s: fixture)
 
-from trainctl.launchers.ssh.launch import RESULT_FILE
+from trainctl.launchers.run_logs import RESULT_FILE
 
 RUNNING = PodRun(lines=("epoch 1",), exit_code=None)  # until the Job controller or trainctl stops it
 

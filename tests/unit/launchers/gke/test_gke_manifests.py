@@ -11,7 +11,7 @@ from infra.spec import catalog
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError, load_stack
 from trainctl.launchers.gke.manifests import manifests, validate
-from trainctl.launchers.ssh.launch import LaunchSpec
+from trainctl.launchers.spec import LaunchSpec
 
 INV = Inventory(stack="g", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="", known_hosts="")
 

@@ -5,7 +5,7 @@ torchrun, tests/e2e/test_failing_ranks.py runs the whole thing on the local stac
 from __future__ import annotations
 
 from trainctl.launchers.ssh.attempt_stops import AttemptStops
-from trainctl.launchers.ssh.launch import NodeOutcome
+from trainctl.launchers.result import NodeOutcome
 
 
 def attempt(*names: str, permanent: tuple[int, ...] = (2,)) -> tuple[AttemptStops, dict[str, NodeOutcome], list[int]]:

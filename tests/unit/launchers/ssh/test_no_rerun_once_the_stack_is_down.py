@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from infra.providers.inventory import Inventory, Node
-from trainctl.launchers.ssh import launch as launch_mod
-from trainctl.launchers.ssh.launch import LaunchResult, LaunchSpec, NodeOutcome
+from trainctl.launchers.ssh import supervisor as launch_mod
+from trainctl.launchers.result import LaunchResult, NodeOutcome
+from trainctl.launchers.spec import LaunchSpec
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOgJp3Gd3xmdD3fy5IHpfpCFk5tRCAzkj1xxYXfLSG6E"
 
@@ -20,7 +21,7 @@ def _inventory(stack: str) -> Inventory:
 def _failing_launches(monkeypatch) -> list[int]:
     attempts: list[int] = []
 
-    def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=None, joining=None):
+    def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=None, joining=None, commands=None):
         attempts.append(attempt)
         return LaunchResult(spec.run_id, [NodeOutcome("node0", 0, error="connection refused")])
 

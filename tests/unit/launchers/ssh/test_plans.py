@@ -9,8 +9,8 @@ import pytest
 
 from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
 from infra.providers.inventory import Inventory, Node
-from trainctl.launchers.ssh.launch import (JOINERS_TIMEOUT_SECONDS, LaunchSpec, node_command, plan as launch_plan, stop_command,
-                             torchrun_args)
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.commands import JOINERS_TIMEOUT_SECONDS, node_command, plan as launch_plan, stop_command, torchrun_args
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 

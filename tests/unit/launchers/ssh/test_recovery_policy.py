@@ -11,18 +11,11 @@ import pytest
 
 from infra.errors import CapacityUnavailable, ProvisionError
 from infra.providers.inventory import Inventory
-from trainctl.launchers.ssh.launch import (
-    CAPACITY_BACKOFF_SECONDS,
-    LaunchResult,
-    LinePrinter,
-    NodeOutcome,
-    Recovery,
-    RecoveryRecord,
-    find_reclaimed,
-    once_joined,
-    recreate_with_backoff,
-    wait_to_join,
-)
+from trainctl.launchers.lines import LinePrinter
+from trainctl.launchers.protocol import Recovery
+from trainctl.launchers.result import LaunchResult, NodeOutcome, RecoveryRecord
+from trainctl.launchers.ssh.attempt import wait_to_join
+from trainctl.launchers.ssh.recovery import CAPACITY_BACKOFF_SECONDS, find_reclaimed, once_joined, recreate_with_backoff
 
 INVENTORY = Inventory(stack="s", provider="local", bucket_uri="gs://b", nodes=(), ssh_private_key="",
                       known_hosts="")
@@ -154,8 +147,9 @@ def test_a_recreated_node_joins_once_recreated_and_bootstrapped_and_either_failu
 def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool, lost: str = "node1") -> dict:
     """A launch whose first attempt loses node1 to a preemption; the fake second attempt records
     what it was started with and whether node1 had been recreated by then."""
-    from trainctl.launchers.ssh import launch as launch_mod
-    from trainctl.launchers.ssh.launch import LaunchSpec, launch
+    from trainctl.launchers.ssh import supervisor as launch_mod
+    from trainctl.launchers.spec import LaunchSpec
+    from trainctl.launchers.ssh.supervisor import launch
 
     from infra.providers.inventory import Node
 
@@ -172,7 +166,8 @@ def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool, lost: str =
         seen["recreated"] = True
         return repaired
 
-    def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=lambda _: None, joining=None):
+    def launch_once(inventory, spec, log_dir, echo, attempt, cancel=None, on_lost=lambda _: None, joining=None,
+                    commands=None):
         if attempt == 0:
             outcomes = [NodeOutcome(f"node{i}", i, exit_code=143, collateral=True) for i in range(2)]
             for o in outcomes:

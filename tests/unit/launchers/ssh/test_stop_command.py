@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.launchers.ssh.launch import stop_command
+from trainctl.launchers.ssh.commands import stop_command
 
 # Leaves on SIGTERM only after "saving" (a trainer writing its checkpoint).
 SAVING_PROGRAM = textwrap.dedent("""

@@ -16,7 +16,8 @@ import shlex
 import pytest
 
 from infra.providers.inventory import Inventory, Node
-from trainctl.launchers.ssh.launch import LaunchSpec, plan as launch_plan
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.commands import plan as launch_plan
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 

@@ -14,7 +14,8 @@ from infra.providers import keys, realizers
 from infra.errors import ConfigError
 from infra.providers.stack_home import recorded_provider
 from tests.fakes.sim_stacks import Project, gcp, make_gcp, nat_ip, simulated_gcp  # noqa: F401 (fixtures)
-from trainctl.launchers.ssh.launch import LaunchSpec, plan as launch_plan
+from trainctl.launchers.spec import LaunchSpec
+from trainctl.launchers.ssh.commands import plan as launch_plan
 
 
 def pulumi_up_by_hand(project: Project, stack: str) -> None:

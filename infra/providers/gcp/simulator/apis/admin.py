@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.providers.gcp.simulator.errors import ApiError
 from infra.providers.gcp.simulator.project import ProjectFile
-from infra.providers.gcp.simulator.server import Simulator, admin
+from infra.providers.gcp.simulator.routes import admin
+
+if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.server import Simulator
 
 
 @admin("POST", "projects")

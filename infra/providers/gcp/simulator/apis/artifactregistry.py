@@ -19,7 +19,7 @@ from typing import Any
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis import iam_policy, locations
 from infra.providers.gcp.simulator.errors import already_exists, invalid_argument, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 API = "artifactregistry.v1"

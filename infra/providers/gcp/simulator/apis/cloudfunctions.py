@@ -40,7 +40,7 @@ from typing import Any
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis import artifactregistry, build_access, locations, run
 from infra.providers.gcp.simulator.errors import ApiError, already_exists, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 API = "cloudfunctions.v2"

@@ -16,14 +16,17 @@ Cloud TPU's own stockout wording is in tpu_common.py.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.spec import catalog
 from infra.providers.gcp.simulator.apis.compute_catalog import ZONES, machine_type
 from infra.providers.gcp.simulator.apis.compute_common import admin_project, operation_error, region_of
 from infra.providers.gcp.simulator.errors import ApiError
 from infra.providers.gcp.simulator.project import Stockout
-from infra.providers.gcp.simulator.server import Simulator, admin
+from infra.providers.gcp.simulator.routes import admin
+
+if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.server import Simulator
 
 TROUBLESHOOTING = "https://cloud.google.com/compute/docs/resource-error"
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from infra.spec import catalog
-from infra.providers.gcp.simulator import server
+from infra.providers.gcp.simulator import routes
 from infra.providers.gcp.simulator.apis.compute_common import link, list_response, region_of, stable_id
 from infra.providers.gcp.simulator.errors import not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 
 CREATED = "1969-12-31T16:00:00.000-08:00"  # what GCE shows for its own zones and regions
 
@@ -39,7 +39,7 @@ PUBLIC_IMAGES: dict[str, dict[str, int]] = {
                                       "common-cu124-debian-11-py310": 50, "common-cpu": 50},
 }
 # Google's image projects: any caller may read their images (server.py admits them).
-server.PUBLIC_PROJECTS.update({p: ("compute.images.",) for p in PUBLIC_IMAGES})
+routes.PUBLIC_PROJECTS.update({p: ("compute.images.",) for p in PUBLIC_IMAGES})
 
 
 # -- lookups the other modules use -------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
 from infra.providers.gcp.simulator.machines import MachineBackend
-from infra.providers.gcp.simulator.server import Call
+from infra.providers.gcp.simulator.routes import Call
 from infra.providers.gcp.simulator.state import World
 
 GCE = "https://www.googleapis.com/compute/v1/"

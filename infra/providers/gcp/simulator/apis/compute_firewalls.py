@@ -22,7 +22,7 @@ from infra.providers.gcp.simulator.apis.compute_common import (
 from infra.providers.gcp.simulator.apis.compute_networks import find_network, network_path
 from infra.providers.gcp.simulator.errors import invalid_argument, not_found
 from infra.providers.gcp.simulator.machines import FirewallRule
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 

@@ -30,7 +30,7 @@ from infra.providers.gcp.simulator.apis.compute_instance_spec import instance_pa
 from infra.providers.gcp.simulator.apis.compute_instances import instance
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument, not_found
 from infra.providers.gcp.simulator.machines import metadata_items
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 
 
 def _done(call: Call, project: str, zone: str, inst: dict[str, Any], op_type: str) -> Any:

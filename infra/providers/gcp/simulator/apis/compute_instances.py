@@ -33,7 +33,7 @@ from infra.providers.gcp.simulator.apis.compute_common import (
 from infra.providers.gcp.simulator.apis.compute_instance_spec import (
     admit, build, check_zone, instance_path, machine, release)
 from infra.providers.gcp.simulator.errors import ApiError, already_exists
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World, ticker
 
 TRANSITIONAL = ("PROVISIONING", "STAGING", "STOPPING", "SUSPENDING", "REPAIRING")

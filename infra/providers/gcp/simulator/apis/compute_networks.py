@@ -30,7 +30,7 @@ from infra.providers.gcp.simulator.apis.compute_common import (
     backend, check_name, collection, fingerprint, get_or_404, in_use, insert_body, link, list_response,
     operation_error, parse_ref, public, require_body, stamp, start_op)
 from infra.providers.gcp.simulator.errors import already_exists, invalid_argument, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 

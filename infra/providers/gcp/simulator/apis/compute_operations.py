@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.providers.gcp.simulator.apis.compute_common import API, find_op, list_response, render_op
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 
 
 def _scope(call: Call) -> str:

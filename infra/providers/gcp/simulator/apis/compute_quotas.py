@@ -31,7 +31,7 @@ from infra.providers.gcp.simulator.apis.compute_catalog import REGIONS, region_d
 from infra.providers.gcp.simulator.apis.compute_common import (
     UNLIMITED, collection, fingerprint, link, list_response, operation_error, region_of)
 from infra.providers.gcp.simulator.errors import ApiError, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 CPU_METRICS = {"n2": "N2_CPUS", "a2": "A2_CPUS"}

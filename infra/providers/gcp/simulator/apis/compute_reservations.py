@@ -28,7 +28,7 @@ from infra.providers.gcp.simulator.apis.compute_common import (
     start_op)
 from infra.providers.gcp.simulator.apis.compute_instance_spec import check_zone
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis.compute_common import API, admin_project, collection, preemption
 from infra.providers.gcp.simulator.apis.compute_common import backend as machine_backend
 from infra.providers.gcp.simulator.apis.compute_instance_spec import instance_path, machine
 from infra.providers.gcp.simulator.apis.compute_instances import halt, remove, step
-from infra.providers.gcp.simulator.server import Simulator, admin
+from infra.providers.gcp.simulator.routes import admin
 from infra.providers.gcp.simulator.state import World, ticker
+
+if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.server import Simulator
 
 
 @admin("POST", "projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<instance>[^/:]+):preempt")

@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from infra.providers.gcp.simulator import discovery, operations, server
+from infra.providers.gcp.simulator import discovery, operations, routes
 from infra.providers.gcp.simulator.apis import container_nodes, container_ops, container_pools
 from infra.providers.gcp.simulator.apis.compute_common import fingerprint
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument
 from infra.providers.gcp.simulator.kubernetes import control_planes
-from infra.providers.gcp.simulator.server import Call, Simulator, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
+
+if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.server import Simulator
 
 GKE_VERSION = "1.33.5-gke.1308000"
 INTERNAL = ("operation", "pools", "_kube")
@@ -241,5 +244,4 @@ def serve_all(sim: Simulator) -> None:
         control_planes.sync(sim, world, clusters)
 
 
-if hasattr(server, "STARTS"):
-    server.STARTS.append(serve_all)
+routes.STARTS.append(serve_all)

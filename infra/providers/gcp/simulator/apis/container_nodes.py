@@ -16,14 +16,17 @@ first three zones of its region unless the pool names its locations.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.providers.gcp.simulator.apis.compute_common import fingerprint
 from infra.providers.gcp.simulator.apis.compute_instances import instances
 from infra.providers.gcp.simulator.apis.compute_managed import create_managed_instance, delete_managed_instance
 from infra.providers.gcp.simulator.kubernetes import control_planes
-from infra.providers.gcp.simulator.server import Simulator
+
 from infra.providers.gcp.simulator.state import World
+
+if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.server import Simulator
 
 DEFAULT_MACHINE = "e2-medium"  # GKE's default node machine type
 DEFAULT_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_only",

@@ -17,7 +17,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.errors import ERROR_INFO, ApiError, invalid_argument
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 API = "container.v1"

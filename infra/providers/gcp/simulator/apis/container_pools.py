@@ -33,7 +33,7 @@ from infra.spec import catalog
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis import container_nodes, container_ops
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 INTERNAL = ("nodes",)

@@ -18,7 +18,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis import iam_policy
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 
 
 def _project(call: Call, name: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator.apis import iam_policy
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 ACCOUNTS = "service_accounts"

@@ -22,7 +22,7 @@ import re
 from typing import Any, Callable
 
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 COLLECTION = "iam_policies"

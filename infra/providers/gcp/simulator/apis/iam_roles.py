@@ -24,7 +24,7 @@ from typing import Any, Iterator
 from infra.providers.gcp.simulator import discovery
 from infra.providers.gcp.simulator.apis import iam_policy
 from infra.providers.gcp.simulator.errors import already_exists, invalid_argument, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 
 ROLES = "roles"
 ROLE_ID = re.compile(r"[a-zA-Z0-9_.]{3,64}")

@@ -10,7 +10,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.errors import not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis import iam_policy, locations
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 API = "run.v2"

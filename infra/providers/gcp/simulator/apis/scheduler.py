@@ -20,7 +20,7 @@ from typing import Any
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis import locations
 from infra.providers.gcp.simulator.errors import already_exists, invalid_argument
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 
 JOBS = "scheduler_jobs"
 SETTABLE = ("description", "schedule", "timeZone", "httpTarget", "pubsubTarget", "appEngineHttpTarget",

@@ -12,7 +12,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator import discovery, operations
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 PARENT = "projects/{}"

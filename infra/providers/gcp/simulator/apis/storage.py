@@ -20,14 +20,17 @@ value removes one) and replaces the other fields it names; an update (PUT) repla
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from infra.providers.gcp.simulator import operations, validation
 from infra.providers.gcp.simulator.apis import iam_policy, storage_objects
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument, service_disabled
-from infra.providers.gcp.simulator.server import Call, Raw, Simulator, handles, raw
+from infra.providers.gcp.simulator.routes import Call, Raw, handles, raw
 from infra.providers.gcp.simulator.state import World
+
+if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.server import Simulator
 
 # Object requests, which the home's GCS emulator answers: the JSON API's object paths, media
 # uploads (simple, multipart, resumable sessions), media downloads, and batches.

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterator
 
 from infra.providers.gcp.simulator.errors import ApiError
-from infra.providers.gcp.simulator.server import STOPS
+from infra.providers.gcp.simulator.routes import STOPS
 
 START_TIMEOUT_SECONDS = 20.0
 FORWARD_TIMEOUT_SECONDS = 300.0

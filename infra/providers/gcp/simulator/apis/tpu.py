@@ -36,7 +36,7 @@ from infra.spec import catalog
 from infra.providers.gcp.simulator import operations
 from infra.providers.gcp.simulator.apis.compute_common import region_of
 from infra.providers.gcp.simulator.errors import ApiError, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
 API = "tpu.v2"

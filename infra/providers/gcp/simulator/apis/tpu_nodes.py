@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.spec import catalog
 from infra.providers.gcp.simulator import operations
@@ -37,8 +37,11 @@ from infra.providers.gcp.simulator.apis.compute_common import admin_project, bac
 from infra.providers.gcp.simulator.apis.compute_networks import find_network, find_subnetwork, network_path
 from infra.providers.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
 from infra.providers.gcp.simulator.machines import Machine, metadata_items
-from infra.providers.gcp.simulator.server import Call, Simulator, admin, handles
+from infra.providers.gcp.simulator.routes import Call, admin, handles
 from infra.providers.gcp.simulator.state import World, ticker
+
+if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.server import Simulator
 
 HOLDING = ("CREATING", "READY", "STARTING", "RESTARTING", "REPAIRING")
 ID_PATTERN = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")

@@ -24,7 +24,7 @@ from infra.providers.gcp.simulator.apis import tpu, tpu_nodes
 from infra.providers.gcp.simulator.apis.compute_capacity import stocked_out
 from infra.providers.gcp.simulator.apis.compute_common import public
 from infra.providers.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
-from infra.providers.gcp.simulator.server import Call, handles
+from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World, ticker
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.providers.gcp.simulator import server
+from infra.providers.gcp.simulator import routes
 from infra.providers.gcp.simulator.kubernetes import auth
 from infra.providers.gcp.simulator.kubernetes.api import KubernetesApi
 from infra.providers.gcp.simulator.kubernetes.processes import ProcessPods
@@ -219,6 +219,5 @@ def stop_all(home: Path) -> None:
         _CLOSING.remove(closing)
 
 
-server.STOPS.append(stop_all)
-if hasattr(server, "ALIVE"):
-    server.ALIVE.append(alive)
+routes.STOPS.append(stop_all)
+routes.ALIVE.append(alive)

@@ -104,7 +104,7 @@ def seed_environment(code_dir: Path, requirements: str, log: Path) -> Path:
     uv installs them from the controller's cache, hardlinking what it holds."""
     from bootstrap.plan import BootstrapSpec, seed_argv
     from bootstrap.runner import controller_uv, fill_uv_cache, install_failure
-    from infra.providers.local.realizer import offline_uv_env
+    from infra.providers.offline_uv import offline_uv_env
     from infra.providers.stack_home import cache_dir
 
     spec = BootstrapSpec(code_dir=code_dir, requirements=requirements)

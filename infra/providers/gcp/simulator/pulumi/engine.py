@@ -22,16 +22,16 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from infra.providers.gcp.simulator.pulumi import deletes
 from infra.providers.gcp.simulator.pulumi.display import Display
+from infra.providers.gcp.simulator.pulumi.goal import Goal
 from infra.providers.gcp.simulator.pulumi.plugins import (
     DEFAULTS_KEY, Diff, Package, PackageFactory, ProviderError, inputs_of, unknown_type)
 from infra.providers.gcp.simulator.pulumi.properties import (
     apply_ignore_changes, path_matches, plain, secret_keys, with_asset_hashes, wrap_secrets)
-from infra.providers.gcp.simulator.pulumi.snapshot import Journal
+from infra.providers.gcp.simulator.pulumi.snapshot import Journal, now_iso
 from infra.providers.gcp.simulator.pulumi.providers import ProviderRegistry, is_provider_type
 
 STACK_TYPE = "pulumi:pulumi:Stack"
@@ -39,31 +39,6 @@ STACK_TYPE = "pulumi:pulumi:Stack"
 
 class StepFailed(Exception):
     """A step failed: the program's registration fails and the update ends."""
-
-
-@dataclass
-class Goal:
-    urn: str
-    type: str
-    name: str
-    custom: bool
-    parent: str = ""
-    inputs: dict[str, Any] = field(default_factory=dict)
-    provider: str = ""
-    dependencies: list[str] = field(default_factory=list)
-    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
-    protect: bool = False
-    retain_on_delete: bool = False
-    delete_before_replace: bool | None = None
-    ignore_changes: list[str] = field(default_factory=list)
-    replace_on_changes: list[str] = field(default_factory=list)
-    import_id: str = ""
-    additional_secret_outputs: list[str] = field(default_factory=list)
-    declared: dict[str, Any] = field(default_factory=dict)  # inputs before the provider's check
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def new_state(goal: Goal, id_: str, outputs: dict[str, Any], inputs: dict[str, Any] | None = None,

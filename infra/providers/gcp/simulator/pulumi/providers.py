@@ -50,7 +50,7 @@ class ProviderRegistry:
         if urn not in self.registered:
             inputs = {key.split(":", 1)[1]: value for key, value in self.config.items()
                       if key.startswith(pkg + ":")}
-            from infra.providers.gcp.simulator.pulumi.engine import Goal
+            from infra.providers.gcp.simulator.pulumi.goal import Goal
 
             default = Goal(urn=urn, type=PROVIDER_PREFIX + pkg, name="default", custom=True, inputs=inputs)
             record(self.register(default, self.states.get(urn), make_state))

@@ -4,6 +4,7 @@ needs to exist (its dependency edges), and the journal of provider calls in flig
 from __future__ import annotations
 
 import threading
+from datetime import datetime, timezone
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -20,9 +21,11 @@ def refs(state: dict[str, Any]) -> set[str]:
 
 
 
-def deployment(resources: list[dict[str, Any]], version: str, pending: list[dict[str, Any]]) -> dict[str, Any]:
-    from infra.providers.gcp.simulator.pulumi.engine import now_iso
+def now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
+
+def deployment(resources: list[dict[str, Any]], version: str, pending: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"manifest": {"time": now_iso(), "magic": "", "version": version},
                            "resources": resources}
     if pending:

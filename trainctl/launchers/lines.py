@@ -1,0 +1,102 @@
+"""A node's (or pod's) output as lines: prefixed as `[node rN]:`, kept in its log file and its
+last lines, and read for what torchrun's agent and the program say about their progress."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Callable
+
+from trainctl.launchers import torchrun_agents
+from trainctl.launchers.result import NodeOutcome
+
+
+# A program's progress as it prints it ("... step 230 ..."), and where a resumed one starts
+# ("resumed from ... step 230"): what a recovery redid, for programs that say so.
+STEP_RE = re.compile(r"\bstep (\d+)\b")
+
+
+RESUMED_RE = re.compile(r"\bresumed from\b.*\bstep (\d+)\b")
+
+
+class LinePrinter:
+    """Splits a node's stream into lines, prefixes lines torchrun did not prefix, and keeps
+    the node's log file and its last lines for error reports."""
+
+    def __init__(self, node: str, log_path: Path, echo: Callable[[str], None], outcome: NodeOutcome,
+                 on_worker_exit: Callable[[int], None] = lambda code: None,
+                 direct_rank: int | None = None, quiet: threading.Event | None = None,
+                 on_agent_change: Callable[[], None] | None = None):
+        self.on_worker_exit = on_worker_exit
+        # A torchrun agent's stream: its INFO lines are for the log and its state only (another
+        # program's glog-style INFO lines, an `exec`'s, are shown as they are).
+        self.on_agent_change = on_agent_change
+        # Once set, torchrun's own lines go to the log only: once trainctl stops the run (a
+        # cancel, a failure or preemption elsewhere) they are its shutdown traceback, not news.
+        self.quiet = quiet
+        # A program run without torchrun: all its lines are the worker's, prefixed here.
+        self.direct_prefix = f"[{node} r{direct_rank}]:" if direct_rank is not None else None
+        self.node = node
+        self.log = open(log_path, "a")
+        self.echo = echo
+        self.outcome = outcome
+        self.partial = ""
+        self.lock = threading.Lock()
+
+    def write(self, data: str) -> int:
+        with self.lock:
+            self.partial += data
+            *lines, self.partial = self.partial.split("\n")
+            for line in lines:
+                self._emit(line)
+        return len(data)
+
+    def _emit(self, line: str) -> None:
+        if self.direct_prefix:
+            line = self.direct_prefix + line
+        from_worker = line.startswith(f"[{self.node} ")
+        shown = line if from_worker else f"[{self.node}] {line}"
+        self.log.write(shown + "\n")
+        if from_worker:
+            self.outcome.worker_tail.append(shown)
+            self.echo(shown)
+            self._progress(line)
+        else:
+            self._agent_line(line, shown)
+
+    def _agent_line(self, line: str, shown: str) -> None:
+        state = torchrun_agents.state_after(line)
+        if state is not None:
+            self.outcome.agent_state = state
+        if self.on_agent_change is not None and torchrun_agents.is_info(line):
+            if state is not None:
+                self.on_agent_change()
+            return
+        self.outcome.agent_tail.append(shown)
+        if self.quiet is None or not self.quiet.is_set():
+            self.echo(shown)
+        match = torchrun_agents.WORKER_EXIT_RE.search(line)
+        if match:
+            self.on_worker_exit(int(match.group(1)))
+
+    def _progress(self, line: str) -> None:
+        resumed = RESUMED_RE.search(line)
+        if resumed:
+            step = int(resumed.group(1))
+            if self.outcome.resumed_step is None:
+                self.outcome.resumed_step = step
+            self.outcome.last_step = max(self.outcome.last_step or 0, step)
+            return
+        for match in STEP_RE.finditer(line):
+            self.outcome.last_step = max(self.outcome.last_step or 0, int(match.group(1)))
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def close(self) -> None:
+        with self.lock:
+            if self.partial:
+                self._emit(self.partial)
+                self.partial = ""
+        self.log.close()

@@ -1,0 +1,87 @@
+"""Preempted nodes brought back while the others wait: recreated through the stack's owner
+(`Recovery`), waiting out capacity shortages, and bootstrapped while the job starts again."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+from infra.errors import CapacityUnavailable
+from infra.providers.inventory import Inventory
+from trainctl.launchers.interrupts import raise_if_pending
+from trainctl.launchers.protocol import Recovery
+from trainctl.launchers.result import LaunchResult
+from trainctl.launchers.ssh.session import mark_preempted
+
+
+# Waits between tries to recreate preempted nodes while the provider has no capacity.
+CAPACITY_BACKOFF_SECONDS = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0)
+
+
+# recreated nodes' inventory, the tries it took, and their bootstrap under way
+Recovered = tuple[Inventory, int, Future[None]]
+
+
+def once_joined(recovered: Future[Recovered]) -> Future[Inventory]:
+    """The recreated nodes' inventory, once they are recreated and bootstrapped (chained by
+    callbacks: no thread waits for it)."""
+    joined: Future[Inventory] = Future()
+
+    def recreated(f: Future[Recovered]) -> None:
+        try:
+            inventory, _tries, bootstrapped = f.result()
+        except BaseException as exc:
+            joined.set_exception(exc)
+            return
+
+        def bootstrap_done(b: Future[None]) -> None:
+            try:
+                b.result()
+            except BaseException as exc:
+                joined.set_exception(exc)
+            else:
+                joined.set_result(inventory)
+
+        bootstrapped.add_done_callback(bootstrap_done)
+
+    recovered.add_done_callback(recreated)
+    return joined
+
+
+def recreate_with_backoff(recovery: Recovery, lost: list[str], echo: Callable[[str], None],
+                          sleep: Callable[[float], None]) -> tuple[Inventory, int]:
+    """Recreate lost nodes; while the provider has no capacity, try again after growing waits
+    (the run's TTL bounds it all). Returns the inventory and the number of tries."""
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return recovery.recreate(lost), tries
+        except CapacityUnavailable as exc:
+            wait = CAPACITY_BACKOFF_SECONDS[min(tries, len(CAPACITY_BACKOFF_SECONDS)) - 1]
+            echo(f"[trainctl] no capacity for {', '.join(lost)} ({exc}): trying again in {wait:g} s")
+            sleep(wait)
+
+
+def interruptible_sleep(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        raise_if_pending()
+        time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+def find_reclaimed(result: LaunchResult, recovery: Recovery | None, echo: Callable[[str], None]) -> None:
+    """Nodes lost without a preemption notice (no heartbeat, no connection): ask the provider
+    whether it stopped or deleted them, which makes the loss a preemption to recover from."""
+    silent = [o for o in result.failures() if not o.preempted and o.exit_code == -1]
+    if recovery is None or not silent:
+        return
+    try:
+        reclaimed = set(recovery.reclaimed([o.node for o in silent]))
+    except Exception as exc:  # the provider cannot say: it stays a node failure
+        echo(f"[trainctl] could not ask the provider about {', '.join(o.node for o in silent)}: {exc}")
+        return
+    for o in silent:
+        if o.node in reclaimed and mark_preempted(o, "reclaimed: the provider stopped or deleted its VM"):
+            echo(f"[trainctl] {o.node}: {o.error}")
