@@ -62,10 +62,12 @@ class SimMachines:
             self.backend.boot(m)
         return list(machines)
 
-    def host_keys(self, machine: Machine, timeout: float = 20.0) -> list[dict[str, str]]:
+    def host_keys(self, machine: Machine, timeout: float = 90.0) -> list[dict[str, str]]:
+        # A boot is ~1 s here; the long bound is for a loaded CI machine, the console for a diagnosis.
         deadline = time.monotonic() + timeout
         while not (items := self.backend.guest_attributes(machine.key, "hostkeys/")):
-            assert time.monotonic() < deadline, f"{machine.name} published no host key"
+            assert time.monotonic() < deadline, \
+                f"{machine.name} published no host key; its console:\n{self.console(machine)}"
             time.sleep(0.05)
         return items
 

@@ -274,10 +274,16 @@ def publish_host_keys(md: dict[str, Any]) -> None:
         kind, encoded = open(private + ".pub").read().split()[:2]
         url = f"{METADATA}/instance/guest-attributes/hostkeys/{kind}"
         request = urllib.request.Request(url, data=encoded.encode(), method="PUT", headers=FLAVOR)
-        try:
-            urllib.request.urlopen(request, timeout=10).close()
-        except OSError as exc:
-            log(f"guest agent: publishing host key {kind} failed: {exc}")
+        deadline = time.monotonic() + BOOT_WAIT_SECONDS
+        while True:  # a key not published leaves the machine unreachable to a pinning client
+            try:
+                urllib.request.urlopen(request, timeout=10).close()
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    log(f"guest agent: publishing host key {kind} failed: {exc}")
+                    break
+                time.sleep(0.5)
 
 
 def startup_script(md: dict[str, Any]) -> str | None:

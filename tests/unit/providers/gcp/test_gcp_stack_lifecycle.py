@@ -109,6 +109,24 @@ def test_a_gke_stacks_kubeconfig_is_written_0600_with_the_clusters_endpoint(
     assert account and gcp.ok("GET", f"/v1/projects/{gcp.id}/serviceAccounts/{account}")["email"] == account
 
 
+def test_a_gke_stack_with_the_longest_name_comes_up_with_names_gke_takes(
+        gcp: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stack names may have 41 characters; GKE refuses cluster and node pool names over 40."""
+    plugin = tmp_path / "bin" / "gke-gcloud-auth-plugin"
+    plugin.parent.mkdir()
+    plugin.write_text("#!/bin/sh\nexit 0\n")
+    plugin.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{plugin.parent}{os.pathsep}{os.environ['PATH']}")
+    spec = gcp.stack("gke-l4", name="a-stack-name-of-the-longest-kind-allowed1")
+    assert len(spec.name) == 41
+    realizer.up(spec, gcp.progress)
+    clusters = gcp.ok("GET", f"/v1/projects/{gcp.id}/locations/-/clusters")["clusters"]
+    assert [len(c["name"]) <= 40 for c in clusters] == [True]
+    pools = gcp.ok("GET", f"/v1/projects/{gcp.id}/locations/{spec.zone}/clusters/{clusters[0]['name']}/nodePools")
+    assert all(len(p["name"]) <= 40 for p in pools["nodePools"])
+    assert realizer.down(spec.name, progress=gcp.progress) is True
+
+
 NO_FIREWALLS_PACK = """\
 from pulumi_policy import EnforcementLevel, PolicyPack, ResourceValidationPolicy
 
