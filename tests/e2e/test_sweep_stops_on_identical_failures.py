@@ -10,6 +10,7 @@ import re
 import pytest
 
 from conftest import REPO, leftovers, run_id_of, trainctl
+from trainctl.jobs.sweep import FIRST_TRIALS
 
 
 @pytest.mark.e2e
