@@ -1,3 +1,4 @@
 """The command line: parsing and rendering only; the verbs call the layers below.
 
-Kept empty: `trainctl --help` loads only entry.py and what typer needs (bench/cli_start.py)."""
+Kept empty: `trainctl --help` loads only entry.py, the verb modules and what typer needs
+(bench/cli_start.py)."""

@@ -1,12 +1,15 @@
-"""Where trainctl's output goes: results (tables, plans, listings) on stdout, progress and errors
-on stderr (trainctl/cli/progress.py), so that `trainctl plan > plan.txt` holds the plan.
+"""Where trainctl's output goes: results (tables, plans, listings, streamed node lines) on stdout,
+progress, notes and errors on stderr, so that `trainctl plan > plan.txt` holds the plan.
 
 On a terminal a table fits the window and wraps long cells; in a file, a pipe or a CI log
-nothing is cut: rich would otherwise lay tables out for 80 columns and elide names mid-token."""
+nothing is cut: rich would otherwise lay tables out for 80 columns and elide names mid-token.
+rich loads with the first line that needs it: `trainctl --help` never does."""
 
 from __future__ import annotations
 
+import functools
 import sys
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # rich's tables load with the first result that needs one
@@ -43,3 +46,33 @@ def show(title: str, rows: Table) -> None:
 def result(line: str) -> None:
     """One line of a result on stdout (rich markup allowed, never wrapped)."""
     results_console().print(line, soft_wrap=True)
+
+
+_OUT = threading.Lock()
+
+
+def out(line: str) -> None:
+    """One whole line at a time: every node's stream is echoed from its own thread, and print()
+    writes the text and its newline separately, so two nodes' lines could run into one."""
+    with _OUT:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+@functools.cache
+def console() -> Console:
+    """stderr, shared by messages and the node boards (trainctl/cli/progress.py). Off a terminal
+    (a CI log, a file) lines are never wrapped at 80 columns: a path or a message stays whole."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else UNBOUNDED_WIDTH)
+
+
+def say(message: str) -> None:
+    console().print(message, soft_wrap=True)
+
+
+def fail(title: str, details: str) -> None:
+    """Failure details quote program output: never read them as rich markup."""
+    console().print(title, style="bold red", markup=False)
+    console().print(details, markup=False, highlight=False, soft_wrap=True)

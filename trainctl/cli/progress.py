@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from textwrap import shorten
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-
-from trainctl.cli.output import UNBOUNDED_WIDTH
+from trainctl.cli.output import console
 
 if TYPE_CHECKING:  # loaded with the first board: a CLI that only prints a line never needs them
     from rich.live import Live
     from rich.table import Table
 
-# Off a terminal (a CI log, a file) lines are never wrapped at 80 columns: a path or a message
-# stays whole on its line.
-console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else UNBOUNDED_WIDTH)
 # A live board keeps a row per node on screen: a long detail is shortened there (the whole of it
 # is in the failure report that follows).
 BOARD_DETAIL_CHARS = 120
@@ -41,10 +35,10 @@ class NodeBoard:
         self.live: Live | None = None
 
     def __enter__(self) -> NodeBoard:
-        if console.is_terminal:
+        if console().is_terminal:
             from rich.live import Live
 
-            self.live = Live(self.render(), console=console, refresh_per_second=8, transient=False)
+            self.live = Live(self.render(), console=console(), refresh_per_second=8, transient=False)
             self.live.__enter__()
         return self
 
@@ -66,7 +60,7 @@ class NodeBoard:
                 self.live.update(self.render())
             elif status != "running":
                 extra = f" — {detail}" if detail else ""
-                console.print(f"  {node:>8} {step:<8} {status} ({elapsed:.1f}s){extra}",
+                console().print(f"  {node:>8} {step:<8} {status} ({elapsed:.1f}s){extra}",
                               style=STYLE.get(status, ""), markup=False)  # details quote output
 
     def render(self) -> Table:
@@ -82,3 +76,11 @@ class NodeBoard:
             cells = [f"[{STYLE.get(self.cells[(n, s)], '')}]{self.cells[(n, s)]}[/]" for s in self.steps]
             table.add_row(n, *cells, Text(shorten(self.details[n], BOARD_DETAIL_CHARS, placeholder=" …")))
         return table
+
+
+def bootstrap_board(stack: str, nodes: list[str], *, setup: bool, image: bool) -> NodeBoard:
+    """A column for each bootstrap step that will run: an image is pulled instead of the code
+    synced and the environment installed."""
+    steps = ["ready", "drivers", "runtime", "pull"] if image else ["ready", "drivers", "sync", "env",
+                                                                  *(["setup"] if setup else [])]
+    return NodeBoard(f"bootstrap {stack}", nodes, steps)

@@ -59,7 +59,7 @@ def test_lines_echoed_from_many_node_threads_never_run_into_each_other():
     import subprocess
     import sys
 
-    script = ("import threading\nfrom trainctl.cli.entry import out\n"
+    script = ("import threading\nfrom trainctl.cli.output import out\n"
               "def node(i):\n    for k in range(2000):\n        out(f'[node{i} r{i}]:rank {i}/8 line {k}')\n"
               "ts = [threading.Thread(target=node, args=(i,)) for i in range(8)]\n"
               "[t.start() for t in ts]; [t.join() for t in ts]\n")

@@ -1,0 +1,146 @@
+"""Verbs on experiments and their runs: run one from nothing to nothing (run; a sweep, an AI
+Platform or Vertex AI job spec too), build its image (build), read a run's logs (logs)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from infra.errors import ConfigError
+from infra.providers import realizers
+from trainctl.cli import gcloud_options as gcloud
+from trainctl.cli.options import (RunsDirOpt, SimulatedProjectOpt, SimulateOpt, run_id_argument, runs_root,
+                                  simulate_if_asked, stack_argument, validated)
+from trainctl.cli.output import out, say
+
+if TYPE_CHECKING:
+    from infra.providers.inventory import Inventory
+    from infra.spec.cluster import ClusterSpec
+    from trainctl.cli.progress import NodeBoard
+    from trainctl.jobs.experiment_spec import Experiment
+
+verbs = typer.Typer()
+
+ExperimentArg = Annotated[Path, typer.Argument(help="experiment YAML, or an AI Platform "
+                                                    "config.yaml / Vertex AI CustomJob spec")]
+KeepOpt = Annotated[bool, typer.Option(help="keep the stack after the run (TTL still applies)")]
+ResumeOpt = Annotated[Optional[str], typer.Option(callback=run_id_argument,
+                                                  help="continue an interrupted sweep by its id")]
+RunStackOpt = Annotated[Optional[str], typer.Option(
+    help="the stack to run on (an experiment file: instead of its own; a job spec: default local)")]
+CodeOpt = Annotated[Optional[Path], typer.Option(help="job specs: the trainer's source folder "
+                                                      "(default: the spec's folder)")]
+RequirementsOpt = Annotated[Optional[str], typer.Option(help="job specs: requirements file, relative to "
+                                                             "the code (default: its requirements.txt)")]
+FrameworkOpt = Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
+                                                          "(default: from the training image)")]
+RunPlanOpt = Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
+                                                         "mapping) and run nothing")]
+
+
+@verbs.command(context_settings={"allow_extra_args": True})
+def run(ctx: typer.Context, experiment: ExperimentArg, keep: KeepOpt = False, runs_dir: RunsDirOpt = None,
+        resume: ResumeOpt = None, stack: RunStackOpt = None, code: CodeOpt = None,
+        requirements: RequirementsOpt = None, framework: FrameworkOpt = None, show_plan: RunPlanOpt = False,
+        module_name: gcloud.ModuleName = None, package_path: gcloud.PackagePath = None,
+        packages: gcloud.Packages = None, job_dir: gcloud.JobDir = None,
+        runtime_version: gcloud.RuntimeVersion = None, python_version: gcloud.PythonVersion = None,
+        scale_tier: gcloud.ScaleTier = None, master_machine_type: gcloud.MasterMachineType = None,
+        worker_machine_type: gcloud.WorkerMachineType = None, worker_count: gcloud.WorkerCount = None,
+        parameter_server_machine_type: gcloud.ParameterServerMachineType = None,
+        parameter_server_count: gcloud.ParameterServerCount = None,
+        master_image_uri: gcloud.MasterImageUri = None, region: gcloud.Region = None,
+        worker_pool_spec: gcloud.WorkerPoolSpec = None, args_: gcloud.Args = None,
+        python_package_uris: gcloud.PythonPackageUris = None, display_name: gcloud.DisplayName = None,
+        simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
+    """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
+    from trainctl.cli.run_output import show_report
+    from trainctl.jobs.experiment import run_experiment
+    from trainctl.jobs.experiment_file import load_experiment
+    from trainctl.jobs.gcloud_flags import GcloudFlags
+
+    given = {k: v for k, v in locals().items() if k in GcloudFlags.model_fields and v is not None}
+    flags = validated(GcloudFlags, **given, args=args_ or (), user_args=tuple(ctx.args))
+    notes: list[str] = []
+    exp = load_experiment(experiment, stack=stack, code=code, requirements=requirements,
+                          framework=framework, notes=notes, flags=flags)
+    if show_plan:
+        _show_plan(exp, notes)
+        return
+    for note in notes:
+        say(f"note: {note}")
+    if simulate or simulated_project is not None:
+        simulate_if_asked(_cluster(exp), simulate, simulated_project)
+    runs_dir = runs_dir or runs_root()
+    if resume and not (runs_dir / resume / "optuna.db").exists():
+        raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
+    report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=functools.partial(_board, exp),
+                            resume=resume)
+    show_report(exp, report)
+
+
+def _cluster(exp: Experiment) -> ClusterSpec:
+    """The cluster `run` would get, validated as `run` validates it before anything exists."""
+    from infra.spec.stack_config import load_stack
+
+    return load_stack(exp.stack, name=exp.name, overrides={**exp.overrides, "ephemeral": True},
+                      overrides_from=exp.overrides_from)
+
+
+def _show_plan(exp: Experiment, notes: list[str]) -> None:
+    from trainctl.cli.run_output import print_cluster, print_experiment
+
+    print_experiment(exp, notes)
+    spec = _cluster(exp)
+    print_cluster(spec, realizers.for_spec(spec).estimate(spec))
+
+
+def _board(exp: Experiment, inventory: Inventory) -> NodeBoard:
+    """The bootstrap board of the stack `run` brought up: its nodes are known once it is up."""
+    from trainctl.cli.progress import bootstrap_board
+
+    return bootstrap_board(inventory.stack, [n.name for n in inventory.nodes], setup=bool(exp.setup),
+                           image=exp.container is not None)
+
+
+@verbs.command()
+def build(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its code and requirements "
+                                                       "become the image")],
+          stack: Annotated[Optional[str], typer.Option("--stack", "-s", callback=lambda v: v and stack_argument(v),
+                                                       help="push to this stack's registry")] = None,
+          show_plan: Annotated[bool, typer.Option("--plan", help="print the Containerfile; build nothing")] = False,
+          ) -> None:
+    """Build the experiment's container image (base from Debian's packages, then the requirements,
+    then the code); with --stack, push it to the stack's registry and print it by digest."""
+    from trainctl.jobs.experiment import bootstrap_spec
+    from trainctl.jobs.experiment_file import load_experiment
+    from trainctl.jobs.image import ImageSpec, base_tar, build as build_image, containerfile, push
+
+    exp = load_experiment(experiment)
+    spec = ImageSpec(name=exp.name, code=bootstrap_spec(exp, "python3"))
+    if show_plan:
+        out(containerfile(spec, f"localhost/trainctl/base (from {base_tar()})"))
+        return
+    log = runs_root() / f"image-{exp.name}" / "build.log"
+    built = build_image(spec, log, say)
+    out(built.local)
+    if stack is None:
+        return
+    inventory = realizers.inventory(stack)
+    if inventory.registry is None:
+        raise ConfigError(f"stack {stack} has no container registry")
+    out(push(built, inventory.registry, log, say))
+
+
+@verbs.command()
+def logs(run_id: Annotated[str, typer.Argument(callback=run_id_argument, help="run id (see runs/)")],
+         node: Annotated[Optional[str], typer.Option(help="only this node")] = None,
+         follow: Annotated[bool, typer.Option("--follow", "-f", help="keep printing until the run ends")] = False,
+         runs_dir: RunsDirOpt = None) -> None:
+    """Print a run's per-node logs (of a running or finished run)."""
+    from trainctl.launchers.run_logs import print_logs
+
+    print_logs(runs_dir or runs_root(), run_id, out, node=node, follow=follow)

@@ -1,0 +1,59 @@
+"""Verbs over every stack rather than one: make a project (init), list what is up (ls), delete
+what outlived its TTL (reap)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from infra.providers import realizers
+from trainctl.cli.options import SimulateOpt
+from trainctl.cli.output import out, say, show, table
+
+verbs = typer.Typer()
+
+
+@verbs.command()
+def init(directory: Annotated[Path, typer.Argument(help="your repository (default: here)")] = Path(".")) -> None:
+    """Make a repository a trainctl project: Pulumi.yaml, stacks/ (local and GCP), an experiment."""
+    from trainctl.jobs.init_project import init_project
+
+    for path in init_project(directory):
+        say(f"wrote {path}")
+    say("next: `trainctl plan --stack local`, then `trainctl run experiment.yaml` "
+        "(or `pulumi up --stack gpu-t4x2` after setting its project and ssh.source_ranges)")
+
+
+@verbs.command(name="ls")
+def ls_() -> None:
+    """Live stacks and experiments: age, TTL left, estimated cost so far."""
+    rows = realizers.live()
+    if not rows:  # stdout stays empty: no stack
+        say("No stack is up. Start one with `trainctl up --stack local`, "
+            "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")
+        return
+    stacks = table("stack", "provider", "nodes", "age", "TTL left", "cost so far")
+    for r in sorted(rows, key=lambda r: r.stack):
+        if r.broken:
+            stacks.add_row(r.stack, r.provider, "?", "?", "?", "state unreadable: down --force")
+            continue
+        left = f"{r.ttl_left_h:.2f} h" if r.ttl_left_h > 0 else "[red]expired[/]"
+        stacks.add_row(r.stack, r.provider, str(r.nodes), f"{r.age_h:.2f} h", left, f"${r.cost_so_far:.2f}")
+    show("stacks", stacks)
+
+
+@verbs.command()
+def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to sweep (default: "
+                                                              "this machine's local stacks)")] = None,
+         dry_run: Annotated[bool, typer.Option(help="list, delete nothing")] = False,
+         simulate: SimulateOpt = False) -> None:
+    """Delete what outlived its TTL: local stacks here, or trainctl's GCP VMs and TPUs."""
+    if simulate:
+        realizers.simulate_project(project)
+    reaped = realizers.reap(project, dry_run, say)
+    for name in reaped:  # the result, one name a line; how it went is on stderr
+        out(f"{name}{' (expired; --dry-run: kept)' if dry_run else ' removed'}")
+    if not reaped:
+        say("nothing expired")

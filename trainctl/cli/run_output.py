@@ -1,0 +1,87 @@
+"""What `trainctl run` prints: with --plan, the experiment as it was read and the cluster it
+would get (stdout); after a run, its phases, sweep trials, recoveries and savings (stderr)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from trainctl.cli.output import console, out, say
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from infra.spec.cluster import ClusterSpec
+    from infra.spec.cost import Estimate
+    from trainctl.jobs.experiment import RunReport
+    from trainctl.jobs.experiment_spec import Experiment
+    from trainctl.launchers.result import RecoveryRecord
+
+
+def print_experiment(exp: Experiment, notes: list[str]) -> None:
+    """The experiment as YAML (a job spec: what it maps onto) and what the mapping changed."""
+    import yaml
+
+    out(yaml.safe_dump(exp.model_dump(mode="json", exclude_defaults=True), sort_keys=False).rstrip())
+    for note in notes:
+        out(f"# note: {note}")
+
+
+def print_cluster(spec: ClusterSpec, cost: Estimate) -> None:
+    for role, _, group in spec.groups():
+        shape = group.machine_type or "local node"
+        gpu = f" + {group.accelerator}" if group.gpu else ""
+        out(f"# {role or 'nodes'}: {group.node_count} x {shape}{gpu}{' (spot)' if group.spot else ''}")
+    out(f"# estimated ${cost.per_hour:.2f}/hour")
+
+
+def show_report(exp: Experiment, report: RunReport) -> None:
+    _show_phases(report)
+    if report.trials:
+        _show_trials(exp, report)
+    if report.result and report.result.recoveries:
+        _show_recoveries(report.result.recoveries)
+    if report.spot_saving_usd is not None:
+        say(f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
+            f"${report.spot_saving_usd:.2f}" + (" (local stack: nothing is billed)"
+                                               if report.spot_saving_usd == 0 else ""))
+    if report.metrics:
+        say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
+            f"artifacts in {report.run_dir}")
+
+
+def _titled_table(title: str, columns: tuple[str, ...]) -> Table:
+    from rich.table import Table
+
+    shown = Table(title=title, title_justify="left")
+    for column in columns:
+        shown.add_column(column)
+    return shown
+
+
+def _show_phases(report: RunReport) -> None:
+    phases = _titled_table(f"run {report.run_id}", ("phase",))
+    phases.add_column("seconds", justify="right")
+    for name, seconds in report.phases.items():
+        phases.add_row(name, f"{seconds:.1f}")
+    phases.add_row("total", f"{sum(report.phases.values()):.1f}")
+    console().print(phases)
+
+
+def _show_trials(exp: Experiment, report: RunReport) -> None:
+    names = [p.name for p in exp.sweep.parameters] if exp.sweep else []
+    trials = _titled_table(f"sweep {report.run_id}",
+                           ("trial", "state", exp.sweep.metric if exp.sweep else "value", *names))
+    for t in report.trials:
+        trials.add_row(str(t.number), t.state, "" if t.value is None else f"{t.value:.4f}",
+                       *(str(t.params.get(n)) for n in names))
+    console().print(trials)
+    say(f"best: {(report.run_dir / 'best.json').read_text()}; plot: {report.run_dir / 'sweep.png'}")
+
+
+def _show_recoveries(recoveries: list[RecoveryRecord]) -> None:
+    say(f"recovered from {len(recoveries)} preemption(s):")
+    for i, r in enumerate(recoveries, 1):
+        redone = "unknown steps" if r.steps_redone is None else f"{r.steps_redone} step(s)"
+        tries = f" after {r.tries} tries (no capacity)" if r.tries > 1 else ""
+        say(f"  {i}. {', '.join(r.nodes)} back and the job resumed in {r.seconds:.1f} s{tries}; "
+            f"resumed from step {r.resumed_from_step}, {redone} redone")

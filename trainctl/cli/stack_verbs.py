@@ -1,0 +1,113 @@
+"""Verbs on one stack's cluster: what it would be (plan), create it (up), remove it (down), see
+its nodes answer (status), and reclaim a spot node by hand (preempt, hidden)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from infra.providers import realizers
+from trainctl.cli.options import (RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt, nodes_over_ssh,
+                                  run_id_argument, runs_root, simulate_if_asked)
+from trainctl.cli.output import out, result, say, show, table
+
+if TYPE_CHECKING:
+    from infra.spec.cluster import ClusterSpec
+
+verbs = typer.Typer()
+
+NodeCountOpt = Annotated[Optional[int], typer.Option(help="override the node count")]
+
+
+def _load(stack: str, nodes: int | None) -> ClusterSpec:
+    from infra.spec.stack_config import load_stack
+
+    return load_stack(stack, overrides=None if nodes is None else {"nodes": nodes}, overrides_from="--nodes")
+
+
+@verbs.command()
+def plan(stack: StackOpt = "local",
+         nodes: NodeCountOpt = None,
+         as_json: Annotated[bool, typer.Option("--json", help="the plan as one JSON document on stdout "
+                                                             "(docs/plan-json.md), for policies in CI")] = False) -> None:
+    """Show what `up` would create, without creating anything."""
+    spec = _load(stack, nodes)
+    realizer = realizers.for_spec(spec)
+    rows = realizer.plan(spec)
+    cost = realizer.estimate(spec)
+    notes = [f"bucket gs://{r.name} is kept by `trainctl down` (a named stack's checkpoints outlive "
+             f"it); delete it with `gcloud storage rm -r gs://{r.name}`" for r in rows if r.kept_on_down]
+    if as_json:
+        from trainctl.cli.plan_document import plan_document
+
+        out(plan_document(spec, rows, cost, notes, realizer.capabilities(spec)).model_dump_json(indent=2))
+        return
+    resources = table("resource", "name", "details")
+    for r in rows:
+        resources.add_row(r.kind, r.name, ", ".join(f"{k}={v}" for k, v in r.values.items()))
+    show(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), {spec.accelerator}", resources)
+    for note in notes:
+        result(note)
+    for what, per_hour in cost.lines:
+        result(f"  {what}: ${per_hour:.2f}/hour")
+    result(f"estimated ${cost.per_hour:.2f}/hour; ${cost.for_hours(spec.ttl_hours):.2f} for the "
+           f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
+
+
+@verbs.command()
+def up(stack: StackOpt = "local",
+       nodes: NodeCountOpt = None,
+       simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
+    """Create the stack's cluster."""
+    spec = _load(stack, nodes)
+    simulate_if_asked(spec, simulate, simulated_project)
+    start = time.monotonic()
+    inventory = realizers.for_spec(spec).up(spec, say)
+    say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
+        + ", ".join(f"{n.name}={n.internal_ip}" for n in inventory.nodes))
+
+
+@verbs.command()
+def down(stack: StackOpt = "local",
+         force: Annotated[bool, typer.Option(help="remove what exists by name even without "
+                                                  "(or with a corrupt) state file")] = False) -> None:
+    """Remove everything the stack created. Safe to repeat."""
+    existed = realizers.for_stack(stack).down(stack, force=force, progress=say)
+    say(f"[green]stack {stack} removed[/]" if existed else f"stack {stack} does not exist: nothing to do")
+
+
+@verbs.command()
+def status(stack: StackOpt = "local",
+           run: Annotated[Optional[str], typer.Option(callback=run_id_argument,
+                                                      help="a run id: its outcome instead")] = None,
+           runs_dir: RunsDirOpt = None) -> None:
+    """Show the stack's nodes and whether each answers over SSH (host key verified), or a run's state."""
+    if run:
+        from trainctl.launchers.run_logs import outcome
+
+        out(outcome(runs_dir or runs_root(), run))
+        return
+    from rich.text import Text
+
+    from trainctl.launchers.ssh.remote_exec import probe
+
+    inventory = nodes_over_ssh(stack, "status")
+    nodes = table("node", "rank", "address", "accelerator", "ssh")
+    for node, seconds, error in sorted(probe(inventory), key=lambda probed: probed[0].rank):
+        state = Text(error, style="red") if seconds is None else Text(f"ok ({seconds * 1000:.0f} ms)", style="green")
+        nodes.add_row(node.name, str(node.rank), node.internal_ip, str(node.accelerator), state)
+    show(f"stack {stack} ({inventory.provider}), bucket {inventory.bucket_uri}", nodes)
+
+
+@verbs.command(hidden=True)
+def preempt(node: Annotated[str, typer.Argument(help="node name")], stack: StackOpt = "local",
+            grace: Annotated[float, typer.Option(help="seconds between the shutdown's SIGTERM and "
+                                                      "the stop (GCE: about 30)")] = 30.0,
+            unavailable_for: Annotated[float, typer.Option(
+                min=0, help="seconds the zone then has no capacity for it (a stockout)")] = 0.0) -> None:
+    """Reclaim a spot node as GCE does (local stacks): for trying recovery by hand."""
+    action = realizers.for_stack(stack).preempt(stack, node, grace=grace, progress=say,
+                                                unavailable_for=unavailable_for)
+    say(f"{node} preempted ({action})")
