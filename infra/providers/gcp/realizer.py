@@ -1,114 +1,45 @@
 """The GCP realizer: `pulumi up`/`destroy` on this project through the Automation API, then the
 nodes' host keys from their guest attributes, written into the same Inventory the local stack uses.
 
-The validated ClusterSpec travels to the program as TRAINCTL_SPEC_JSON, so ephemeral stacks
-(one per experiment) need no config file and the program never re-reads raw config.
+What depends on the kind of nodes (VMs, a TPU slice, a GKE node pool) is asked of the stack's
+NodeKind (node_kinds.py); what the program is handed, of pulumi_workspace.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from infra.spec import cost
 from infra.providers import keys
 from infra.spec.cost import Estimate
 from infra.providers.gcp import simulation
 from infra.providers.gcp.adoption import bucket_to_adopt
+from infra.providers.gcp.node_kinds import node_kind
+from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
 from infra.providers.gcp.program.storage import ADOPT_ENV
+from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, program_env, pulumi_stack,
+                                                  read_meta, write_meta)
 from infra.errors import CapacityUnavailable
-from infra.providers.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.providers.inventory import Inventory, Node, Registry
 from infra.providers.protocol import Capabilities, PlanRow, Progress, StackInfo
 from infra.providers.realizers import unsupported
-from infra.providers.host_keys import key_lines, wait_for_host_keys
+from infra.providers.host_keys import wait_for_host_keys
 from infra.spec.cluster import ClusterSpec
-from infra.spec.stack_config import REPO_ROOT, ConfigError, load_stack, project_root
+from infra.spec.stack_config import REPO_ROOT, ConfigError, load_stack
 from infra.providers.stack_home import kill_clients, mark_deleting, record_provider, stack_lock, state_dir
 
-SPEC_ENV = "TRAINCTL_SPEC_JSON"
 POLICY_PACK_DIR = "policy"
-
-
-def pulumi_backend_url(env: Mapping[str, str] | None = None) -> str | None:
-    """The backend `pulumi` will use, as the CLI picks it: PULUMI_BACKEND_URL, else the
-    `current` login in $PULUMI_HOME/credentials.json (default ~/.pulumi); None if not logged in."""
-    env = os.environ if env is None else env
-    if env.get("PULUMI_BACKEND_URL"):
-        return env["PULUMI_BACKEND_URL"]
-    home = Path(env.get("PULUMI_HOME") or Path.home() / ".pulumi")
-    try:
-        current = json.loads((home / "credentials.json").read_text()).get("current")
-    except (OSError, ValueError):
-        return None
-    return current or None
-
-
-def is_self_managed(backend: str) -> bool:
-    """file://, gs://, s3://, azblob:// backends (not Pulumi Cloud): their stacks' secrets are
-    encrypted with a passphrase by default, which `pulumi` prompts for when it is not given."""
-    return not backend.startswith(("https://", "http://"))
-
-
-def check_prerequisites(spec: ClusterSpec | None = None) -> None:
-    """Actionable messages instead of tracebacks or hanging prompts, before anything is created."""
-    if shutil.which("pulumi") is None:
-        raise ConfigError(
-            "gcp stacks need the Pulumi CLI, which is not on PATH: install it "
-            "(https://www.pulumi.com/docs/install/) and log in (`pulumi login` or "
-            "`pulumi login --local`). `trainctl plan` works without it.")
-    backend = pulumi_backend_url()
-    if backend is None and not os.environ.get("PULUMI_ACCESS_TOKEN"):
-        raise ConfigError(
-            "the Pulumi CLI is not logged in to a backend: run `pulumi login --local` (state in "
-            "~/.pulumi), `pulumi login gs://<bucket>`, or `pulumi login` (Pulumi Cloud)")
-    if (backend is not None and is_self_managed(backend)
-            and not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"))):
-        # Without it `pulumi` stops at an interactive passphrase prompt (the stack's secrets,
-        # e.g. a GKE kubeconfig output, are encrypted with it), which the Automation API cannot answer.
-        raise ConfigError(
-            f"the Pulumi backend {backend} keeps secrets encrypted with a passphrase: set "
-            "PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) to the stack's passphrase")
-    if spec is not None and spec.kind == "gke" and shutil.which("gke-gcloud-auth-plugin") is None:
-        raise ConfigError(
-            "GKE stacks need gke-gcloud-auth-plugin on PATH (the kubeconfig trainctl writes uses it): "
-            "`gcloud components install gke-gcloud-auth-plugin`, or the "
-            "google-cloud-cli-gke-gcloud-auth-plugin package")
-    check_google_credentials()
-
-
-def check_google_credentials() -> None:
-    """All that `trainctl reap --project` needs (it calls Google's APIs, never Pulumi)."""
-    if os.environ.get(API_ENDPOINT_ENV):
-        return  # tests: the clients use anonymous credentials against a loopback fake
-    try:
-        import google.auth
-        from google.auth.exceptions import DefaultCredentialsError
-
-        google.auth.default()
-    except DefaultCredentialsError:
-        raise ConfigError(
-            "no Google Cloud credentials found: run `gcloud auth application-default login`, "
-            "or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file") from None
 
 
 def policy_packs() -> list[str]:
     """GCP's documented constraints, enforced by the engine on every `up` (the repo's pack)."""
     pack = REPO_ROOT / POLICY_PACK_DIR
     return [str(pack)] if (pack / "PulumiPolicy.yaml").is_file() else []
-
-
-def _stack(spec_or_name: ClusterSpec | str, env: dict[str, str], *, create: bool = True):
-    from pulumi import automation as auto
-
-    name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.name
-    select = auto.create_or_select_stack if create else auto.select_stack
-    return select(stack_name=name, work_dir=str(project_root()), opts=auto.LocalWorkspaceOptions(env_vars=env))
 
 
 def plan(spec: ClusterSpec) -> list[PlanRow]:
@@ -133,10 +64,8 @@ def plan(spec: ClusterSpec) -> list[PlanRow]:
 
 def capabilities(spec: ClusterSpec) -> Capabilities:
     """VMs and TPU VMs run jobs over SSH after bootstrap; a GKE cluster runs them as Kubernetes
-    Jobs of images. Recreated nodes get new internal addresses; nodes reach Google."""
-    gke = spec.kind == "gke"
-    return Capabilities(target="gke" if gke else "ssh", needs_bootstrap=not gke, repair_keeps_addresses=False,
-                        reaches_google=True, machine_types=True, stands_in_images=gke and simulation.active())
+    Jobs of images."""
+    return node_kind(spec).capabilities()
 
 
 def _natural(name: str) -> tuple[Any, ...]:
@@ -176,49 +105,14 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
         client_key = sdir / "keys" / "id_ed25519"
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
-        meta = _current_meta(spec)
-        pulumi_stack = _stack(spec, _program_env(spec, meta["expires_at"], public))
-        kept = bucket_to_adopt(spec, pulumi_stack)
+        meta = current_meta(spec)
+        workspace_stack = pulumi_stack(spec, program_env(spec, meta["expires_at"], public))
+        kept = bucket_to_adopt(spec, workspace_stack)
         if kept:
             progress(f"adopting bucket gs://{kept}, which an earlier `down` kept with its checkpoints")
-            pulumi_stack.workspace.env_vars[ADOPT_ENV] = kept
-        result = pulumi_stack.up(on_output=progress, policy_packs=policy_packs())
+            workspace_stack.workspace.env_vars[ADOPT_ENV] = kept
+        result = workspace_stack.up(on_output=progress, policy_packs=policy_packs())
         return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
-
-
-def _current_meta(spec: ClusterSpec) -> dict[str, Any]:
-    """The stack's record, with an expiry still ahead: an `up` after the expiry has passed
-    starts a new TTL (the old label would have the next reap delete what this `up` makes)."""
-    meta = _read_meta(spec.name)
-    now = time.time()
-    if meta is None or (meta.get("expires_at") is not None and meta["expires_at"] <= now):
-        meta = _write_meta(spec, int(now + spec.ttl_hours * 3600))
-    return meta
-
-
-def _program_env(spec: ClusterSpec, expires_at: int | None, public_key: str | None = None) -> dict[str, str]:
-    """What the Pulumi program reads besides its stack file: the validated spec, the nodes'
-    SSH key and the expiry written into labels at creation."""
-    if public_key is None:
-        public_key = keys.read_public_key(state_dir(spec.name) / "keys" / "id_ed25519")
-    return {SPEC_ENV: spec.model_dump_json(), "TRAINCTL_SSH_PUBLIC_KEY": public_key,
-            "TRAINCTL_EXPIRES_AT": str(expires_at)}
-
-
-def _meta_path(stack: str) -> Path:
-    return state_dir(stack) / "gcp.json"
-
-
-def _read_meta(stack: str) -> dict[str, Any] | None:
-    path = _meta_path(stack)
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def _write_meta(spec: ClusterSpec, expires_at: int | None, adopted: bool = False) -> dict[str, Any]:
-    meta = {"created_at": time.time(), "expires_at": expires_at, "adopted": adopted,
-            "spec": spec.model_dump(mode="json")}
-    _meta_path(spec.name).write_text(json.dumps(meta, indent=2))
-    return meta
 
 
 def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Path | None,
@@ -269,17 +163,17 @@ def adopt(stack: str, progress: Progress) -> Inventory:
     not_up = ConfigError(f"stack {stack!r} is not up: run `trainctl up --stack {stack}` or "
                          f"`pulumi up --stack {stack}`")
     try:
-        outputs = {k: v.value for k, v in _stack(stack, {}, create=False).outputs().items()}
+        outputs = {k: v.value for k, v in pulumi_stack(stack, {}, create=False).outputs().items()}
     except StackNotFoundError:
         raise not_up from None
     if "inventory" not in outputs:
         raise not_up
     # before any state is written: a stack trainctl cannot reach is not adopted
-    key = None if spec.kind == "gke" else _private_key_for(stack, outputs.get("ssh_public_key"))
+    key = _private_key_for(stack, outputs.get("ssh_public_key")) if node_kind(spec).reached_over_ssh else None
     with stack_lock(stack, "adopt"):
         record_provider(stack, "gcp")
         simulation.record(stack)
-        _write_meta(spec, None, adopted=True)
+        write_meta(spec, None, adopted=True)
         progress(f"adopting stack {stack}, created by `pulumi up`")
         return _write_inventory(spec, outputs, key, progress)
 
@@ -306,12 +200,8 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
     check_prerequisites()
     sdir = state_dir(stack)
     with stack_lock(stack, "down") as remove_lock:
-        meta = _read_meta(stack)
-        env = {}
-        if meta and not meta.get("adopted"):
-            env = {SPEC_ENV: json.dumps(meta["spec"]), "TRAINCTL_SSH_PUBLIC_KEY": "unused",
-                   "TRAINCTL_EXPIRES_AT": str(meta["expires_at"])}
-        workspace_stack = _stack(stack, env)
+        meta = read_meta(stack)
+        workspace_stack = pulumi_stack(stack, destroy_env(meta))
         outputs = workspace_stack.outputs()
         mark_deleting(stack)
         kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
@@ -376,13 +266,13 @@ def stand_in_image(name: str, code_dir: Path, requirements: str | None, excludes
 
 
 def spec(stack: str) -> ClusterSpec:
-    meta = _read_meta(stack)
+    meta = read_meta(stack)
     return ClusterSpec.model_validate(meta["spec"]) if meta else load_stack(stack)
 
 
 def info(stack: str) -> StackInfo:
     try:
-        meta = _read_meta(stack)
+        meta = read_meta(stack)
         if meta is None:
             raise ValueError("no gcp.json")
         spec = ClusterSpec.model_validate(meta["spec"])
@@ -416,48 +306,14 @@ def preempt(stack: str, node: str, *, grace: float, progress: Progress,
 
 def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
     """Compute's view of each node: RUNNING, TERMINATED, ... or None when it no longer exists."""
-    from google.api_core.exceptions import NotFound
-    from google.cloud import compute_v1
-
     simulation.resume(stack)
-    cluster = spec(stack)
-    if cluster.kind == "gke":
-        raise unsupported("gcp", "instance status", "a GKE stack's nodes belong to its node pool; "
-                                 "the Job reschedules a preempted pod itself")
-    if cluster.kind == "tpu":
-        return dict.fromkeys(nodes, _tpu_status(cluster))
-    client = google_client(compute_v1.InstancesClient)
-    result: dict[str, str | None] = {}
-    for node in nodes:
-        try:
-            result[node] = client.get(project=cluster.project, zone=cluster.zone, instance=node).status
-        except NotFound:
-            result[node] = None
-    return result
-
-
-# TPU node states as Compute would name an instance's: the slice lives or stops as one.
-TPU_AS_INSTANCE = {"READY": "RUNNING", "PREEMPTED": "TERMINATED", "STOPPED": "TERMINATED",
-                   "TERMINATED": "TERMINATED"}
-
-
-def _tpu_status(cluster: ClusterSpec) -> str | None:
-    from google.api_core.exceptions import NotFound
-    from google.cloud import tpu_v2
-
-    try:
-        node = google_client(tpu_v2.TpuClient).get_node(name=_tpu_node_path(cluster))
-    except NotFound:
-        return None
-    return TPU_AS_INSTANCE.get(node.state.name, node.state.name)
+    return node_kind(spec(stack)).status(nodes)
 
 
 # What GCE and Cloud TPU answer when a zone has no capacity for the request right now (the
 # resource-availability troubleshooting pages): a later try may succeed, unlike other errors.
 CAPACITY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "insufficientCapacity",
                    "does not have enough resources available", "no more capacity in the zone")
-# How long a repair waits for a TPU's deletion to finish before `up` recreates it.
-TPU_DELETE_TIMEOUT_SECONDS = 600
 
 
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
@@ -469,33 +325,25 @@ def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
 
     simulation.resume(stack)
     cluster = spec(stack)
-    if cluster.kind == "gke":
-        raise unsupported("gcp", "repair", "a GKE stack's node pool replaces preempted nodes and "
-                                           "the Job reschedules its pods itself")
+    kind = node_kind(cluster)
+    kind.check_repairable()
     check_prerequisites(cluster)
     from pulumi.automation import CommandError
 
     current = inventory(stack)
     with stack_lock(stack, "repair"):
-        status = instance_status(stack, nodes)
+        status = kind.status(nodes)
         lost = [n for n in nodes if status[n] != "RUNNING"]
         try:
-            if cluster.kind == "tpu" and lost and status[lost[0]] is not None:
-                progress(f"TPU {_tpu_node_path(cluster)} was reclaimed: deleting it to create it again")
-                _delete_tpu(cluster)
-            for node in lost:
-                if cluster.kind == "vm" and status[node] is not None:
-                    progress(f"{node}: starting it again on its disk")
-                    _start_instance(cluster, node)
+            gone = kind.bring_back(status, lost, progress)
         except GoogleAPIError as exc:
             raise _capacity_or(exc) from exc
-        meta = _read_meta(stack) or {}
+        meta = read_meta(stack) or {}
         # an adopted stack's program reads its own stack file, as at `pulumi up` by hand
-        env = {} if meta.get("adopted") else _program_env(cluster, meta.get("expires_at"))
-        gone = [n for n in lost if status[n] is None] if cluster.kind == "vm" else lost
+        env = {} if meta.get("adopted") else program_env(cluster, meta.get("expires_at"))
         progress(f"recreating {', '.join(gone) or 'nothing'}; reading the nodes again (pulumi up --refresh)")
         try:
-            result = _stack(cluster, env).up(on_output=progress, policy_packs=policy_packs(), refresh=True)
+            result = pulumi_stack(cluster, env).up(on_output=progress, policy_packs=policy_packs(), refresh=True)
         except CommandError as exc:
             raise _capacity_or(exc) from exc
         return _write_inventory(cluster, {k: v.value for k, v in result.outputs.items()},
@@ -510,63 +358,8 @@ def _capacity_or(exc: Exception) -> Exception:
     return exc
 
 
-def _start_instance(cluster: ClusterSpec, node: str) -> None:
-    from google.cloud import compute_v1
-
-    google_client(compute_v1.InstancesClient).start(
-        project=cluster.project, zone=cluster.zone, instance=node).result()
-
-
-def _delete_tpu(cluster: ClusterSpec) -> None:
-    from google.cloud import tpu_v2
-
-    google_client(tpu_v2.TpuClient).delete_node(name=_tpu_node_path(cluster)).result(
-        timeout=TPU_DELETE_TIMEOUT_SECONDS)
-
-
 def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],
                     progress: Callable[[str], None]) -> dict[str, list[str]]:
     """Host keys as the guest agent published them (guest attributes, namespace hostkeys/),
     read through the authenticated API."""
-    def look(missing: list[str]) -> dict[str, list[str]]:
-        if spec.kind == "tpu":
-            return _tpu_host_keys(spec)
-        return {name: _instance_host_keys(spec, name) for name in missing}
-
-    return wait_for_host_keys([n["name"] for n in nodes], look, progress)
-
-
-def _instance_host_keys(spec: ClusterSpec, instance: str) -> list[str]:
-    from google.api_core.exceptions import NotFound
-    from google.cloud import compute_v1
-
-    try:
-        attrs = google_client(compute_v1.InstancesClient).get_guest_attributes(
-            request=compute_v1.GetGuestAttributesInstanceRequest(
-                project=spec.project, zone=spec.zone, instance=instance, query_path="hostkeys/"))
-    except NotFound:
-        return []
-    return key_lines(attrs.query_value.items)
-
-
-def _tpu_node_path(spec: ClusterSpec) -> str:
-    from infra.providers.gcp.program.tpu import tpu_name
-
-    return f"projects/{spec.project}/locations/{spec.zone}/nodes/{tpu_name(spec)}"
-
-
-def _tpu_host_keys(spec: ClusterSpec) -> dict[str, list[str]]:
-    from google.api_core.exceptions import NotFound
-    from google.cloud import tpu_v2
-
-    from infra.providers.gcp.program.tpu import tpu_name
-
-    try:
-        resp = google_client(tpu_v2.TpuClient).get_guest_attributes(
-            request=tpu_v2.GetGuestAttributesRequest(name=_tpu_node_path(spec), query_path="hostkeys/"))
-    except NotFound:
-        return {}
-    # GuestAttributes carries no worker id: the API answers one entry per worker, in worker
-    # order (worker 0 first), which is also the order of the node's networkEndpoints.
-    return {f"{tpu_name(spec)}-w{worker}": key_lines(attr.query_value.items)
-            for worker, attr in enumerate(resp.guest_attributes)}
+    return wait_for_host_keys([n["name"] for n in nodes], node_kind(spec).host_keys, progress)

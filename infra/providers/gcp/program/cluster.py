@@ -8,7 +8,8 @@ and the controller-side key paths.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
@@ -116,15 +117,85 @@ def workload_identity_member(spec: ClusterSpec) -> str:
             f"[{catalog.GKE_KSA_NAMESPACE}/{catalog.GKE_KSA_NAME}]")
 
 
-def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = None) -> dict[str, Any]:
-    """Declare the stack's resources; returns the stack outputs. GKE stacks need no SSH key."""
+@dataclass(frozen=True)
+class Foundation:
+    """What every kind of nodes is declared on: the stack's network, its nodes' account, their
+    labels and network tag, and the options that send resources through the stack's provider."""
+
+    spec: ClusterSpec
+    public_key: str | None
+    labels: dict[str, str]
+    tag: str
+    net: Network
+    account: gcp.serviceaccount.Account
+    endpoint: pulumi.ResourceOptions  # Google's endpoints, or TRAINCTL_GCP_API_ENDPOINT's
+    after_apis: pulumi.ResourceOptions  # the same, once the APIs the stack needs are on
+
+    @property
+    def account_member(self) -> pulumi.Output[str]:
+        return self.account.email.apply(lambda e: f"serviceAccount:{e}")
+
+
+@dataclass(frozen=True)
+class DeclaredNodes:
+    """A kind's nodes as the inventory output lists them, and what else the kind outputs."""
+
+    nodes: Any
+    gke_service_account: Any = None
+    kubeconfig: Any = None
+
+
+def _declare_vms(base: Foundation) -> DeclaredNodes:
+    """One VM group per worker pool (one in all without pools), nodes numbered across them."""
+    spec = base.spec
+    groups = [GpuVmGroup(f"{spec.name}-{role}" if role else spec.name, view, subnet=base.net.subnet.id,
+                         tag=base.tag, metadata=ssh_metadata(spec, base.public_key or ""), labels=base.labels,
+                         service_account=base.account.email, first=first, role=role, opts=base.after_apis)
+              for role, first, view in spec.groups()]
+    return DeclaredNodes(_vm_nodes(spec, groups))
+
+
+def _declare_tpu(base: Foundation) -> DeclaredNodes:
+    spec = base.spec
+    tpu = TpuVm(spec.name, spec, network=base.net.network.id, subnet=base.net.subnet.id, tag=base.tag,
+                metadata=ssh_metadata(spec, base.public_key or ""), labels=base.labels,
+                service_account=base.account.email, opts=base.after_apis)
+    # TensorFlow on a multi-host slice finds its workers through TPUClusterResolver, which
+    # reads the node (tpu.nodes.get) with the VMs' own account: it may read TPUs, no more.
+    gcp.projects.IAMMember(f"{spec.name}-sa-tpu-viewer", project=spec.project, role=TPU_VIEWER_ROLE,
+                           member=base.account_member, opts=base.after_apis)
+    return DeclaredNodes(_tpu_nodes(spec, tpu))
+
+
+def _declare_gke(base: Foundation) -> DeclaredNodes:
+    spec = base.spec
+    gke = GkeCluster(spec.name, spec, network=base.net.network.id, subnet=base.net.subnet.id, tag=base.tag,
+                     labels=base.labels, service_account=base.account.email, opts=base.after_apis)
+    # Pods run as the trainctl KSA; Workload Identity lets it act as the nodes' GSA,
+    # which alone holds the bucket grant.
+    gcp.serviceaccount.IAMMember(
+        f"{spec.name}-sa-workload-identity", service_account_id=base.account.name,
+        role="roles/iam.workloadIdentityUser", member=workload_identity_member(spec),
+        opts=pulumi.ResourceOptions(provider=base.endpoint.provider, depends_on=[gke.cluster]))
+    return DeclaredNodes([], gke_service_account=base.account.email, kubeconfig=gke.kubeconfig)
+
+
+NODE_KINDS: dict[str, Callable[[Foundation], DeclaredNodes]] = {
+    "vm": _declare_vms, "tpu": _declare_tpu, "gke": _declare_gke}
+
+
+def _check_inputs(spec: ClusterSpec, public_key: str | None) -> None:
     if spec.provider != "gcp":
         raise ValueError(f"stack {spec.name!r} has provider {spec.provider!r}; the Pulumi program "
                          "only declares gcp stacks (local stacks are realized by trainctl)")
     if spec.kind != "gke" and not public_key:
         raise ValueError(f"stack {spec.name!r} (kind {spec.kind}) needs an SSH public key for its nodes")
+
+
+def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = None) -> dict[str, Any]:
+    """Declare the stack's resources; returns the stack outputs. GKE stacks need no SSH key."""
+    _check_inputs(spec, public_key)
     labels = make_labels(spec, expires_at)
-    tag = network_tag(spec)
     # Every resource goes through one provider: Google's endpoints, or TRAINCTL_GCP_API_ENDPOINT's.
     endpoint = pulumi.ResourceOptions(provider=api_provider())
     after_apis = pulumi.ResourceOptions(provider=endpoint.provider, depends_on=enable_apis(spec, endpoint),
@@ -134,12 +205,12 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     account = gcp.serviceaccount.Account(
         f"{spec.name}-sa", account_id=service_account_id(spec), project=spec.project,
         display_name=f"trainctl nodes of {spec.name}", opts=after_apis)
+    base = Foundation(spec, public_key, labels, network_tag(spec), net, account, endpoint, after_apis)
     # Least privilege: the nodes' identity may read and write objects in this bucket only.
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
-        member=account.email.apply(lambda e: f"serviceAccount:{e}"), opts=endpoint)
-    images = ImageRegistry(spec.name, spec, labels, account.email.apply(lambda e: f"serviceAccount:{e}"),
-                           opts=after_apis)
+        member=base.account_member, opts=endpoint)
+    images = ImageRegistry(spec.name, spec, labels, base.account_member, opts=after_apis)
     if spec.scheduled_reaper:
         ScheduledReaper(spec.name, spec, storage.bucket.name, labels, opts=after_apis)
     outputs: dict[str, Any] = {"bucket": storage.uri, "bucket_kept_on_down": kept_on_down(spec)}
@@ -147,38 +218,11 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
         # Which key the nodes admit: trainctl adopting a stack made by `pulumi up` alone finds
         # the private half by it (a public key is no secret).
         outputs["ssh_public_key"] = public_key
-    nodes: Any = []
-    gsa: Any = None
-    if spec.kind == "vm":
-        # one VM group per worker pool (one in all without pools), nodes numbered across them
-        groups = [GpuVmGroup(f"{spec.name}-{role}" if role else spec.name, view, subnet=net.subnet.id,
-                             tag=tag, metadata=ssh_metadata(spec, public_key or ""), labels=labels,
-                             service_account=account.email, first=first, role=role, opts=after_apis)
-                  for role, first, view in spec.groups()]
-        nodes = _vm_nodes(spec, groups)
-    elif spec.kind == "tpu":
-        tpu = TpuVm(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
-                    metadata=ssh_metadata(spec, public_key or ""), labels=labels,
-                    service_account=account.email, opts=after_apis)
-        # TensorFlow on a multi-host slice finds its workers through TPUClusterResolver, which
-        # reads the node (tpu.nodes.get) with the VMs' own account: it may read TPUs, no more.
-        gcp.projects.IAMMember(
-            f"{spec.name}-sa-tpu-viewer", project=spec.project, role=TPU_VIEWER_ROLE,
-            member=account.email.apply(lambda e: f"serviceAccount:{e}"), opts=after_apis)
-        nodes = _tpu_nodes(spec, tpu)
-    else:
-        gke = GkeCluster(spec.name, spec, network=net.network.id, subnet=net.subnet.id, tag=tag,
-                         labels=labels, service_account=account.email, opts=after_apis)
-        # Pods run as the trainctl KSA; Workload Identity lets it act as the nodes' GSA,
-        # which alone holds the bucket grant.
-        gcp.serviceaccount.IAMMember(
-            f"{spec.name}-sa-workload-identity", service_account_id=account.name,
-            role="roles/iam.workloadIdentityUser", member=workload_identity_member(spec),
-            opts=pulumi.ResourceOptions(provider=endpoint.provider, depends_on=[gke.cluster]))
-        outputs["kubeconfig"] = gke.kubeconfig
-        gsa = account.email
-    outputs["inventory"] = pulumi.Output.all(storage.uri, nodes, gsa).apply(lambda a: {
-        "stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
-        "kind": spec.kind, "registry": {"repository": images.path, "metadata_token": True},
-        **({"gke_service_account": a[2]} if a[2] else {})})
+    declared = NODE_KINDS[spec.kind](base)
+    if declared.kubeconfig is not None:
+        outputs["kubeconfig"] = declared.kubeconfig
+    outputs["inventory"] = pulumi.Output.all(storage.uri, declared.nodes, declared.gke_service_account).apply(
+        lambda a: {"stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
+                   "kind": spec.kind, "registry": {"repository": images.path, "metadata_token": True},
+                   **({"gke_service_account": a[2]} if a[2] else {})})
     return outputs

@@ -5,6 +5,7 @@ trainctl's VMs, TPUs and GKE clusters whose expiry label has passed."""
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
@@ -81,68 +82,108 @@ def source_object_name() -> str:
     return f"trainctl-reaper/source-{digest.hexdigest()[:16]}.zip"
 
 
+@dataclass(frozen=True)
+class Site:
+    """Where the reaper's resources go: their names' stem, the stack, its region, the bucket
+    that holds the function's source, and the options that make them the component's children."""
+
+    name: str
+    spec: ClusterSpec
+    project: str
+    region: str
+    bucket: pulumi.Input[str]
+    child: pulumi.ResourceOptions
+
+
+def _reaper_account(site: Site) -> gcp.serviceaccount.Account:
+    """The account the function runs as, granted the reaper's custom role and nothing else."""
+    name, spec = site.name, site.spec
+    account = gcp.serviceaccount.Account(
+        f"{name}-reaper-sa", account_id=reaper_account_id(spec),
+        project=site.project, display_name=f"trainctl reaper of {spec.name}", opts=site.child)
+    role = gcp.projects.IAMCustomRole(
+        f"{name}-reaper-role", project=site.project, role_id=reaper_role_id(spec),
+        title=f"trainctl reaper of {spec.name}", permissions=list(REAPER_PERMISSIONS), opts=site.child)
+    # the role's full name, written out: its `name` output is only known once it exists
+    gcp.projects.IAMMember(f"{name}-reaper-grant", project=site.project,
+                           role=f"projects/{site.project}/roles/{reaper_role_id(spec)}", member=_member(account),
+                           opts=pulumi.ResourceOptions.merge(site.child, pulumi.ResourceOptions(depends_on=[role])))
+    return account
+
+
+def _build_account(site: Site) -> tuple[gcp.serviceaccount.Account, list[pulumi.Resource]]:
+    """The account Cloud Build builds the function as, and its grants (which the build awaits)."""
+    name = site.name
+    builder = gcp.serviceaccount.Account(
+        f"{name}-reaper-build-sa", account_id=build_account_id(site.spec), project=site.project,
+        display_name=f"builds the trainctl reaper of {site.spec.name}", opts=site.child)
+    member = _member(builder)
+    grants: list[pulumi.Resource] = [
+        gcp.projects.IAMMember(f"{name}-reaper-build-{build_role.split('/')[-1]}", project=site.project,
+                               role=build_role, member=member, opts=site.child)
+        for build_role in BUILD_PROJECT_ROLES]
+    grants.append(gcp.storage.BucketIAMMember(f"{name}-reaper-build-source", bucket=site.bucket,
+                                              role=BUILD_SOURCE_ROLE, member=member, opts=site.child))
+    return builder, grants
+
+
+def _function(site: Site, labels: dict[str, str], account: gcp.serviceaccount.Account,
+              builder: gcp.serviceaccount.Account, grants: list[pulumi.Resource]) -> gcp.cloudfunctionsv2.Function:
+    source = gcp.storage.BucketObject(
+        f"{site.name}-reaper-src", bucket=site.bucket, name=source_object_name(),
+        source=pulumi.AssetArchive({path: pulumi.StringAsset(text)
+                                    for path, text in source_archive().items()}), opts=site.child)
+    return gcp.cloudfunctionsv2.Function(
+        f"{site.name}-reaper", name=f"{site.spec.name}-reaper", project=site.project, location=site.region,
+        labels=labels,
+        build_config=gcp.cloudfunctionsv2.FunctionBuildConfigArgs(
+            runtime="python311", entry_point="reap",
+            service_account=pulumi.Output.concat("projects/", site.project, "/serviceAccounts/", builder.email),
+            source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgs(
+                storage_source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceStorageSourceArgs(
+                    bucket=site.bucket, object=source.name))),
+        service_config=gcp.cloudfunctionsv2.FunctionServiceConfigArgs(
+            max_instance_count=1, timeout_seconds=300, ingress_settings="ALLOW_INTERNAL_ONLY",
+            service_account_email=account.email,
+            environment_variables={"REAP_PROJECT": site.project}),
+        # built only once its build account holds what the build needs (else a first
+        # build races the grants: "Permission artifactregistry.repositories.uploadArtifacts denied")
+        opts=pulumi.ResourceOptions.merge(site.child, pulumi.ResourceOptions(depends_on=grants)))
+
+
+def _schedule(site: Site, function: gcp.cloudfunctionsv2.Function,
+              account: gcp.serviceaccount.Account) -> gcp.cloudscheduler.Job:
+    """The timer that invokes the function as the reaper's account, every 15 minutes."""
+    service = function.service_config.apply(_service_field("service"))
+    uri = function.service_config.apply(_service_field("uri"))
+    # A 2nd-gen function is a Cloud Run service: invoking it takes run.invoker on that service.
+    gcp.cloudrunv2.ServiceIamMember(
+        f"{site.name}-reaper-invoker", project=site.project, location=site.region, name=service,
+        role="roles/run.invoker", member=_member(account), opts=site.child)
+    return gcp.cloudscheduler.Job(
+        f"{site.name}-reaper-schedule", name=f"{site.spec.name}-reaper", project=site.project,
+        region=site.region, schedule="*/15 * * * *", time_zone="Etc/UTC",
+        http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+            uri=uri, http_method="POST",
+            oidc_token=gcp.cloudscheduler.JobHttpTargetOidcTokenArgs(
+                service_account_email=account.email, audience=uri)),
+        opts=site.child)
+
+
+def _member(account: gcp.serviceaccount.Account) -> pulumi.Output[str]:
+    return account.email.apply(lambda e: f"serviceAccount:{e}")
+
+
 class ScheduledReaper(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, bucket: pulumi.Input[str],
                  labels: dict[str, str], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:ScheduledReaper", name, None, opts)
-        child = child_opts(self, opts)
         assert spec.zone and spec.project
-        region = region_of(spec.zone)
-        account = gcp.serviceaccount.Account(
-            f"{name}-reaper-sa", account_id=reaper_account_id(spec),
-            project=spec.project, display_name=f"trainctl reaper of {spec.name}", opts=child)
-        member = account.email.apply(lambda e: f"serviceAccount:{e}")
-        role = gcp.projects.IAMCustomRole(
-            f"{name}-reaper-role", project=spec.project, role_id=reaper_role_id(spec),
-            title=f"trainctl reaper of {spec.name}", permissions=list(REAPER_PERMISSIONS), opts=child)
-        # the role's full name, written out: its `name` output is only known once it exists
-        gcp.projects.IAMMember(f"{name}-reaper-grant", project=spec.project,
-                               role=f"projects/{spec.project}/roles/{reaper_role_id(spec)}", member=member,
-                               opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[role])))
-        builder = gcp.serviceaccount.Account(
-            f"{name}-reaper-build-sa", account_id=build_account_id(spec), project=spec.project,
-            display_name=f"builds the trainctl reaper of {spec.name}", opts=child)
-        build_member = builder.email.apply(lambda e: f"serviceAccount:{e}")
-        grants: list[pulumi.Resource] = [
-            gcp.projects.IAMMember(f"{name}-reaper-build-{build_role.split('/')[-1]}", project=spec.project,
-                                   role=build_role, member=build_member, opts=child)
-            for build_role in BUILD_PROJECT_ROLES]
-        grants.append(gcp.storage.BucketIAMMember(f"{name}-reaper-build-source", bucket=bucket,
-                                                  role=BUILD_SOURCE_ROLE, member=build_member, opts=child))
-        source = gcp.storage.BucketObject(
-            f"{name}-reaper-src", bucket=bucket, name=source_object_name(),
-            source=pulumi.AssetArchive({path: pulumi.StringAsset(text)
-                                        for path, text in source_archive().items()}), opts=child)
-        self.function = gcp.cloudfunctionsv2.Function(
-            f"{name}-reaper", name=f"{spec.name}-reaper", project=spec.project, location=region,
-            labels=labels,
-            build_config=gcp.cloudfunctionsv2.FunctionBuildConfigArgs(
-                runtime="python311", entry_point="reap",
-                service_account=pulumi.Output.concat("projects/", spec.project, "/serviceAccounts/", builder.email),
-                source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceArgs(
-                    storage_source=gcp.cloudfunctionsv2.FunctionBuildConfigSourceStorageSourceArgs(
-                        bucket=bucket, object=source.name))),
-            service_config=gcp.cloudfunctionsv2.FunctionServiceConfigArgs(
-                max_instance_count=1, timeout_seconds=300, ingress_settings="ALLOW_INTERNAL_ONLY",
-                service_account_email=account.email,
-                environment_variables={"REAP_PROJECT": spec.project}),
-            # built only once its build account holds what the build needs (else a first
-            # build races the grants: "Permission artifactregistry.repositories.uploadArtifacts denied")
-            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=grants)))
-        service = self.function.service_config.apply(_service_field("service"))
-        uri = self.function.service_config.apply(_service_field("uri"))
-        # A 2nd-gen function is a Cloud Run service: invoking it takes run.invoker on that service.
-        gcp.cloudrunv2.ServiceIamMember(
-            f"{name}-reaper-invoker", project=spec.project, location=region, name=service,
-            role="roles/run.invoker", member=member, opts=child)
-        self.job = gcp.cloudscheduler.Job(
-            f"{name}-reaper-schedule", name=f"{spec.name}-reaper", project=spec.project,
-            region=region, schedule="*/15 * * * *", time_zone="Etc/UTC",
-            http_target=gcp.cloudscheduler.JobHttpTargetArgs(
-                uri=uri, http_method="POST",
-                oidc_token=gcp.cloudscheduler.JobHttpTargetOidcTokenArgs(
-                    service_account_email=account.email, audience=uri)),
-            opts=child)
+        site = Site(name, spec, spec.project, region_of(spec.zone), bucket, child_opts(self, opts))
+        account = _reaper_account(site)
+        builder, grants = _build_account(site)
+        self.function = _function(site, labels, account, builder, grants)
+        self.job = _schedule(site, self.function, account)
         self.register_outputs({"function": self.function.name})
 
 

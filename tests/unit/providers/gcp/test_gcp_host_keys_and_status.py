@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.serialization import load_ssh_public_key
 from google.cloud import compute_v1, tpu_v2
 
 from infra.providers.gcp import realizer
+from infra.providers.gcp.node_kinds import TpuSlice, VmNodes
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.program.tpu import tpu_name
 from infra.spec.cluster import ClusterSpec
@@ -63,21 +64,22 @@ def test_each_tpu_workers_host_key_comes_back_under_its_own_name(make_gcp: Any) 
     project = make_gcp(services=COMPUTE_AND_TPU)
     spec = project.stack("tpu-v5e-16", name="keys")
     node = tpu(project, spec)
-    found = realizer._tpu_host_keys(spec)
+    found = TpuSlice(spec).host_keys([f"keys-tpu-w{i}" for i in range(4)])
     assert found == {f"keys-tpu-w{i}": [worker_key(project, node, i)] for i in range(4)}
     assert len({keys[0] for keys in found.values()}) == 4 and all(is_ssh_key(k[0]) for k in found.values())
 
 
 def test_a_tpu_not_created_yet_has_no_host_keys(make_gcp: Any) -> None:
     project = make_gcp(services=COMPUTE_AND_TPU)
-    assert realizer._tpu_host_keys(project.stack("tpu-v5e-16")) == {}
+    spec = project.stack("tpu-v5e-16")
+    assert TpuSlice(spec).host_keys([f"{tpu_name(spec)}-w{i}" for i in range(4)]) == {}
 
 
 def test_a_vms_host_keys_are_what_its_guest_agent_published(make_gcp: Any) -> None:
     project = make_gcp(services=COMPUTE_AND_TPU)
     spec = project.stack("gpu-t4x2", name="keys")
     vms(project, spec, "keys-node-0")
-    keys = realizer._instance_host_keys(spec, "keys-node-0")
+    keys = VmNodes(spec).instance_host_keys("keys-node-0")
     assert keys == [project.host_key("keys-node-0")] and is_ssh_key(keys[0])
 
 
@@ -86,7 +88,7 @@ def test_a_vm_still_booting_has_published_no_host_keys_yet(make_gcp: Any) -> Non
     spec = project.stack("gpu-t4x2", name="keys")
     vms(project, spec, "keys-node-0")
     assert project.instance("keys-node-0")["status"] == "PROVISIONING"  # type: ignore[index]
-    assert realizer._instance_host_keys(spec, "keys-node-0") == []
+    assert VmNodes(spec).instance_host_keys("keys-node-0") == []
 
 
 def test_host_keys_are_fetched_for_every_vm_of_the_stack(make_gcp: Any) -> None:

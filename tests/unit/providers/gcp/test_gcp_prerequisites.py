@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.providers.gcp import realizer
+from infra.providers.gcp import prerequisites
 from infra.providers.gcp.simulator.pulumi import write_launcher
 from infra.spec.stack_config import ConfigError, load_stack
 
@@ -32,27 +32,27 @@ def only_pulumi_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 def test_passphrase_file_is_enough(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE_FILE", str(tmp_path / "pass"))
-    realizer.check_prerequisites(load_stack("gpu-t4x2"))
+    prerequisites.check_prerequisites(load_stack("gpu-t4x2"))
 
 
 def test_cloud_backend_needs_no_passphrase(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
     monkeypatch.setenv("PULUMI_BACKEND_URL", "https://api.pulumi.com")
-    realizer.check_prerequisites(load_stack("gpu-t4x2"))
+    prerequisites.check_prerequisites(load_stack("gpu-t4x2"))
 
 
 def test_backend_from_credentials_file(tmp_path: Path) -> None:
     home = tmp_path / "ph"
     home.mkdir()
     (home / "credentials.json").write_text(json.dumps({"current": "gs://state-bucket", "accounts": {}}))
-    assert realizer.pulumi_backend_url({"PULUMI_HOME": str(home)}) == "gs://state-bucket"
-    assert realizer.is_self_managed("gs://state-bucket") and realizer.is_self_managed("file://~")
-    assert realizer.pulumi_backend_url({"PULUMI_HOME": str(tmp_path / "none")}) is None
+    assert prerequisites.pulumi_backend_url({"PULUMI_HOME": str(home)}) == "gs://state-bucket"
+    assert prerequisites.is_self_managed("gs://state-bucket") and prerequisites.is_self_managed("file://~")
+    assert prerequisites.pulumi_backend_url({"PULUMI_HOME": str(tmp_path / "none")}) is None
 
 
 def test_gke_stack_needs_the_auth_plugin() -> None:
     with pytest.raises(ConfigError, match="gke-gcloud-auth-plugin"):
-        realizer.check_prerequisites(load_stack("gke-l4"))
+        prerequisites.check_prerequisites(load_stack("gke-l4"))
 
 
 def test_no_google_credentials_is_refused_with_the_command_that_makes_them(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,4 +64,4 @@ def test_no_google_credentials_is_refused_with_the_command_that_makes_them(monke
 
     monkeypatch.setattr(google.auth, "default", none)
     with pytest.raises(ConfigError, match="gcloud auth application-default login"):
-        realizer.check_prerequisites(load_stack("gpu-t4x2"))
+        prerequisites.check_prerequisites(load_stack("gpu-t4x2"))
