@@ -14,7 +14,7 @@ from bootstrap.ssh import open_connection
 from conftest import REPO, leftovers, listening, reach, trainctl
 from infra.providers import keys
 from infra.providers.inventory import Inventory
-from infra.providers.local import realizer
+from infra.providers.local import realizer, sshd
 from infra.spec.stack_config import ConfigError, load_stack
 
 pytestmark = pytest.mark.e2e
@@ -96,7 +96,7 @@ def test_down_is_idempotent_and_up_failure_rolls_back(trainctl_home, monkeypatch
     def broken(*args, **kwargs):
         raise RuntimeError("sshd failed to start")
 
-    monkeypatch.setattr(realizer.sshd, "boot_node", broken)
+    monkeypatch.setattr(sshd, "boot_node", broken)
     with pytest.raises(RuntimeError, match="sshd failed"):
         realizer.up(spec)
     assert leftovers("rollback") == []
