@@ -218,7 +218,7 @@ class NodeEndpoints:
                         return None
                     found = now
         except TimeoutError:
-            pass
+            pass  # GCE answers with the unchanged value when the wait times out
         return found
 
     async def put(self, request: web.Request) -> web.Response:
