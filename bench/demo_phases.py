@@ -29,7 +29,7 @@ from pathlib import Path
 
 from infra.providers import realizers
 from infra.providers.local import netns
-from infra.providers.local.realizer import Names
+from infra.providers.local.layout import Names
 from infra.providers.stack_home import discard, state_dir
 from trainctl.jobs.collect import Collector
 from trainctl.jobs.experiment_file import load_experiment

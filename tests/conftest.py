@@ -91,7 +91,7 @@ def tf_trainer_python() -> Path:
 def leftovers(stack: str) -> list[str]:
     """Everything on this machine that still belongs to the stack."""
     from infra.providers.local import netns as nets
-    from infra.providers.local.realizer import Names
+    from infra.providers.local.layout import Names
     from infra.providers.stack_home import lock_path, state_dir
 
     names = Names(stack)

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import reach
 from infra.providers.local import metadata_admin
-from infra.providers.local.realizer import Names, metadata_admin_for
+from infra.providers.local.instance_metadata import metadata_admin_for
+from infra.providers.local.layout import Names
 from tests.e2e.test_local_stack import ssh_run
 
 pytestmark = pytest.mark.e2e

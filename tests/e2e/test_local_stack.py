@@ -14,7 +14,11 @@ from bootstrap.ssh import open_connection
 from conftest import REPO, leftovers, listening, reach, trainctl
 from infra.providers import keys
 from infra.providers.inventory import Inventory
-from infra.providers.local import realizer
+from infra.providers.local import netns, realizer, sshd
+from infra.providers.local.destroy import discover
+from infra.providers.local.layout import Names
+from infra.providers.local.plan import plan, record_of
+from infra.providers.local.state import load_state
 from infra.spec.stack_config import ConfigError, load_stack
 
 pytestmark = pytest.mark.e2e
@@ -37,6 +41,22 @@ def test_nodes_are_separate_machines_reachable_only_with_pinned_keys(local_stack
     assert "sleep 300" in ssh_run(inv, 0, "ps -eo args")
     # Nodes resolve each other by name, as GCE's internal DNS lets VMs do.
     assert inv.nodes[2].internal_ip in ssh_run(inv, 0, "getent hosts node2")
+
+
+def test_up_creates_exactly_what_its_plan_lists(local_stack):
+    """The rows `trainctl plan` shows are what `up` records and makes, in order; nothing of the
+    stack exists on the machine that the plan does not name."""
+    spec = load_stack("local", name="planned", overrides={"nodes": 2})
+    stack_dir, *rows = plan(spec)
+    local_stack("planned", nodes=2)
+    state = load_state("planned")
+    assert state is not None and str(state.path.parent) == stack_dir.name
+    records = [{k: v for k, v in r.items() if k != "status"} for r in state.resources]
+    assert records == [{"kind": row.kind, **record_of(row)} for row in rows]
+    planned = {row.name for row in [stack_dir, *rows]}
+    assert set(discover(Names("planned"))) <= planned
+    assert {row.name for row in rows if row.kind == "netns"} <= set(netns.list_netns())
+    assert all(os.path.isdir(row.name) for row in rows if row.kind == "dir")
 
 
 def test_a_node_presenting_another_host_key_is_refused(local_stack, tmp_path):
@@ -96,7 +116,7 @@ def test_down_is_idempotent_and_up_failure_rolls_back(trainctl_home, monkeypatch
     def broken(*args, **kwargs):
         raise RuntimeError("sshd failed to start")
 
-    monkeypatch.setattr(realizer.sshd, "boot_node", broken)
+    monkeypatch.setattr(sshd, "boot_node", broken)
     with pytest.raises(RuntimeError, match="sshd failed"):
         realizer.up(spec)
     assert leftovers("rollback") == []

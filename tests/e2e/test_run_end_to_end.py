@@ -193,7 +193,7 @@ def test_three_experiments_in_parallel_stay_isolated(tmp_path, trainctl_home):
 
 
 def test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back(tmp_path, trainctl_home):
-    from infra.providers.local.realizer import Names
+    from infra.providers.local.layout import Names
 
     def pull_the_cable(run, run_id, runs):
         veth = Names(run_id).veth(1)

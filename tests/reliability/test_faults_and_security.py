@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 
 def test_an_intruder_on_the_cluster_bridge_reaches_nothing(local_stack):
     inv = local_stack("guarded", nodes=2)
-    from infra.providers.local.realizer import Names
+    from infra.providers.local.layout import Names
 
     names = Names("guarded")
     intruder, veth = "tc-guarded-intruder", f"tcv{names.digest[:6]}x"

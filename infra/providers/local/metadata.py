@@ -27,6 +27,7 @@ import copy
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,57 +163,72 @@ def refused(request: web.Request) -> web.Response | None:
     return None
 
 
-def node_app(instances: Instances) -> web.Application:
-    from aiohttp import web
+@dataclass
+class NodeEndpoints:
+    """What a node asks at 169.254.169.254: its own instance's values, told apart by its address."""
 
-    async def get(request: web.Request) -> web.StreamResponse:
+    instances: Instances
+
+    def answer(self, ip: str, parts: list[str], query: Any) -> tuple[str, str, bool] | None:
+        """(body, content type, is a directory); None: no such path for this node."""
+        tree = self.instances.tree(ip)
+        if tree is None:
+            return None
+        try:
+            value = lookup(tree, parts)
+        except KeyError:
+            return None
+        directory = isinstance(value, (dict, list))
+        return (*render(value, directory, query), directory)
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         if (no := refused(request)) is not None:
             return no
-        ip = request.remote or ""
         path = request.match_info["path"]
         parts = [p for p in path.split("/") if p]
-
-        def answer() -> tuple[str, str, bool] | None:
-            """(body, content type, is a directory); None: no such path for this node."""
-            tree = instances.tree(ip)
-            if tree is None:
-                return None
-            try:
-                value = lookup(tree, parts)
-            except KeyError:
-                return None
-            directory = isinstance(value, (dict, list))
-            return (*render(value, directory, request.query), directory)
-
-        found = answer()
+        found = self.answer(request.remote or "", parts, request.query)
         if found is None:
             return web.Response(status=404, text="Not Found\n", headers=FLAVOR)
-        body, kind, directory = found
-        if directory and path and not path.endswith("/"):
+        if found[2] and path and not path.endswith("/"):
             raise web.HTTPMovedPermanently(f"{ROOT}/{path}/", headers=FLAVOR)
         if request.query.get("wait_for_change") == "true":
-            seen = request.query.get("last_etag") or etag(body)
-            timeout = float(request.query.get("timeout_sec", DEFAULT_WAIT_SECONDS))
-            import asyncio
-
-            try:
-                async with asyncio.timeout(timeout):
-                    while etag(body) == seen:
-                        async with instances.changed:
-                            await instances.changed.wait()
-                        found = answer()
-                        if found is None:
-                            return web.Response(status=404, text="Not Found\n", headers=FLAVOR)
-                        body, kind, _ = found
-            except TimeoutError:
-                pass  # GCE answers with the unchanged value when the wait times out
+            found = await self.changed(request, parts, found)
+            if found is None:
+                return web.Response(status=404, text="Not Found\n", headers=FLAVOR)
+        body, kind, _ = found
         return web.Response(text=body, content_type=kind, headers={**FLAVOR, "ETag": etag(body)})
 
-    async def put(request: web.Request) -> web.Response:
+    async def changed(self, request: web.Request, parts: list[str],
+                      found: tuple[str, str, bool]) -> tuple[str, str, bool] | None:
+        """`wait_for_change`: the answer once it differs from `last_etag` (or from `found`), or
+        `found` unchanged when `timeout_sec` passes first, as GCE answers."""
+        import asyncio
+
+        seen = request.query.get("last_etag") or etag(found[0])
+        timeout = float(request.query.get("timeout_sec", DEFAULT_WAIT_SECONDS))
+        try:
+            async with asyncio.timeout(timeout):
+                while etag(found[0]) == seen:
+                    async with self.instances.changed:
+                        await self.instances.changed.wait()
+                    now = self.answer(request.remote or "", parts, request.query)
+                    if now is None:
+                        return None
+                    found = now
+        except TimeoutError:
+            pass  # GCE answers with the unchanged value when the wait times out
+        return found
+
+    async def put(self, request: web.Request) -> web.Response:
+        """Guest attributes only, as GCE's guest agent writes `hostkeys/`."""
+        from aiohttp import web
+
         if (no := refused(request)) is not None:
             return no
         parts = [p for p in request.match_info["path"].split("/") if p]
-        tree = instances.tree(request.remote or "")
+        tree = self.instances.tree(request.remote or "")
         if tree is None or len(parts) != 4 or parts[:2] != ["instance", "guest-attributes"]:
             return web.Response(status=403, text="Only guest attributes can be written\n", headers=FLAVOR)
         namespace, key = parts[2], parts[3]
@@ -220,76 +236,106 @@ def node_app(instances: Instances) -> web.Application:
             return web.Response(status=400, text="Bad guest attribute name\n", headers=FLAVOR)
         value = await request.text()
         tree["instance"]["guest-attributes"].setdefault(namespace, {})[key] = value
-        await instances.notify()
+        await self.instances.notify()
         return web.Response(text="", headers=FLAVOR)
 
+
+def node_app(instances: Instances) -> web.Application:
+    from aiohttp import web
+
+    endpoints = NodeEndpoints(instances)
     app = web.Application()
-    app.router.add_get(ROOT + "/{path:.*}", get)
-    app.router.add_put(ROOT + "/{path:.*}", put)
+    app.router.add_get(ROOT + "/{path:.*}", endpoints.get)
+    app.router.add_put(ROOT + "/{path:.*}", endpoints.put)
     return app
+
+
+@dataclass
+class AdminEndpoints:
+    """The controller's listener: Compute's view of the instances (guest attributes, metadata)
+    and what Compute does to them (preempt, boot again, delete)."""
+
+    instances: Instances
+
+    def instance_of(self, request: web.Request) -> dict[str, Any]:
+        from aiohttp import web
+
+        ip = self.instances.names.get(request.match_info["node"])
+        if ip is None:
+            raise web.HTTPNotFound(text=f"no node {request.match_info['node']}\n")
+        return self.instances.by_ip[ip]
+
+    async def guest_attributes(self, request: web.Request) -> web.Response:
+        """In the shape of Compute's instances.getGuestAttributes."""
+        from aiohttp import web
+
+        query_path = request.query.get("queryPath", "")
+        namespace = query_path.strip("/").split("/")[0]
+        items = [{"namespace": ns, "key": key, "value": value}
+                 for ns, values in self.instance_of(request)["guest-attributes"].items()
+                 if not namespace or ns == namespace for key, value in values.items()]
+        return web.json_response({"kind": "compute#guestAttributes", "queryPath": query_path,
+                                  "queryValue": {"items": items}})
+
+    async def preempt(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
+        self.instance_of(request)["preempted"] = "TRUE"
+        await self.instances.notify()
+        return web.json_response({"preempted": "TRUE"})
+
+    async def boot(self, request: web.Request) -> web.Response:
+        """A node created again under its name (repair): values of a fresh instance."""
+        from aiohttp import web
+
+        node = await request.json()
+        handle = request.match_info["node"]
+        self.instances.put({"name": handle, **node, "handle": handle})
+        await self.instances.notify()
+        return web.json_response({"booted": node["name"]} if "name" in node else {"booted": True})
+
+    async def instance(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
+        return web.json_response(copy.deepcopy(self.instance_of(request)))
+
+    async def remove(self, request: web.Request) -> web.Response:
+        """The instance is deleted: its address answers nothing any more."""
+        from aiohttp import web
+
+        self.instances.remove(request.match_info["node"])
+        await self.instances.notify()
+        return web.json_response({"removed": request.match_info["node"]})
+
+    async def set_attributes(self, request: web.Request) -> web.Response:
+        """instances.setMetadata: new custom values; guest attributes and state stay."""
+        from aiohttp import web
+
+        self.instance_of(request)["attributes"] = dict(await request.json())
+        await self.instances.notify()
+        return web.json_response({"attributes": "set"})
+
+    async def set_project_attributes(self, request: web.Request) -> web.Response:
+        """projects.setCommonInstanceMetadata: every node sees the new project values."""
+        from aiohttp import web
+
+        self.instances.project["attributes"] = dict(await request.json())
+        await self.instances.notify()
+        return web.json_response({"attributes": "set"})
 
 
 def admin_app(instances: Instances) -> web.Application:
     from aiohttp import web
 
-    def instance_of(request: web.Request) -> dict[str, Any]:
-        ip = instances.names.get(request.match_info["node"])
-        if ip is None:
-            raise web.HTTPNotFound(text=f"no node {request.match_info['node']}\n")
-        return instances.by_ip[ip]
-
-    async def guest_attributes(request: web.Request) -> web.Response:
-        """In the shape of Compute's instances.getGuestAttributes."""
-        query_path = request.query.get("queryPath", "")
-        namespace = query_path.strip("/").split("/")[0]
-        items = [{"namespace": ns, "key": key, "value": value}
-                 for ns, values in instance_of(request)["guest-attributes"].items()
-                 if not namespace or ns == namespace for key, value in values.items()]
-        return web.json_response({"kind": "compute#guestAttributes", "queryPath": query_path,
-                                  "queryValue": {"items": items}})
-
-    async def preempt(request: web.Request) -> web.Response:
-        instance_of(request)["preempted"] = "TRUE"
-        await instances.notify()
-        return web.json_response({"preempted": "TRUE"})
-
-    async def boot(request: web.Request) -> web.Response:
-        """A node created again under its name (repair): values of a fresh instance."""
-        node = await request.json()
-        handle = request.match_info["node"]
-        instances.put({"name": handle, **node, "handle": handle})
-        await instances.notify()
-        return web.json_response({"booted": node["name"]} if "name" in node else {"booted": True})
-
-    async def instance(request: web.Request) -> web.Response:
-        return web.json_response(copy.deepcopy(instance_of(request)))
-
-    async def remove(request: web.Request) -> web.Response:
-        """The instance is deleted: its address answers nothing any more."""
-        instances.remove(request.match_info["node"])
-        await instances.notify()
-        return web.json_response({"removed": request.match_info["node"]})
-
-    async def set_attributes(request: web.Request) -> web.Response:
-        """instances.setMetadata: new custom values; guest attributes and state stay."""
-        instance_of(request)["attributes"] = dict(await request.json())
-        await instances.notify()
-        return web.json_response({"attributes": "set"})
-
-    async def set_project_attributes(request: web.Request) -> web.Response:
-        """projects.setCommonInstanceMetadata: every node sees the new project values."""
-        instances.project["attributes"] = dict(await request.json())
-        await instances.notify()
-        return web.json_response({"attributes": "set"})
-
+    endpoints = AdminEndpoints(instances)
     app = web.Application()
-    app.router.add_get("/nodes/{node}", instance)
-    app.router.add_get("/nodes/{node}/guest-attributes", guest_attributes)
-    app.router.add_post("/nodes/{node}/preempt", preempt)
-    app.router.add_put("/nodes/{node}", boot)
-    app.router.add_delete("/nodes/{node}", remove)
-    app.router.add_put("/nodes/{node}/attributes", set_attributes)
-    app.router.add_put("/project/attributes", set_project_attributes)
+    app.router.add_get("/nodes/{node}", endpoints.instance)
+    app.router.add_get("/nodes/{node}/guest-attributes", endpoints.guest_attributes)
+    app.router.add_post("/nodes/{node}/preempt", endpoints.preempt)
+    app.router.add_put("/nodes/{node}", endpoints.boot)
+    app.router.add_delete("/nodes/{node}", endpoints.remove)
+    app.router.add_put("/nodes/{node}/attributes", endpoints.set_attributes)
+    app.router.add_put("/project/attributes", endpoints.set_project_attributes)
     return app
 
 

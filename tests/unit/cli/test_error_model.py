@@ -8,7 +8,7 @@ from bootstrap.runner import BootstrapFailed, NodeResult, PrefetchFailed
 from infra.errors import ConfigError, ProvisionError, TrainctlError
 from infra.providers.inventory import Inventory, Node
 from infra.providers.local.netns import LocalCommandError
-from infra.providers.local.realizer import LocalStackError
+from infra.providers.local.layout import LocalStackError
 from trainctl.cli import entry as cli
 from trainctl.jobs.experiment import RunFailed
 
