@@ -17,17 +17,18 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from bootstrap.plan import BootstrapSpec
-from bootstrap.runner import SyncedNodes, bootstrap, no_report
+from bootstrap.runner import bootstrap, no_report
 from infra.errors import ConfigError, RemoteError
 from infra.providers.inventory import Inventory
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
-from trainctl.jobs.experiment_spec import Experiment, from_workdir
+from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
+from trainctl.jobs.node_recovery import recovery
 from trainctl.launchers.interrupts import (
     interrupt_main,
     raise_if_pending,
@@ -35,7 +36,7 @@ from trainctl.launchers.interrupts import (
     uninterruptible,
 )
 from trainctl.launchers.cluster_env import job_dir
-from trainctl.launchers.protocol import Recovery
+from trainctl.launchers.protocol import Launcher
 from trainctl.launchers.result import LaunchResult
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.run_logs import RESULT_FILE
@@ -161,60 +162,6 @@ class PhaseClock:
             raise_if_pending()
 
 
-def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[str], None]) -> Recovery:
-    """Preempted nodes come back under their names through the stack's realizer and are
-    bootstrapped alone; the launcher resumes the job from its checkpoint on the others meanwhile,
-    and on them once they are ready."""
-    def progress(message: str) -> None:
-        echo(f"[trainctl] {message}")
-
-    def reclaimed(nodes: list[str]) -> list[str]:
-        status = realizers.for_stack(stack).instance_status(stack, nodes)
-        return [n for n in nodes if status.get(n) != "RUNNING"]
-
-    def recreate(lost: list[str]) -> Inventory:
-        wait_until_reclaimed(stack, lost, progress)
-        repaired = realizers.for_stack(stack).repair(stack, lost, progress)
-        SyncedNodes(stack).forget(lost)  # new disks: their rsync need not wait
-        return repaired
-
-    def bootstrap_lost(repaired: Inventory, lost: list[str]) -> None:
-        bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
-
-    return Recovery(reclaimed=reclaimed, recreate=recreate, bootstrap=bootstrap_lost,
-                    keeps_addresses=realizers.capabilities(realizers.spec(stack)).repair_keeps_addresses)
-
-
-# GCE gives a reclaimed VM about 30 s of shutdown before it is stopped or deleted.
-RECLAIM_TIMEOUT_SECONDS = 120.0
-RECLAIMED = (None, "TERMINATED", "STOPPED", "SUSPENDED")  # gone, or stopped for good
-RECLAIM_FIRST_POLL_SECONDS, RECLAIM_POLL_CAP_SECONDS = 0.05, 1.0
-
-
-def wait_until_reclaimed(stack: str, nodes: list[str], progress: Callable[[str], None],
-                         timeout: float = RECLAIM_TIMEOUT_SECONDS) -> None:
-    """A preempted node runs its shutdown before the provider stops or deletes it; recreating it
-    earlier would find it still there (STOPPING on GCE). Asked often at first, where a short
-    shutdown ends (the replacement waits on every poll's lag), then every second."""
-    deadline = time.monotonic() + timeout
-    said = False
-    pause = RECLAIM_FIRST_POLL_SECONDS
-    while True:
-        status = realizers.for_stack(stack).instance_status(stack, nodes)
-        busy = [n for n in nodes if status.get(n) not in RECLAIMED]
-        if not busy:
-            return
-        if time.monotonic() > deadline:
-            raise RemoteError(f"{', '.join(busy)} still {status[busy[0]]} {timeout:.0f} s after the "
-                              "preemption notice; the provider has not finished reclaiming it")
-        if not said:
-            progress(f"waiting for {', '.join(busy)} to finish shutting down ({status[busy[0]]})")
-            said = True
-        raise_if_pending()
-        time.sleep(pause)
-        pause = min(1.25 * pause, RECLAIM_POLL_CAP_SECONDS)
-
-
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
     """What the run's spot nodes saved against the same nodes on demand (catalog list prices)."""
     realizer = realizers.for_spec(spec)
@@ -245,13 +192,24 @@ def refuse_framework_mismatch(spec: ClusterSpec, framework: str) -> None:
         raise ConfigError(problem)
 
 
-def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
-                   echo: Callable[[str], None] = print, board=None,
-                   resume: str | None = None) -> RunReport:
-    """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens.
-    `resume` reuses a sweep's id: its study continues without redoing finished trials."""
-    run_id = resume or new_run_id(exp.name)
-    # Validate everything before anything exists.
+@dataclass
+class StackRun:
+    """One experiment's run on its own stack, from what was validated before anything exists;
+    the image, once pushed, is written into the bootstrap and launch specs."""
+    exp: Experiment
+    run_id: str
+    spec: ClusterSpec
+    bspec: BootstrapSpec
+    lspec: LaunchSpec
+    launcher: Launcher
+    needs_bootstrap: bool
+    report: RunReport
+    phase: PhaseClock
+    echo: Callable[[str], None]
+
+
+def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[str], None]) -> StackRun:
+    """Validate everything before anything exists; then the run's folder."""
     spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
                       overrides={**exp.overrides, "ephemeral": True, "ttl_hours": exp.ttl_hours})
     bspec = bootstrap_spec(exp, spec.python)
@@ -264,76 +222,109 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
     report.run_dir.mkdir(parents=True, exist_ok=True)
-    phase = PhaseClock(report, echo)
-    inventory: Inventory | None = None
+    return StackRun(exp, run_id, spec, bspec, lspec, launcher, needs_bootstrap, report,
+                    PhaseClock(report, echo), echo)
+
+
+def up_with_image(run: StackRun, builder: ThreadPoolExecutor, image_log: Path) -> Inventory:
+    """The stack up, the experiment's image built meanwhile and then pushed to it."""
+    built = start_image(run.exp, run.spec, run.bspec, image_log, builder, run.echo)
+    with run.phase("up"):
+        inventory = realizers.for_spec(run.spec).up(run.spec, lambda m: run.echo(f"[trainctl] {m}"))
+    if built is not None:
+        with run.phase("image"):
+            image = push_image(built, inventory, image_log, run.echo)
+        run.echo(f"[trainctl] image {image}")
+        run.bspec = run.bspec.model_copy(update={"image": image})
+        run.lspec = run.lspec.model_copy(update={"image": image})
+    return inventory
+
+
+def bootstrap_nodes(run: StackRun, inventory: Inventory, board: Callable[[Inventory], Any] | None) -> None:
+    if not run.needs_bootstrap:
+        run.echo("[trainctl] nothing to bootstrap: the job's image holds code and environment")
+        return
+    with run.phase("bootstrap"):
+        reporter = board(inventory) if board else None
+        with reporter or contextlib.nullcontext():
+            bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap",
+                      report=reporter or no_report)
+
+
+def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
+    """The sweep's trials; the best one's artifacts are copied to runs/<run>/best."""
+    report = run.report
+    with run.phase("sweep"):
+        report.trials = run_sweep(run.spec, inventory, run.launcher, sweep, run.lspec, run.run_id,
+                                  report.run_dir, run.echo, run.exp.artifacts)
+    top = best(report.trials, sweep)
+    if top is None:
+        raise RunFailed(f"sweep {run.run_id}: no trial completed")
+    shutil.copytree(report.run_dir / f"trial-{top.number}", report.run_dir / "best",
+                    ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
+
+
+def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExecutor) -> None:
+    report, echo = run.report, run.echo
+    collector = Collector(inventory)
+    with run.phase("train"):
+        report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
+                                         report.run_dir / "logs" / "launch", echo,
+                                         recovery=recovery(run.run_id, run.bspec, report.run_dir, echo))
+    if run.spec.has_spot:
+        report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
+        record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
+    with run.phase("collect"):
+        missing = collector.collect(job_dir(inventory, run.run_id), run.exp.artifacts, report.run_dir,
+                                    run_id=run.run_id, image=run.lspec.image)
+        said = missing_artifacts(run.exp, missing)
+        if said:
+            echo(f"[trainctl] {said}")
+    # The picture is drawn while the stack comes down; the numbers are already here.
+    drawer.submit(draw_loss, report.run_dir)
+    metrics_path = report.run_dir / "metrics.json"
+    if metrics_path.exists():
+        report.metrics = json.loads(metrics_path.read_text())
+    if not report.result.ok:
+        raise RunFailed(report.result.describe_failures())
+
+
+def tear_down(run: StackRun, keep: bool) -> None:
+    """The stack removed, never cut short by a signal; or, with --keep, how to remove it."""
+    if keep:
+        run.echo(f"[trainctl] --keep: stack {run.run_id} stays up; "
+                 f"`trainctl down --stack {run.run_id}` removes it")
+        return
+    with uninterruptible(), run.phase("down", interruptible=False):
+        if realizers.for_stack(run.run_id).down(run.run_id, force=False,
+                                                progress=lambda m: run.echo(f"[trainctl] {m}")):
+            run.echo(f"[trainctl] stack {run.run_id} removed")
+
+
+def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
+                   echo: Callable[[str], None] = print, board: Callable[[Inventory], Any] | None = None,
+                   resume: str | None = None) -> RunReport:
+    """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens.
+    `resume` reuses a sweep's id: its study continues without redoing finished trials."""
+    run_id = resume or new_run_id(exp.name)
+    run = prepare_run(exp, run_id, runs_dir, echo)
     drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="draw")
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="image")
-    image_log = report.run_dir / "logs" / "image" / "build.log"
-    echo(f"[trainctl] run {run_id}: {spec.node_count} node(s) on stack {exp.stack} "
-         f"({spec.provider}), artifacts → {report.run_dir}")
+    echo(f"[trainctl] run {run_id}: {run.spec.node_count} node(s) on stack {exp.stack} "
+         f"({run.spec.provider}), artifacts → {run.report.run_dir}")
     try:
         with signals_as_interrupt(), ttl_guard(exp.ttl_hours, echo):
             try:
-                built = start_image(exp, spec, bspec, image_log, builder, echo)
-                with phase("up"):
-                    inventory = realizers.for_spec(spec).up(spec, lambda m: echo(f"[trainctl] {m}"))
-                if built is not None:
-                    with phase("image"):
-                        image = push_image(built, inventory, image_log, echo)
-                    echo(f"[trainctl] image {image}")
-                    bspec = bspec.model_copy(update={"image": image})
-                    lspec = lspec.model_copy(update={"image": image})
-                if needs_bootstrap:
-                    with phase("bootstrap"):
-                        reporter = board(inventory) if board else None
-                        with reporter or contextlib.nullcontext():
-                            bootstrap(inventory, bspec, report.run_dir / "logs" / "bootstrap",
-                                      report=reporter or no_report)
-                else:
-                    echo("[trainctl] nothing to bootstrap: the job's image holds code and environment")
+                inventory = up_with_image(run, builder, run.report.run_dir / "logs" / "image" / "build.log")
+                bootstrap_nodes(run, inventory, board)
                 if exp.sweep:
-                    with phase("sweep"):
-                        report.trials = run_sweep(spec, inventory, launcher, exp.sweep, lspec, run_id,
-                                                  report.run_dir, echo, exp.artifacts)
-                    top = best(report.trials, exp.sweep)
-                    if top is None:
-                        raise RunFailed(f"sweep {run_id}: no trial completed")
-                    shutil.copytree(report.run_dir / f"trial-{top.number}", report.run_dir / "best",
-                                    ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
-                    return report
-                collector = Collector(inventory)
-
-                with phase("train"):
-                    report.result = launcher.run(launcher.dryrun(spec, inventory, lspec),
-                                                 report.run_dir / "logs" / "launch", echo,
-                                                 recovery=recovery(run_id, bspec, report.run_dir, echo))
-                if spec.has_spot:
-                    report.spot_saving_usd = spot_saving(spec, report.phases["train"])
-                    record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
-                with phase("collect"):
-                    missing = collector.collect(job_dir(inventory, run_id), exp.artifacts, report.run_dir,
-                                                run_id=run_id, image=lspec.image)
-                    said = missing_artifacts(exp, missing)
-                    if said:
-                        echo(f"[trainctl] {said}")
-                # The picture is drawn while the stack comes down; the numbers are already here.
-                drawer.submit(draw_loss, report.run_dir)
-                metrics_path = report.run_dir / "metrics.json"
-                if metrics_path.exists():
-                    report.metrics = json.loads(metrics_path.read_text())
-                if not report.result.ok:
-                    raise RunFailed(report.result.describe_failures())
-            finally:
-                if not keep:
-                    with uninterruptible(), phase("down", interruptible=False):
-                        if realizers.for_stack(run_id).down(run_id, force=False,
-                                                            progress=lambda m: echo(f"[trainctl] {m}")):
-                            echo(f"[trainctl] stack {run_id} removed")
+                    sweep_trials(run, inventory, exp.sweep)
                 else:
-                    echo(f"[trainctl] --keep: stack {run_id} stays up; "
-                         f"`trainctl down --stack {run_id}` removes it")
+                    train_and_collect(run, inventory, drawer)
+            finally:
+                tear_down(run, keep)
     finally:
         drawer.shutdown(wait=True)  # draw_loss never raises: a failed picture only warns
         builder.shutdown(wait=True, cancel_futures=True)
-        (report.run_dir / "timings.json").write_text(json.dumps(report.phases, indent=2))
-    return report
+        (run.report.run_dir / "timings.json").write_text(json.dumps(run.report.phases, indent=2))
+    return run.report

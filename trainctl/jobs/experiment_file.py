@@ -9,7 +9,8 @@ from typing import Any
 from infra.spec.stack_config import ConfigError, read_yaml_mapping
 from trainctl.jobs.experiment_spec import Experiment, build_experiment
 from trainctl.jobs.gcloud_flags import GcloudFlags
-from trainctl.jobs.vertex_job import is_job_spec, to_experiment
+from trainctl.jobs.job_on_stack import to_experiment
+from trainctl.jobs.job_spec import is_job_spec
 
 
 def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,

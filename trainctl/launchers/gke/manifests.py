@@ -90,35 +90,43 @@ def service_account(email: str, labels: dict[str, str]) -> dict[str, Any]:
                          "annotations": {"iam.gke.io/gcp-service-account": email}}}
 
 
-def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
-              image: str | None = None, gsa: str | None = None) -> list[dict[str, Any]]:
-    job, svc = names(spec)
-    email = gke_service_account(inventory, gsa)
-    image = image or spec.image or default_image(cluster, spec.framework)
-    labels = {"app.kubernetes.io/managed-by": "trainctl", "trainctl/run": spec.run_id}
-    user = expand(spec.command, inventory, spec.run_id)
+def _environment(inventory: Inventory, spec: LaunchSpec) -> list[dict[str, str]]:
+    """The Vertex AI job-dir variables, pointing at the stack's bucket, and the launch's env."""
     base = f"{inventory.bucket_uri.rstrip('/')}/{spec.run_id}"
-    env = [{"name": k, "value": v} for k, v in {
+    return [{"name": k, "value": v} for k, v in {
         "AIP_MODEL_DIR": f"{base}/model", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints",
         "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs", "PYTHONUNBUFFERED": "1", **spec.env}.items()]
-    resources: dict[str, Any] = {}
+
+
+def _script(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, user: list[str],
+            env: list[dict[str, str]]) -> str:
+    """The container's bash script: on TPU hosts the program itself (PyTorch/XLA told its device
+    in `env`), else under TF_CONFIG for TensorFlow or under torchrun."""
+    if cluster.tpu:
+        if spec.framework == "torch":
+            env.append({"name": "PJRT_DEVICE", "value": "TPU"})
+        return " ".join(shlex.quote(a) for a in user)
+    if spec.framework == "tensorflow":
+        return _tf_prelude(cluster, job, svc) + " ".join(shlex.quote(a) for a in user)
+    return _torch_command(cluster, spec, job, svc, user)
+
+
+def _accelerators(cluster: ClusterSpec) -> tuple[dict[str, str], dict[str, str]]:
+    """The pod's resource limits and node selector for the pool's TPU slice or GPUs."""
+    resources: dict[str, str] = {}
     node_selector: dict[str, str] = {}
     if cluster.tpu:
         tpu = catalog.TPUS[cluster.tpu.type]
         resources = {"google.com/tpu": str(tpu.chips_per_host)}
         node_selector = {"cloud.google.com/gke-tpu-accelerator": tpu.gke_accelerator or "",
                          "cloud.google.com/gke-tpu-topology": tpu.topology}
-        script = " ".join(shlex.quote(a) for a in user)
-        if spec.framework == "torch":
-            env.append({"name": "PJRT_DEVICE", "value": "TPU"})
-    elif spec.framework == "tensorflow":
-        script = _tf_prelude(cluster, job, svc) + " ".join(shlex.quote(a) for a in user)
-    else:
-        script = _torch_command(cluster, spec, job, svc, user)
     if cluster.gpu:
         resources = {"nvidia.com/gpu": str(cluster.gpu.count)}
-    ports = [{"containerPort": RDZV_PORT, "name": "rdzv"}, {"containerPort": TF_PORT, "name": "tf"}]
-    service = {
+    return resources, node_selector
+
+
+def _service(svc: str, labels: dict[str, str], spec: LaunchSpec, ports: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
         "apiVersion": "v1", "kind": "Service",
         "metadata": {"name": svc, "labels": labels},
         # Headless: DNS names per pod, no load balancing.
@@ -126,18 +134,11 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
                  "ports": [{"name": p["name"], "port": p["containerPort"]} for p in ports],
                  "publishNotReadyAddresses": True},
     }
-    pod_spec: dict[str, Any] = {
-        "subdomain": svc, "restartPolicy": "Never",
-        "serviceAccountName": catalog.GKE_KSA_NAME,
-        "containers": [{
-            "name": CONTAINER, "image": image,
-            "command": ["bash", "-c", script], "env": env, "ports": ports,
-            "resources": {"limits": resources} if resources else {},
-        }],
-    }
-    if node_selector:
-        pod_spec["nodeSelector"] = node_selector
-    job_manifest = {
+
+
+def _indexed_job(job: str, labels: dict[str, str], cluster: ClusterSpec, spec: LaunchSpec,
+                 pod_spec: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": job, "labels": labels},
         "spec": {
@@ -152,7 +153,32 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         },
     }
-    return [service_account(email, labels), service, job_manifest]
+
+
+def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
+              image: str | None = None, gsa: str | None = None) -> list[dict[str, Any]]:
+    job, svc = names(spec)
+    email = gke_service_account(inventory, gsa)
+    image = image or spec.image or default_image(cluster, spec.framework)
+    labels = {"app.kubernetes.io/managed-by": "trainctl", "trainctl/run": spec.run_id}
+    user = expand(spec.command, inventory, spec.run_id)
+    env = _environment(inventory, spec)
+    script = _script(cluster, spec, job, svc, user, env)
+    resources, node_selector = _accelerators(cluster)
+    ports = [{"containerPort": RDZV_PORT, "name": "rdzv"}, {"containerPort": TF_PORT, "name": "tf"}]
+    pod_spec: dict[str, Any] = {
+        "subdomain": svc, "restartPolicy": "Never",
+        "serviceAccountName": catalog.GKE_KSA_NAME,
+        "containers": [{
+            "name": CONTAINER, "image": image,
+            "command": ["bash", "-c", script], "env": env, "ports": ports,
+            "resources": {"limits": resources} if resources else {},
+        }],
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    return [service_account(email, labels), _service(svc, labels, spec, ports),
+            _indexed_job(job, labels, cluster, spec, pod_spec)]
 
 
 def pod_failure_policy(spec: LaunchSpec) -> dict[str, Any]:

@@ -1,0 +1,33 @@
+"""`trainctl run JOB_SPEC`'s step from a job spec to an experiment on a stack: the I/O that the
+pure translation (trainctl/jobs/job_spec.py) leaves out. It checks gcloud's local package paths,
+reads the ENTRYPOINT of an image named without a command, loads the target stack, stages the
+job's code and packages for it (trainctl/jobs/job_environment.py), and asks the stack's
+capabilities."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from infra.providers import realizers
+from infra.spec.stack_config import load_stack
+from trainctl.jobs.gcloud_flags import GcloudFlags, apply
+from trainctl.jobs.image import image_command
+from trainctl.jobs.job_environment import code_and_requirements, sources_of
+from trainctl.jobs.job_spec import Mapping, fit_to_stack, translate
+
+
+def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | None,
+                  requirements: str | None, framework: str | None = None,
+                  flags: GcloudFlags | None = None) -> Mapping:
+    """The job spec (with gcloud's flags over it) as an experiment on `stack`, with notes on
+    what the mapping changed."""
+    flags = flags or GcloudFlags()
+    job = apply(job, flags, path)
+    sources = sources_of(job, flags, code, requirements)
+    mapping = translate(job, path=path, read_image=image_command)
+    target = load_stack(stack)
+    code_dir, staged = code_and_requirements(job, path=path, target=target, sources=sources, notes=mapping.notes)
+    fit_to_stack(mapping, stack=stack, can=realizers.capabilities(target), code=code_dir, requirements=staged,
+                 framework=framework)
+    return mapping

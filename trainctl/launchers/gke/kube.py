@@ -1,0 +1,85 @@
+"""The Kubernetes calls of a GKE run, in one namespace: objects created unless already there,
+and the Job and Service deleted (the Job in the foreground, waiting for its pods)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from infra.providers.inventory import Inventory
+from infra.spec.stack_config import ConfigError
+from trainctl.launchers.gke.manifests import import_kubernetes
+
+
+def _discard(response: Any) -> None:
+    """Read and release a raw response. Deletions are read raw: a Job deleted in the foreground
+    answers with the Job itself, which the client's V1Status model refuses."""
+    response.data
+    response.release_conn()
+
+
+class Kube:
+    """The Kubernetes calls of a run, in one namespace."""
+
+    def __init__(self, inventory: Inventory, namespace: str, streams: int) -> None:
+        import_kubernetes()
+        from kubernetes import client, config
+
+        if not inventory.kubeconfig:
+            raise ConfigError(f"stack {inventory.stack} has no kubeconfig (not a GKE stack?)")
+        configuration = client.Configuration()
+        # One connection per log stream, two watches and the calls in between.
+        configuration.connection_pool_maxsize = streams + 8
+        self.api = config.new_client_from_config(config_file=inventory.kubeconfig, persist_config=False,
+                                                 client_configuration=configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.ns = namespace
+
+    def keep_or_create(self, create: Callable[..., Any], body: Any) -> bool:
+        """Create; an object of that name already there is kept. True when created."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            create(self.ns, body, field_validation="Strict")
+            return True
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+
+    def job_exists(self, name: str) -> bool:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.batch.read_namespaced_job(name, self.ns)
+            return True
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return False
+
+    def delete_job(self, name: str, wait: float, poll: float) -> None:
+        """Foreground: the Job stays until its pods are gone, so `wait` covers the pods too."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            _discard(self.batch.delete_namespaced_job(name, self.ns, propagation_policy="Foreground",
+                                                      _preload_content=False))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        deadline = time.monotonic() + wait
+        while wait and self.job_exists(name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {name} still terminating after {wait:.0f} s")
+            time.sleep(poll)
+
+    def delete_service(self, name: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            _discard(self.core.delete_namespaced_service(name, self.ns, _preload_content=False))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
