@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from bootstrap.plan import BootstrapSpec
-from bootstrap.runner import SyncedNodes, bootstrap, no_report
+from bootstrap.runner import bootstrap, no_report
+from bootstrap.synced_nodes import SyncedNodes
 from infra.errors import ConfigError, RemoteError
 from infra.providers.inventory import Inventory
 from infra.spec.cluster import ClusterSpec
