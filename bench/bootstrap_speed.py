@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bootstrap.plan import node_paths
-from bootstrap.runner import SyncedNodes
 from bootstrap.ssh import join, openssh_command
+from bootstrap.synced_nodes import SyncedNodes
 from infra.providers.inventory import Inventory, Node
 from infra.providers.local import realizer
 from infra.spec.stack_config import load_stack

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bootstrap.plan import BootstrapSpec
-from bootstrap.runner import FAILED_FILE, BootstrapFailed, SyncedNodes, bootstrap
+from bootstrap.runner import FAILED_FILE, BootstrapFailed, bootstrap
+from bootstrap.synced_nodes import SyncedNodes
 from infra.providers.local import netns
 
 pytestmark = pytest.mark.e2e

@@ -39,7 +39,7 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
         "the simulated kubelet stands in for an image with an environment seeded as bootstrap seeds "
         "offline nodes' (BootstrapSpec, seed_argv, the rsync filter): the simulator is Google's side, "
         "run as a service of its own, and reuses bootstrap's seeding instead of a copy",
-    ("infra.providers.gcp.simulator.kubernetes.images", "bootstrap.runner"):
+    ("infra.providers.gcp.simulator.kubernetes.images", "bootstrap.uv_cache"):
         "the same: fill_uv_cache, controller_uv and install_failure",
 }
 TOPS = ("infra", "trainctl", "bootstrap", "policy")

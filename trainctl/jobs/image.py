@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bootstrap.containers import cert_args
 from bootstrap.plan import BootstrapSpec, filter_args
-from bootstrap.runner import controller_uv, fill_uv_cache, install_failure
+from bootstrap.uv_cache import controller_uv, fill_uv_cache, install_failure
 from infra.errors import ConfigError, ProvisionError
 from infra.providers.inventory import Registry
 from infra.providers.stack_home import cache_dir

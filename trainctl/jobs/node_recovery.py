@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from bootstrap.plan import BootstrapSpec
-from bootstrap.runner import SyncedNodes, bootstrap
+from bootstrap.runner import bootstrap
+from bootstrap.synced_nodes import SyncedNodes
 from infra.errors import RemoteError
 from infra.providers import realizers
 from infra.providers.inventory import Inventory

@@ -150,6 +150,6 @@ def _packages_root() -> Path:
 
 
 def _uv() -> str:
-    from bootstrap.runner import controller_uv
+    from bootstrap.uv_cache import controller_uv
 
     return controller_uv()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bootstrap.runner import BootstrapFailed, NodeResult, PrefetchFailed
+from bootstrap.node_runner import NodeResult
+from bootstrap.runner import BootstrapFailed
+from bootstrap.uv_cache import PrefetchFailed
 from infra.errors import ConfigError, ProvisionError, TrainctlError
 from infra.providers.inventory import Inventory, Node
 from infra.providers.local.netns import LocalCommandError

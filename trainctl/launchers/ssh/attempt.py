@@ -8,6 +8,8 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -27,6 +29,40 @@ from trainctl.launchers.ssh.session import (_stop_until_ended, heartbeat, is_pre
 NOT_STARTED = "not started: the run was stopping"
 
 
+@dataclass
+class Attempt:
+    """What the nodes' sessions and the watch over them share while the attempt runs."""
+    inventory: Inventory
+    spec: LaunchSpec
+    log_dir: Path
+    echo: Callable[[str], None]
+    number: int
+    commands: Mapping[str, str]
+    joining: Mapping[str, Future[Inventory]]
+    nodes: list[Node]
+    outcomes: dict[str, NodeOutcome]
+    stops: AttemptStops
+    first_failure: threading.Event
+    chief: str | None
+    serving: list[Node]
+    stopping: threading.Event = field(default_factory=threading.Event)
+    chief_done: threading.Event = field(default_factory=threading.Event)
+
+
+def prepare(inventory: Inventory, spec: LaunchSpec, log_dir: Path, echo: Callable[[str], None], number: int,
+            joining: Mapping[str, Future[Inventory]], commands: Mapping[str, str]) -> Attempt:
+    nodes = [n for n in inventory.nodes if n.name in commands]
+    outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in nodes}
+    first_failure = threading.Event()
+    chief = members(inventory, "chief")[0].name if members(inventory, "chief") else None
+    serving = [n for n in servers(inventory) if n.name in commands]
+    # torchrun would restart the group: not after a permanent error, one no retry can fix, or
+    # once other nodes' groups have finished (their agents never join its new rendezvous)
+    stops = AttemptStops(outcomes, spec.permanent_exit_codes, first_failure.set)
+    return Attempt(inventory, spec, log_dir, echo, number, commands, joining, nodes, outcomes, stops,
+                   first_failure, chief, serving)
+
+
 def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Inventory | None:
     """Wait for a joining node to be recreated and bootstrapped (a failure raises): the inventory
     that has it; None if the run stops first."""
@@ -36,6 +72,127 @@ def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Invento
         except FutureTimeout:
             continue
     return None
+
+
+def worker_exited(attempt: Attempt, node: str, code: int) -> None:
+    if not attempt.stopping.is_set():
+        attempt.stops.worker_exited(node, code)
+
+
+def reach(attempt: Attempt, node: Node) -> tuple[Inventory | None, Node, str]:
+    """The inventory that has the node (None: the run stopped before a joining node was back),
+    the node as it has it, and its command line."""
+    if node.name not in attempt.joining:
+        return attempt.inventory, node, attempt.commands[node.name]
+    reached = wait_to_join(attempt.joining[node.name], attempt.stopping)
+    if reached is None:
+        return None, node, attempt.commands[node.name]
+    node = reached.node(node.name)
+    return reached, node, node_command(reached, node, attempt.spec, attempt.number, joiners=True)
+
+
+def run_command(attempt: Attempt, conn, node: Node, command: str, printer: LinePrinter,
+                done: threading.Event, direct: bool) -> None:
+    """The node's command on its session, watched by a heartbeat and for a preemption notice."""
+    outcome, echo = attempt.outcomes[node.name], attempt.echo
+    threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo), daemon=True).start()
+    threading.Thread(target=watch_preemption, args=(conn, node, outcome, done, attempt.first_failure.set, echo),
+                     daemon=True).start()
+    result = conn.run(command, warn=True, hide=False, pty=False,
+                      out_stream=printer, err_stream=printer, in_stream=False)
+    outcome.exit_code = result.exited
+    if result.exited and not outcome.preempted and is_preempted(conn):
+        # its processes (the watch among them) died of the VM's shutdown first
+        if mark_preempted(outcome):
+            echo(f"[trainctl] {node.name}: {outcome.error}")
+    if direct and result.exited and not outcome.preempted and not outcome.released:
+        worker_exited(attempt, node.name, result.exited)  # the program's own exit code
+
+
+def run_on(attempt: Attempt, node: Node) -> None:
+    """One node's session, from connecting (after its recreation, for a joining node) to its
+    command's end."""
+    outcome = attempt.outcomes[node.name]
+    direct = not uses_torchrun(node, attempt.spec, attempt.inventory)
+    printer = LinePrinter(node.name, attempt.log_dir / f"{node.name}.log", attempt.echo, outcome,
+                          partial(worker_exited, attempt, node.name),
+                          direct_rank=node.rank if direct else None, quiet=attempt.stopping,
+                          on_agent_change=None if direct else attempt.stops.agents_changed)
+    done = threading.Event()
+    try:
+        reached, node, command = reach(attempt, node)
+        if reached is None:
+            outcome.exit_code, outcome.error = -1, NOT_STARTED
+        else:
+            conn = open_connection(reached, node, deadline=time.monotonic() + 60)
+            with conn:
+                if attempt.stopping.is_set():  # connected after the stop: never start
+                    outcome.exit_code, outcome.error = -1, NOT_STARTED
+                else:
+                    run_command(attempt, conn, node, command, printer, done, direct)
+    except Exception as exc:
+        outcome.exit_code = -1
+        outcome.error = outcome.error or f"{type(exc).__name__}: {exc}"
+    finally:
+        done.set()
+        printer.close()
+    judge_end(attempt, node.name, outcome)
+
+
+def judge_end(attempt: Attempt, node: str, outcome: NodeOutcome) -> None:
+    """Whether the node's end stops the others: a failure does, unless the stop caused it."""
+    if node == attempt.chief and outcome.exit_code == 0:
+        attempt.chief_done.set()
+    if outcome.exit_code != 0 and not outcome.released:
+        if outcome.preempted:
+            attempt.first_failure.set()
+        elif attempt.stopping.is_set() and node not in attempt.stops.causes:
+            outcome.collateral = True
+        else:
+            attempt.first_failure.set()
+
+
+def release_servers(attempt: Attempt) -> None:
+    """The job is done: its servers go (marked first, so their end is no failure)."""
+    for n in attempt.serving:
+        attempt.outcomes[n.name].released = True
+    attempt.echo(f"[trainctl] the chief finished: stopping the servers ({', '.join(n.name for n in attempt.serving)})")
+    stop_run(attempt.inventory, attempt.spec.run_id, attempt.serving)
+
+
+def stop_after_failure(attempt: Attempt, sessions: list[Future], on_lost: Callable[[list[str]], None]) -> None:
+    """Stop the others; preempted nodes are left to their shutdown, and `on_lost` hears of them
+    first (their recreation starts while the others stop) unless nothing may follow."""
+    attempt.stopping.set()
+    lost = [o.node for o in attempt.outcomes.values() if o.preempted]
+    attempt.echo(f"[trainctl] {attempt.stops.why(lost)}: stopping run {attempt.spec.run_id} on the others")
+    if lost and not attempt.stops.final:
+        on_lost(sorted(lost))
+    _stop_until_ended(attempt.inventory, attempt.spec.run_id, attempt.nodes, sessions, frozenset(lost))
+
+
+def stop_everywhere(attempt: Attempt, sessions: list[Future], said: str) -> None:
+    attempt.stopping.set()
+    attempt.echo(said)
+    _stop_until_ended(attempt.inventory, attempt.spec.run_id, attempt.nodes, sessions)
+
+
+def watch(attempt: Attempt, sessions: list[Future], cancel: threading.Event | None,
+          on_lost: Callable[[list[str]], None]) -> None:
+    """Until every session has ended: stop them all on a cancel or the first failure, the
+    servers once the chief is done."""
+    while not all(f.done() for f in sessions):
+        raise_if_pending()
+        if cancel is not None and cancel.is_set():
+            stop_everywhere(attempt, sessions,
+                            f"[trainctl] run {attempt.spec.run_id} cancelled: stopping it on every node")
+            return
+        if (attempt.serving and attempt.chief_done.is_set()
+                and not any(attempt.outcomes[n.name].released for n in attempt.serving)):
+            release_servers(attempt)
+        if attempt.first_failure.wait(0.2):
+            stop_after_failure(attempt, sessions, on_lost)
+            return
 
 
 def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
@@ -52,109 +209,19 @@ def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     log_dir.mkdir(parents=True, exist_ok=True)
     joining = joining or {}
     commands = commands if commands is not None else plan(inventory, spec, attempt, joiners=bool(joining))
-    nodes = [n for n in inventory.nodes if n.name in commands]
-    outcomes = {n.name: NodeOutcome(n.name, n.rank) for n in nodes}
-    first_failure = threading.Event()
-    stopping = threading.Event()
-    chief_done = threading.Event()
-    chief = members(inventory, "chief")[0].name if members(inventory, "chief") else None
-    serving = [n for n in servers(inventory) if n.name in commands]
-    # torchrun would restart the group: not after a permanent error, one no retry can fix, or
-    # once other nodes' groups have finished (their agents never join its new rendezvous)
-    stops = AttemptStops(outcomes, spec.permanent_exit_codes, first_failure.set)
-
-    def run_on(node: Node) -> None:
-        outcome = outcomes[node.name]
-
-        def worker_exit(code: int) -> None:
-            if not stopping.is_set():
-                stops.worker_exited(node.name, code)
-
-        direct = not uses_torchrun(node, spec, inventory)
-        printer = LinePrinter(node.name, log_dir / f"{node.name}.log", echo, outcome, worker_exit,
-                              direct_rank=node.rank if direct else None, quiet=stopping,
-                              on_agent_change=None if direct else stops.agents_changed)
-        done = threading.Event()
-        try:
-            reached: Inventory | None = inventory
-            command = commands[node.name]
-            if node.name in joining:
-                reached = wait_to_join(joining[node.name], stopping)
-                if reached is not None:
-                    node = reached.node(node.name)
-                    command = node_command(reached, node, spec, attempt, joiners=True)
-            if reached is None:
-                outcome.exit_code, outcome.error = -1, NOT_STARTED
-            else:
-                conn = open_connection(reached, node, deadline=time.monotonic() + 60)
-                with conn:
-                    if stopping.is_set():  # connected after the stop: never start
-                        outcome.exit_code, outcome.error = -1, NOT_STARTED
-                    else:
-                        threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo),
-                                         daemon=True).start()
-                        threading.Thread(target=watch_preemption,
-                                         args=(conn, node, outcome, done, first_failure.set, echo),
-                                         daemon=True).start()
-                        result = conn.run(command, warn=True, hide=False, pty=False,
-                                          out_stream=printer, err_stream=printer, in_stream=False)
-                        outcome.exit_code = result.exited
-                        if result.exited and not outcome.preempted and is_preempted(conn):
-                            # its processes (the watch among them) died of the VM's shutdown first
-                            if mark_preempted(outcome):
-                                echo(f"[trainctl] {node.name}: {outcome.error}")
-                        if direct and result.exited and not outcome.preempted and not outcome.released:
-                            worker_exit(result.exited)  # the program's own exit code
-        except Exception as exc:
-            outcome.exit_code = -1
-            outcome.error = outcome.error or f"{type(exc).__name__}: {exc}"
-        finally:
-            done.set()
-            printer.close()
-        if node.name == chief and outcome.exit_code == 0:
-            chief_done.set()
-        if outcome.exit_code != 0 and not outcome.released:
-            if outcome.preempted:
-                first_failure.set()
-            elif stopping.is_set() and node.name not in stops.causes:
-                outcome.collateral = True
-            else:
-                first_failure.set()
-
-    pool = ThreadPoolExecutor(max_workers=len(nodes))
-    futures = [pool.submit(run_on, n) for n in nodes]
+    state = prepare(inventory, spec, log_dir, echo, attempt, joining, commands)
+    pool = ThreadPoolExecutor(max_workers=len(state.nodes))
+    sessions = [pool.submit(run_on, state, n) for n in state.nodes]
     try:
-        while not all(f.done() for f in futures):
-            raise_if_pending()
-            if cancel is not None and cancel.is_set():
-                stopping.set()
-                echo(f"[trainctl] run {spec.run_id} cancelled: stopping it on every node")
-                _stop_until_ended(inventory, spec.run_id, nodes, futures)
-                break
-            if serving and chief_done.is_set() and not any(outcomes[n.name].released for n in serving):
-                # the job is done: its servers go (marked first, so their end is no failure)
-                for n in serving:
-                    outcomes[n.name].released = True
-                echo(f"[trainctl] the chief finished: stopping the servers ({', '.join(n.name for n in serving)})")
-                stop_run(inventory, spec.run_id, serving)
-            if first_failure.wait(0.2):
-                stopping.set()
-                lost = [o.node for o in outcomes.values() if o.preempted]
-                echo(f"[trainctl] {stops.why(lost)}: stopping run {spec.run_id} on the others")
-                if lost and not stops.final:
-                    on_lost(sorted(lost))
-                _stop_until_ended(inventory, spec.run_id, nodes, futures, frozenset(lost))
-                break
+        watch(state, sessions, cancel, on_lost)
     except BaseException:
-        stopping.set()
-        echo(f"[trainctl] interrupted: stopping run {spec.run_id} on every node")
-        _stop_until_ended(inventory, spec.run_id, nodes, futures)
+        stop_everywhere(state, sessions, f"[trainctl] interrupted: stopping run {spec.run_id} on every node")
         raise
     finally:
         pool.shutdown(wait=True)
-    result = LaunchResult(spec.run_id, sorted(outcomes.values(), key=lambda o: o.rank),
-                          permanent_failure=stops.permanent[1] if stops.permanent else None,
+    result = LaunchResult(spec.run_id, sorted(state.outcomes.values(), key=lambda o: o.rank),
+                          permanent_failure=state.stops.permanent[1] if state.stops.permanent else None,
                           cancelled=cancel is not None and cancel.is_set())
-    for name, why in stops.causes.items():
-        outcomes[name].error = why
+    for name, why in state.stops.causes.items():
+        state.outcomes[name].error = why
     return result

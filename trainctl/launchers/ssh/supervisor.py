@@ -7,6 +7,8 @@ import contextlib
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -20,6 +22,26 @@ from trainctl.launchers.ssh.commands import program_nodes, uses_torchrun
 from trainctl.launchers.cluster_env import torch_group
 from trainctl.launchers.ssh.recovery import Recovered, find_reclaimed, interruptible_sleep, once_joined, recreate_with_backoff
 from trainctl.launchers.ssh.session import stop_run
+
+
+@dataclass
+class Job:
+    """A job under supervision: where it runs (recreated nodes replace the inventory), how
+    lost nodes come back, and the recoveries so far with the recreations under way."""
+    inventory: Inventory
+    spec: LaunchSpec
+    log_dir: Path
+    echo: Callable[[str], None]
+    cancel: threading.Event | None
+    recovery: Recovery | None
+    sleep: Callable[[float], None]
+    background: ThreadPoolExecutor
+    recoveries: list[RecoveryRecord] = field(default_factory=list)
+    recreating: dict[tuple[str, ...], Future[Recovered]] = field(default_factory=dict)
+
+
+# this attempt's recovery: its record, and the recreated nodes with their bootstrap
+Pending = tuple[RecoveryRecord, Future[Recovered]]
 
 
 def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
@@ -36,27 +58,10 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
     survivors start again once stopped where the recreated nodes keep their addresses
     (otherwise once those are known), and wait in torchrun's rendezvous for them. `first`: the
     first attempt's command lines, as the launch plan has them (default: made here)."""
-    recoveries: list[RecoveryRecord] = []
-    recreating: dict[tuple[str, ...], Future[Recovered]] = {}
     background = ThreadPoolExecutor(max_workers=2, thread_name_prefix="recreate")
-
-    def recover(lost: list[str]) -> Recovered:
-        """Recreate, then start the nodes' bootstrap at once (the survivors may still be
-        stopping); it runs on while the job starts again on the others."""
-        assert recovery is not None  # asked for only when there is one
-        inventory, tries = recreate_with_backoff(recovery, lost, echo, sleep)
-        return inventory, tries, background.submit(recovery.bootstrap, inventory, lost)
-
-    def on_lost(lost: list[str]) -> None:
-        if recovery is None or (spec.max_recoveries is not None and len(recoveries) >= spec.max_recoveries):
-            return
-        echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)} while the others "
-             "stop, then resuming from the latest checkpoint")
-        recreating[tuple(lost)] = background.submit(recover, lost)
-
+    job = Job(inventory, spec, log_dir, echo, cancel, recovery, sleep, background)
     try:
-        return _launch_until_done(inventory, spec, log_dir, echo, cancel, recovery, recoveries,
-                                  recreating, on_lost, recover, first)
+        return _launch_until_done(job, first)
     except KeyboardInterrupt as exc:  # stopped everywhere (launch_once): say so, not "running"
         write_interrupted(log_dir, spec.run_id, str(exc) or "interrupted")
         raise
@@ -64,77 +69,108 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
         background.shutdown(wait=True, cancel_futures=True)
 
 
-def _launch_until_done(inventory: Inventory, spec: LaunchSpec, log_dir: Path, echo: Callable[[str], None],
-                       cancel: threading.Event | None, recovery: Recovery | None,
-                       recoveries: list[RecoveryRecord],
-                       recreating: dict[tuple[str, ...], Future[Recovered]],
-                       on_lost: Callable[[list[str]], None],
-                       recover: Callable[[list[str]], Recovered],
-                       first: Mapping[str, str] | None = None) -> LaunchResult:
-    result = launch_once(inventory, spec, log_dir, echo, 0, cancel, on_lost=on_lost, commands=first)
+def recover(job: Job, lost: list[str]) -> Recovered:
+    """Recreate, then start the nodes' bootstrap at once (the survivors may still be
+    stopping); it runs on while the job starts again on the others."""
+    assert job.recovery is not None  # asked for only when there is one
+    inventory, tries = recreate_with_backoff(job.recovery, lost, job.echo, job.sleep)
+    return inventory, tries, job.background.submit(job.recovery.bootstrap, inventory, lost)
+
+
+def on_lost(job: Job, lost: list[str]) -> None:
+    """Nodes were preempted while the attempt runs: recreating them starts now."""
+    if job.recovery is None or (job.spec.max_recoveries is not None
+                                and len(job.recoveries) >= job.spec.max_recoveries):
+        return
+    job.echo(f"[trainctl] recovery {len(job.recoveries) + 1}: recreating {', '.join(lost)} while the others "
+             "stop, then resuming from the latest checkpoint")
+    job.recreating[tuple(lost)] = job.background.submit(recover, job, lost)
+
+
+def _launch_until_done(job: Job, first: Mapping[str, str] | None) -> LaunchResult:
+    spec, heard = job.spec, partial(on_lost, job)
+    result = launch_once(job.inventory, spec, job.log_dir, job.echo, 0, job.cancel, on_lost=heard, commands=first)
     attempt = reruns = 0
     while not result.ok and not result.cancelled:
         joining: dict[str, Future[Inventory]] = {}
-        pending: tuple[RecoveryRecord, Future[Recovered]] | None = None  # this attempt's recovery
-        find_reclaimed(result, recovery, echo)
+        pending: Pending | None = None
+        find_reclaimed(result, job.recovery, job.echo)
         lost = result.preempted()
         if lost:
-            if recovery is None:
-                echo(f"[trainctl] {', '.join(lost)} preempted; nothing recreates nodes for this "
-                     "run (`trainctl run` of an experiment does): stopping")
+            resumed = resume_after_loss(job, result, lost)
+            if resumed is None:
                 break
-            if spec.max_recoveries is not None and len(recoveries) >= spec.max_recoveries:
-                echo(f"[trainctl] {', '.join(lost)} preempted again: max_recoveries "
-                     f"({spec.max_recoveries}) reached")
-                break
-            lost_at, furthest = result.lost_at(), result.last_step()
-            # the survivors were stopped when the loss was seen (launch_once); recreating began then
-            started = recreating.pop(tuple(lost), None)
-            for other in list(recreating.values()):  # a subset, before more nodes went too
-                with contextlib.suppress(Exception):
-                    other.result()
-            recreating.clear()
-            if started is None:
-                echo(f"[trainctl] recovery {len(recoveries) + 1}: recreating {', '.join(lost)}, then "
-                     "resuming from the latest checkpoint")
-                started = Future()
-                started.set_result(recover(lost))
-            rendezvous = all(uses_torchrun(n, spec, inventory) for n in program_nodes(inventory, spec))
-            if rendezvous and torch_group(inventory)[0].name not in lost:
-                if not recovery.keeps_addresses:
-                    inventory = started.result()[0]  # the others' commands name the new addresses
-                # The others start now: their agents (torch's import, the rendezvous) get ready
-                # while the lost nodes are recreated and bootstrapped, then those join them.
-                joining = dict.fromkeys(lost, once_joined(started))
-            else:
-                # Programs without torchrun's rendezvous to wait in, or a lost rendezvous host
-                # (the others' agents would give up on its store after torch's 60 s): all start
-                # together.
-                inventory = started.result()[0]
-                started.result()[2].result()
-            record = RecoveryRecord(lost, lost_at, time.time(), 0, furthest)
-            recoveries.append(record)
-            pending = record, started
-            for joined in set(joining.values()):  # every node runs again once they have joined
-                joined.add_done_callback(record.joined)
-        elif reruns >= spec.job_retries or rerun_refused(result, spec, inventory.stack, echo):
+            joining, pending = resumed
+        elif reruns >= spec.job_retries or rerun_refused(result, spec, job.inventory.stack, job.echo):
             break
         else:
             reruns += 1
-            echo(f"[trainctl] job failed; rerun {reruns}/{spec.job_retries} from the latest checkpoint")
-            stop_run(inventory, spec.run_id)
+            job.echo(f"[trainctl] job failed; rerun {reruns}/{spec.job_retries} from the latest checkpoint")
+            stop_run(job.inventory, spec.run_id)
         attempt += 1
-        result = launch_once(inventory, spec, log_dir, echo, attempt, cancel, on_lost=on_lost, joining=joining)
+        result = launch_once(job.inventory, spec, job.log_dir, job.echo, attempt, job.cancel, on_lost=heard,
+                             joining=joining)
         for joined in set(joining.values()):
             joined.result()  # a node that could not be recreated or bootstrapped ends the run
         if pending is not None:
             record, recovered = pending
-            inventory, record.tries, _ = recovered.result()
+            job.inventory, record.tries, _ = recovered.result()
             record.resumed_from_step = result.resumed_step()
     result.attempts = attempt + 1
-    result.recoveries = recoveries
-    write_result(log_dir, result)
+    result.recoveries = job.recoveries
+    write_result(job.log_dir, result)
     return result
+
+
+def resume_after_loss(job: Job, result: LaunchResult,
+                      lost: list[str]) -> tuple[dict[str, Future[Inventory]], Pending] | None:
+    """Bring the preempted nodes back for the next attempt: the nodes that join it once they
+    are back, and the recovery under way; None (said why) when no recovery may follow."""
+    if job.recovery is None:
+        job.echo(f"[trainctl] {', '.join(lost)} preempted; nothing recreates nodes for this "
+                 "run (`trainctl run` of an experiment does): stopping")
+        return None
+    if job.spec.max_recoveries is not None and len(job.recoveries) >= job.spec.max_recoveries:
+        job.echo(f"[trainctl] {', '.join(lost)} preempted again: max_recoveries "
+                 f"({job.spec.max_recoveries}) reached")
+        return None
+    lost_at, furthest = result.lost_at(), result.last_step()
+    started = recreation(job, lost)
+    joining: dict[str, Future[Inventory]] = {}
+    rendezvous = all(uses_torchrun(n, job.spec, job.inventory) for n in program_nodes(job.inventory, job.spec))
+    if rendezvous and torch_group(job.inventory)[0].name not in lost:
+        if not job.recovery.keeps_addresses:
+            job.inventory = started.result()[0]  # the others' commands name the new addresses
+        # The others start now: their agents (torch's import, the rendezvous) get ready
+        # while the lost nodes are recreated and bootstrapped, then those join them.
+        joining = dict.fromkeys(lost, once_joined(started))
+    else:
+        # Programs without torchrun's rendezvous to wait in, or a lost rendezvous host
+        # (the others' agents would give up on its store after torch's 60 s): all start
+        # together.
+        job.inventory = started.result()[0]
+        started.result()[2].result()
+    record = RecoveryRecord(lost, lost_at, time.time(), 0, furthest)
+    job.recoveries.append(record)
+    for joined in set(joining.values()):  # every node runs again once they have joined
+        joined.add_done_callback(record.joined)
+    return joining, (record, started)
+
+
+def recreation(job: Job, lost: list[str]) -> Future[Recovered]:
+    """The lost nodes' recreation: begun when the loss was seen (launch_once stopped the
+    survivors then), else begun now and waited for."""
+    started = job.recreating.pop(tuple(lost), None)
+    for other in list(job.recreating.values()):  # a subset, before more nodes went too
+        with contextlib.suppress(Exception):
+            other.result()
+    job.recreating.clear()
+    if started is None:
+        job.echo(f"[trainctl] recovery {len(job.recoveries) + 1}: recreating {', '.join(lost)}, then "
+                 "resuming from the latest checkpoint")
+        started = Future()
+        started.set_result(recover(job, lost))
+    return started
 
 
 def rerun_refused(result: LaunchResult, spec: LaunchSpec, stack: str, echo: Callable[[str], None]) -> bool:

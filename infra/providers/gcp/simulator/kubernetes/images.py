@@ -103,7 +103,7 @@ def seed_environment(code_dir: Path, requirements: str, log: Path) -> Path:
     """An environment with the requirements, made (once) as bootstrap seeds offline nodes':
     uv installs them from the controller's cache, hardlinking what it holds."""
     from bootstrap.plan import BootstrapSpec, seed_argv
-    from bootstrap.runner import controller_uv, fill_uv_cache, install_failure
+    from bootstrap.uv_cache import controller_uv, fill_uv_cache, install_failure
     from infra.providers.offline_uv import offline_uv_env
     from infra.providers.stack_home import cache_dir
 
