@@ -16,8 +16,9 @@ if TYPE_CHECKING:  # ClusterSpec runs these checks while it validates itself
 
 
 def check_provider(spec: ClusterSpec) -> dict[str, Any]:
-    """The checks of the provider `spec` names (its provider field says which constraints
-    apply); the defaults they settle, for the spec to take."""
+    """The checks of the provider `spec` names; the defaults they settle, for the spec to take.
+    Chosen by the provider field because the spec layer sits below the providers and cannot ask
+    their Capabilities, and a stack must be refused while it is read, before anything exists."""
     return PROVIDER_CHECKS[spec.provider](spec)
 
 
