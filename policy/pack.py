@@ -18,13 +18,14 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.rules import RULES, Resource, Rule
+from policy.declared import Resource
+from policy.rules import RULES, Rule
 
 PACK_NAME = "trainctl-gcp"
 
 
 def _resource(resource_type: str, name: str, props: Any, opts: Any) -> Resource:
-    # The engine shows `protect` but not retainOnDelete (see rules.RETAIN_LABEL).
+    # The engine shows `protect` but not retainOnDelete (see storage_rules.RETAIN_LABEL).
     protect = getattr(opts, "protect", None)
     return Resource(resource_type, name, dict(props or {}),
                     {"protect": protect} if protect is not None else {})

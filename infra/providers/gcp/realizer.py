@@ -73,7 +73,8 @@ def _natural(name: str) -> tuple[Any, ...]:
 
 
 def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
-    from policy.rules import Resource, check_resources
+    from policy.declared import Resource
+    from policy.rules import check_resources
 
     violations = check_resources([Resource(r.type, r.name, r.inputs, getattr(r, "options", None) or {})
                                   for r in declared])

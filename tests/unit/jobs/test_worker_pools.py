@@ -167,7 +167,8 @@ def test_pools_take_the_clusters_spot_flag_unless_they_set_their_own_and_the_sav
 
 def test_a_stack_with_one_on_demand_pool_among_spot_ones_declares_each_and_passes_the_policy_pack() -> None:
     from infra.providers.gcp.program.mocks import evaluate
-    from policy.rules import Resource, check_resources
+    from policy.declared import Resource
+    from policy.rules import check_resources
 
     spec = load_stack("tf-ps-pools", overrides={"spot": True, "pools": [
         {"role": "chief", "spot": False}, {"role": "worker", "count": 2}, {"role": "ps", "machine_type": "n2-standard-8"}]})

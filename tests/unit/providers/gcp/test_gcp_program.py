@@ -283,7 +283,8 @@ def test_outputs_hold_no_private_key_and_the_kubeconfig_is_secret(stack):
 def test_a_spot_stack_that_asks_to_be_stopped_declares_stop_and_passes_the_policy():
     """instance_termination_action is pulumi-gcp's InstanceSchedulingArgs field; GCE takes STOP
     or DELETE for spot VMs only (policy rule spot-scheduling-consistent)."""
-    from policy.rules import Resource, check_resources
+    from policy.declared import Resource
+    from policy.rules import check_resources
 
     spec = load_stack("gpu-l4-spot", overrides={"instance_termination_action": "STOP"})
     resources = evaluate(spec, PUBKEY)

@@ -1,0 +1,168 @@
+"""The sections of a ClusterSpec that check themselves: the accelerator requests (gpu, tpu), the
+network, SSH access and the bucket. Each refuses a bad value on its own, naming the field and the
+valid choices; what depends on the rest of the cluster (zones, machine types, node counts) is
+checked where the cluster is resolved (infra/spec/provider_constraints.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from pydantic import Field, field_validator, model_validator
+
+from infra.spec import catalog
+from infra.spec.model import SpecModel, resolve
+
+
+class GpuRequest(SpecModel):
+    type: str
+    count: int = Field(1, ge=1, le=16)
+
+    @field_validator("type")
+    @classmethod
+    def known_gpu(cls, v: str) -> str:
+        return catalog.known_gpu(catalog.gpu_label_to_name(v))
+
+
+class TpuRequest(SpecModel):
+    type: str
+    runtime_version: str | None = None  # defaults to the catalog's first for the type
+    queued: bool = False  # refused below; kept as a field so the refusal can explain itself
+
+    @field_validator("type")
+    @classmethod
+    def known_tpu(cls, v: str) -> str:
+        return catalog.known_tpu(v)
+
+    @field_validator("queued")
+    @classmethod
+    def not_queued(cls, v: bool) -> bool:
+        if v:
+            raise ValueError(
+                "tpu.queued: true is not supported: a queued TPU's node spec takes no metadata, "
+                "tags, labels or service account, so it would get no SSH key, no firewall tag and "
+                "be invisible to the reaper; remove tpu.queued to create the TPU directly")
+        return v
+
+    @model_validator(mode="after")
+    def known_runtime(self) -> TpuRequest:
+        tpu = catalog.TPUS[self.type]
+        if self.runtime_version is None:
+            # pydantic cannot return a new model from validation through __init__: defaults
+            # that depend on other fields are filled in on the frozen instance (resolve()).
+            resolve(self, {"runtime_version": tpu.runtime_versions[0]})
+        if self.runtime_version not in tpu.runtime_versions:
+            raise ValueError(
+                f"runtime_version {self.runtime_version!r} is not offered for {self.type}; "
+                f"valid: {catalog.choices(tpu.runtime_versions)}")
+        # TensorFlow's TPU runtimes come in two builds: "-pod" ones serve a multi-host slice
+        # from worker 0, the others a single host; the wrong one fails only at training time.
+        runtime = self.runtime_version or ""
+        if _is_tf_runtime(runtime) and _is_pod_runtime(runtime) != tpu.multi_host:
+            fits = [r for r in tpu.runtime_versions
+                    if not _is_tf_runtime(r) or _is_pod_runtime(r) == tpu.multi_host]
+            shape = f"a multi-host slice ({tpu.hosts} hosts)" if tpu.multi_host else "a single host"
+            need = "a -pod" if tpu.multi_host else "a non-pod"
+            raise ValueError(f"runtime_version {runtime!r} does not fit {self.type}: it is {shape}, "
+                             f"which needs {need} TensorFlow runtime; valid: {catalog.choices(fits)}")
+        return self
+
+
+def _is_tf_runtime(runtime: str) -> bool:
+    return runtime.startswith("tpu-vm-tf-")
+
+
+def _is_pod_runtime(runtime: str) -> bool:
+    return "-pod" in runtime
+
+
+def _cidr(value: str, what: str) -> str:
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{what} {value!r} is not a valid CIDR ({exc})") from None
+    return str(net)
+
+
+class NetworkSpec(SpecModel):
+    subnet_cidr: str = "10.128.0.0/20"
+    # Nodes get external IPs that only ssh.source_ranges may reach on port 22. Without them,
+    # Cloud NAT gives egress and SSH goes through IAP (add 35.235.240.0/20 to source_ranges).
+    external_ips: bool = True
+    nat: bool = False
+
+    @field_validator("subnet_cidr")
+    @classmethod
+    def private_subnet(cls, v: str) -> str:
+        net = ipaddress.ip_network(_cidr(v, "subnet_cidr"))
+        if not net.is_private or net.version != 4:
+            raise ValueError(f"subnet_cidr {v!r} must be a private IPv4 range (RFC 1918)")
+        if net.prefixlen > 29 or net.prefixlen < 8:
+            raise ValueError(f"subnet_cidr {v!r} must have a prefix between /8 and /29")
+        return str(net)
+
+
+class SshSpec(SpecModel):
+    user: str = "trainctl"  # the account created on GCP nodes; local nodes are always root
+    public_key: str | None = None  # default: the key trainctl generates per stack
+    # Who may reach port 22. Required on GCP (no 0.0.0.0/0 default); the local stack only
+    # admits its controller, the bridge address.
+    source_ranges: tuple[str, ...] = ()
+
+    @field_validator("user")
+    @classmethod
+    def posix_user(cls, v: str) -> str:
+        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+            raise ValueError(f"ssh user {v!r} is not a valid POSIX user name")
+        return v
+
+    @field_validator("source_ranges")
+    @classmethod
+    def no_world(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        out = []
+        for item in v:
+            net = ipaddress.ip_network(_cidr(item, "ssh.source_ranges entry"))
+            if net.prefixlen == 0:
+                raise ValueError(
+                    f"ssh.source_ranges entry {item!r} opens SSH to the whole internet; "
+                    "name your own address range (e.g. 203.0.113.7/32)")
+            out.append(str(net))
+        return tuple(out)
+
+
+BUCKET_COMPONENT_RE = re.compile(r"^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Cloud Storage's bucket naming rules (cloud.google.com/storage/docs/buckets#naming)."""
+    if not re.fullmatch(r"[-_.a-z0-9]+", name):
+        return "only lowercase letters, digits, '-', '_' and '.' are allowed"
+    limit = 222 if "." in name else 63
+    if not 3 <= len(name) <= limit:
+        return f"must be 3-{limit} characters{' (dotted names)' if '.' in name else ''}"
+    parts = name.split(".")
+    if any(len(p) > 63 for p in parts):
+        return "each dot-separated component must be at most 63 characters"
+    if not all(BUCKET_COMPONENT_RE.match(p) for p in parts):
+        return "must start and end with a letter or digit (also around each '.')"
+    if name.startswith("goog") or "google" in name or "g00gle" in name:
+        return "must not start with 'goog' or contain 'google'"
+    try:
+        ipaddress.ip_address(name)
+        return "must not be an IP address"
+    except ValueError:
+        return None
+
+
+class BucketSpec(SpecModel):
+    name: str | None = None  # default: derived from project + cluster name
+    location: str = "US"
+    retention_days: int = Field(30, ge=1, le=3650)  # lifecycle: delete old run objects
+
+    @field_validator("name")
+    @classmethod
+    def gcs_name(cls, v: str | None) -> str | None:
+        problem = bucket_name_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(f"bucket.name {v!r}: {problem} (Cloud Storage bucket naming rules)")
+        return v

@@ -1,0 +1,159 @@
+"""Each provider's constraints on a cluster, and the defaults they settle (node count, processes
+per node, a machine type's bundled GPU, each pool's machines), checked against the catalog while
+a ClusterSpec is resolved. Apart from the model because this is where the catalog's machine
+types, GPUs and TPUs meet a cluster's fields; ClusterSpec only says when the checks run."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from infra.spec import catalog
+from infra.spec.cluster_sections import GpuRequest
+from infra.spec.model import resolve
+
+if TYPE_CHECKING:  # ClusterSpec runs these checks while it validates itself
+    from infra.spec.cluster import ClusterSpec
+
+
+def check_provider(spec: ClusterSpec) -> dict[str, Any]:
+    """The checks of the provider `spec` names; the defaults they settle, for the spec to take.
+    Chosen by the provider field because the spec layer sits below the providers and cannot ask
+    their Capabilities, and a stack must be refused while it is read, before anything exists."""
+    return PROVIDER_CHECKS[spec.provider](spec)
+
+
+def check_local(spec: ClusterSpec) -> dict[str, Any]:
+    """The local stack: namespaces of this machine, without accelerators, a few of them."""
+    if any(p.gpu for p in spec.pools):
+        raise ValueError("the local stack has no accelerators: remove gpu from the pools")
+    if spec.gpu or spec.tpu:
+        raise ValueError("the local stack has no accelerators: remove gpu/tpu "
+                         "(or use a gcp stack)")
+    if spec.kind != "vm":
+        raise ValueError(f"kind {spec.kind!r} needs provider gcp; the local stack has kind 'vm'")
+    nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
+    if nodes > catalog.LOCAL_MAX_NODES:
+        raise ValueError(f"nodes {nodes} is more than the local stack supports "
+                         f"(1-{catalog.LOCAL_MAX_NODES})")
+    return {"nodes": nodes, "processes_per_node": spec.processes_per_node or 1}
+
+
+def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
+    """A GCP stack: its project and zone, who may reach SSH, and the machines of its kind."""
+    if not spec.project:
+        raise ValueError("project is required for provider gcp (trainctl:project or gcp:project)")
+    if not spec.zone:
+        raise ValueError("zone is required for provider gcp (trainctl:zone or gcp:zone)")
+    if spec.kind != "gke" and not spec.ssh.source_ranges:
+        raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
+                         "reach port 22 (there is no 0.0.0.0/0 default)")
+    if spec.kind == "tpu" or (spec.kind == "gke" and spec.tpu):
+        updates = _check_tpu(spec)
+    elif spec.pools:
+        updates = _check_pool_machines(spec)
+    else:
+        updates = _check_gpu_machine(spec)
+    if spec.processes_per_node is None:
+        gpu = updates.get("gpu", spec.gpu)
+        # one process per GPU; one per TPU host, which drives all its chips
+        updates["processes_per_node"] = gpu.count if gpu and not spec.tpu else 1
+    return updates
+
+
+def _check_tpu(spec: ClusterSpec) -> dict[str, Any]:
+    if not spec.tpu:
+        raise ValueError("kind 'tpu' needs a tpu section (type, runtime_version)")
+    if spec.gpu:
+        raise ValueError("a cluster has either gpu or tpu, not both")
+    tpu = catalog.TPUS[spec.tpu.type]
+    if spec.zone not in tpu.zones:
+        raise ValueError(f"TPU type {tpu.name} is not offered in zone {spec.zone!r}; "
+                         f"valid zones: {catalog.choices(tpu.zones)}")
+    if spec.kind == "tpu":
+        if spec.nodes not in (None, tpu.hosts):
+            raise ValueError(f"nodes {spec.nodes} does not match TPU type {tpu.name}, which "
+                             f"has {tpu.hosts} host(s); leave nodes out or set {tpu.hosts}")
+        nodes = tpu.hosts
+    else:  # GKE: nodes = number of slices' hosts in the pool
+        hosts = tpu.hosts
+        nodes = spec.nodes or hosts
+        if nodes % hosts:
+            raise ValueError(f"nodes {nodes} must be a multiple of {hosts} (hosts per "
+                             f"{tpu.name} slice)")
+    if spec.machine_type is not None and spec.kind == "tpu":
+        raise ValueError("machine_type does not apply to TPU VMs; the TPU type sets it")
+    return {"nodes": nodes}
+
+
+def _check_pool_machines(spec: ClusterSpec) -> dict[str, Any]:
+    """Each pool's machines, checked as a one-group cluster's are; the cluster's own
+    machine_type and gpu are the pools' defaults."""
+    if spec.tpu:
+        raise ValueError(f"tpu needs kind 'tpu' or 'gke' (got kind {spec.kind!r})")
+    for pool in spec.pools:
+        machine_type = pool.machine_type or spec.machine_type
+        gpu = pool.gpu if pool.machine_type else pool.gpu or spec.gpu
+        where = f"pools[{pool.role}]: "
+        try:
+            derived = _check_gpu_machine(spec, machine_type, gpu)
+        except ValueError as exc:
+            raise ValueError(where + str(exc)) from None
+        resolve(pool, {"machine_type": machine_type, "gpu": derived.get("gpu", gpu)})
+    chief = spec.pools[0]
+    return {"machine_type": chief.machine_type, "gpu": chief.gpu}
+
+
+def _check_gpu_machine(spec: ClusterSpec, machine_type: str | None = None,
+                       gpu_request: GpuRequest | None = None) -> dict[str, Any]:
+    if machine_type is None:
+        machine_type, gpu_request = spec.machine_type, spec.gpu
+    if spec.tpu:
+        raise ValueError(f"tpu needs kind 'tpu' or 'gke' (got kind {spec.kind!r})")
+    if not machine_type:
+        raise ValueError(f"machine_type is required for kind {spec.kind!r}")
+    machine = catalog.MACHINES.get(machine_type)
+    if machine is None:
+        raise ValueError(f"unknown machine_type {machine_type!r}; "
+                         f"valid: {catalog.choices(catalog.MACHINES, limit=20)}")
+    updates: dict[str, Any] = {"nodes": spec.nodes or 1}
+    requested = gpu_request
+    if machine.bundled_gpu:
+        if requested and (requested.type != machine.bundled_gpu
+                         or requested.count != machine.bundled_gpu_count):
+            raise ValueError(
+                f"machine_type {machine.name} comes with {machine.bundled_gpu_count} x "
+                f"{machine.bundled_gpu}; gpu {requested.count} x {requested.type} does not fit "
+                "(leave gpu out for bundled machine types)")
+        gpu_request = updates["gpu"] = GpuRequest(type=machine.bundled_gpu,
+                                                  count=machine.bundled_gpu_count)
+    elif requested:
+        _check_attachable(machine, requested)
+    if gpu_request:
+        gpu = catalog.GPUS[gpu_request.type]
+        if spec.zone not in gpu.zones:
+            raise ValueError(f"GPU {gpu.name} is not offered in zone {spec.zone!r}; "
+                             f"valid zones: {catalog.choices(gpu.zones)}")
+    return updates
+
+
+def _check_attachable(machine: catalog.MachineType, requested: GpuRequest) -> None:
+    """A GPU attached to a machine type that does not bundle one: only to the families that
+    take them, in the counts GCE offers, within the vCPUs each count allows."""
+    gpu = catalog.GPUS[requested.type]
+    if machine.family not in catalog.ATTACHABLE_GPU_FAMILIES or not gpu.attachable_counts:
+        bundles = sorted(m.name for m in catalog.MACHINES.values()
+                         if m.bundled_gpu == gpu.name)
+        hint = (f"{gpu.name} comes only bundled: use {catalog.choices(bundles)}" if bundles
+                else "attach it to an n1 machine type")
+        raise ValueError(f"GPU {gpu.name} cannot be attached to {machine.name}; {hint}")
+    if requested.count not in gpu.attachable_counts:
+        raise ValueError(f"gpu.count {requested.count} is not attachable for {gpu.name}; "
+                         f"valid: {', '.join(map(str, gpu.attachable_counts))}")
+    limit = catalog.N1_MAX_VCPUS_PER_GPU_COUNT.get(gpu.name, {}).get(requested.count)
+    if limit is not None and machine.vcpus > limit:
+        raise ValueError(f"{machine.name} has {machine.vcpus} vCPUs, more than "
+                         f"{requested.count} x {gpu.name} allows ({limit})")
+
+
+PROVIDER_CHECKS: dict[str, Callable[[ClusterSpec], dict[str, Any]]] = {
+    "local": check_local, "gcp": check_gcp}
