@@ -38,7 +38,8 @@ def plan(stack: StackOpt = "local",
     rows = realizer.plan(spec)
     cost = realizer.estimate(spec)
     notes = [f"bucket gs://{r.name} is kept by `trainctl down` (a named stack's checkpoints outlive "
-             f"it); delete it with `gcloud storage rm -r gs://{r.name}`" for r in rows if r.kept_on_down]
+             f"it) and adopted by the next `up` of this stack; delete it with "
+             f"`gcloud storage rm -r gs://{r.name}`" for r in rows if r.kept_on_down]
     if as_json:
         from trainctl.cli.plan_document import plan_document
 

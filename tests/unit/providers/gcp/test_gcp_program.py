@@ -229,6 +229,7 @@ def test_plan_of_a_gcp_stack_lists_resources_and_cost_without_credentials():
     # a named stack keeps its bucket on purpose (defect 4): the plan says so and how to remove it
     spec = load_stack("gpu-a100x8x2")
     assert "is kept by `trainctl down`" in result.stdout
+    assert "adopted by the next `up` of this stack" in result.stdout  # not a 409 on the name
     assert "gcloud storage rm -r gs://" in result.stdout and spec.name in result.stdout
 
 
