@@ -16,7 +16,8 @@ from pydantic import Field, field_validator, model_validator
 
 from infra.spec import catalog
 from infra.spec.accelerator import Cpu, Gpu, Tpu
-from infra.spec.cluster_sections import BucketSpec, GpuRequest, NetworkSpec, SshSpec, TpuRequest
+from infra.spec.cluster_sections import (BucketSpec, GpuRequest, NetworkSpec, SshSpec, TpuRequest,
+                                         check_reservation_value)
 from infra.spec.model import SpecModel, resolve
 from infra.spec.provider_constraints import check_provider
 
@@ -48,6 +49,12 @@ class PoolSpec(SpecModel):
     machine_type: str | None = None  # default: the cluster's
     gpu: GpuRequest | None = None  # default: none, or what the machine type bundles
     spot: bool | None = None  # default: the cluster's
+    reservation: str | None = None  # default: the cluster's
+
+    @field_validator("reservation")
+    @classmethod
+    def reservation_value(cls, v: str | None) -> str | None:
+        return check_reservation_value(v)
 
 
 TORCH_HAS_NO_PS = ("PyTorch has no parameter servers: this cluster's ps pool would sit idle; "
@@ -66,6 +73,9 @@ class ClusterSpec(SpecModel):
     tpu: TpuRequest | None = None
     processes_per_node: int | None = Field(None, ge=1, le=64)
     spot: bool = False
+    # Reserved capacity for GPU VMs: a reservation's name, `any` (any matching one), `none` (never
+    # reserved capacity); unset sends nothing, GCE's default (ANY_RESERVATION).
+    reservation: str | None = None
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
     instance_termination_action: Literal["STOP", "DELETE"] | None = None
     boot_disk_gb: int = Field(200, ge=10, le=65536)
@@ -86,6 +96,11 @@ class ClusterSpec(SpecModel):
     @classmethod
     def gce_name(cls, v: str) -> str:
         return validate_name(v, "name")
+
+    @field_validator("reservation")
+    @classmethod
+    def reservation_value(cls, v: str | None) -> str | None:
+        return check_reservation_value(v)
 
     @field_validator("pools")
     @classmethod
@@ -124,6 +139,8 @@ class ClusterSpec(SpecModel):
         for pool in self.pools:  # a pool without its own spot flag takes the cluster's
             if pool.spot is None:
                 resolve(pool, {"spot": self.spot})
+            if pool.reservation is None:
+                resolve(pool, {"reservation": self.reservation})
         if self.instance_termination_action and not self.has_spot:
             raise ValueError("instance_termination_action applies to spot VMs only (set spot: true, "
                              "or remove it)")
@@ -196,7 +213,8 @@ class ClusterSpec(SpecModel):
         offset = 0
         for pool in self.pools:
             view = self.model_copy(update={"pools": (), "nodes": pool.count, "machine_type": pool.machine_type,
-                                           "gpu": pool.gpu, "spot": bool(pool.spot)})
+                                           "gpu": pool.gpu, "spot": bool(pool.spot),
+                                           "reservation": pool.reservation})
             out.append((pool.role, offset, view))
             offset += pool.count
         return out

@@ -166,3 +166,22 @@ class BucketSpec(SpecModel):
         if problem:
             raise ValueError(f"bucket.name {v!r}: {problem} (Cloud Storage bucket naming rules)")
         return v
+
+
+# GCE resource names (RFC 1035, at most 63 characters): what a reservation is called.
+RESERVATION_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+RESERVATION_KEYWORDS = ("any", "none")
+
+
+def check_reservation_value(value: str | None) -> str | None:
+    """`reservation`: a reservation's name, `any` or `none` (a reservation cannot be named
+    either: both are read as the keyword)."""
+    if value is None or value in RESERVATION_KEYWORDS or RESERVATION_NAME_RE.match(value):
+        return value
+    raise ValueError(f"reservation {value!r} is neither 'any', 'none' nor a reservation's name (1-63 "
+                     "lowercase letters, digits and '-', starting with a letter, not ending with '-')")
+
+
+def named_reservation(value: str | None) -> str | None:
+    """The reservation a `reservation` value names, or None for unset, `any` and `none`."""
+    return None if value is None or value in RESERVATION_KEYWORDS else value

@@ -31,6 +31,8 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
                          "(or use a gcp stack)")
     if spec.kind != "vm":
         raise ValueError(f"kind {spec.kind!r} needs provider gcp; the local stack has kind 'vm'")
+    if spec.reservation is not None or any(p.reservation for p in spec.pools):
+        raise ValueError("the local stack has no reserved capacity: remove reservation")
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
     if nodes > catalog.LOCAL_MAX_NODES:
         raise ValueError(f"nodes {nodes} is more than the local stack supports "
@@ -47,6 +49,7 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
     if spec.kind != "gke" and not spec.ssh.source_ranges:
         raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
                          "reach port 22 (there is no 0.0.0.0/0 default)")
+    _check_reservations(spec)
     if spec.kind == "tpu" or (spec.kind == "gke" and spec.tpu):
         updates = _check_tpu(spec)
     elif spec.pools:
@@ -58,6 +61,24 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         # one process per GPU; one per TPU host, which drives all its chips
         updates["processes_per_node"] = gpu.count if gpu and not spec.tpu else 1
     return updates
+
+
+def _check_reservations(spec: ClusterSpec) -> None:
+    """Where a reservation can be consumed: GCE VMs only for now, and never by Spot VMs ("You can't
+    consume a reservation to create ... Spot VMs or preemptible instances",
+    https://cloud.google.com/compute/docs/instances/reservations-consume#limitations)."""
+    wanted = [("", spec.reservation, spec.spot)] + [(f"pools[{p.role}]: ", p.reservation, bool(p.spot))
+                                                    for p in spec.pools]
+    for where, reservation, spot in wanted:
+        if reservation in (None, "none"):
+            continue
+        if spec.kind != "vm":
+            raise ValueError(f"{where}reservation applies to GPU VM stacks (kind 'vm'); kind {spec.kind!r} "
+                             "cannot consume one through trainctl yet: remove reservation")
+        if spot:
+            raise ValueError(f"{where}reservation {reservation!r} with spot: GCE cannot run Spot VMs on reserved "
+                             "capacity (cloud.google.com/compute/docs/instances/reservations-consume); "
+                             "set spot: false, or reservation: none")
 
 
 def _check_tpu(spec: ClusterSpec) -> dict[str, Any]:

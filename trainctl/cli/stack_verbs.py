@@ -31,9 +31,11 @@ def _load(stack: str, nodes: int | None) -> ClusterSpec:
 def plan(stack: StackOpt = "local",
          nodes: NodeCountOpt = None,
          as_json: Annotated[bool, typer.Option("--json", help="the plan as one JSON document on stdout "
-                                                             "(docs/plan-json.md), for policies in CI")] = False) -> None:
+                                                             "(docs/plan-json.md), for policies in CI")] = False,
+         simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Show what `up` would create, without creating anything."""
     spec = _load(stack, nodes)
+    simulate_if_asked(spec, simulate, simulated_project)  # a named reservation is read from the project
     realizer = realizers.for_spec(spec)
     rows = realizer.plan(spec)
     cost = realizer.estimate(spec)

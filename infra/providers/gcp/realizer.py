@@ -44,12 +44,15 @@ def policy_packs() -> list[str]:
 
 def plan(spec: ClusterSpec) -> list[PlanRow]:
     """Resources `up` would create: the Pulumi program itself, evaluated under mocks, refused
-    (exit 2) when it breaks a rule of the policy pack `up` enforces."""
+    (exit 2) when it breaks a rule of the policy pack `up` enforces or names a reservation that
+    cannot hold its VMs (read from Compute: the one part of a plan that asks the project)."""
+    from infra.providers.gcp import reservations
     from infra.providers.gcp.program.mocks import evaluate
     from infra.providers.gcp.program.storage import kept_on_down
 
     declared = evaluate(spec).resources
     _refuse_policy_violations(spec, declared)
+    reservations.check(spec)
     rows = []
     for r in declared:
         kind = r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type
@@ -87,7 +90,12 @@ def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
     keys_ = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
              "nodeCount", "ipCidrRange")
     role = (inputs.get("labels") or {}).get("trainctl-role")
-    return {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
+    out = {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
+    affinity = inputs.get("reservationAffinity")
+    if affinity:  # the name, or `any` / `none`
+        named = (affinity.get("specificReservation") or {}).get("values") or []
+        out["reservation"] = named[0] if named else affinity["type"].removesuffix("_RESERVATION").lower()
+    return out
 
 
 def estimate(spec: ClusterSpec) -> Estimate:
@@ -95,10 +103,12 @@ def estimate(spec: ClusterSpec) -> Estimate:
 
 
 def up(spec: ClusterSpec, progress: Progress) -> Inventory:
+    from infra.providers.gcp import reservations
     from infra.providers.gcp.quota import preflight
 
     check_prerequisites(spec)
     preflight(spec, progress)  # before anything billable exists
+    reservations.check(spec, progress)
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
         record_provider(spec.name, "gcp")

@@ -29,6 +29,22 @@ def guest_accelerators(spec: ClusterSpec) -> list[gcp.compute.InstanceGuestAccel
     return [gcp.compute.InstanceGuestAcceleratorArgs(type=spec.gpu.type, count=spec.gpu.count)]
 
 
+# The key a SPECIFIC_RESERVATION affinity names a reservation by (pulumi-gcp's
+# InstanceReservationAffinitySpecificReservationArgs.key docstring; Compute's ReservationAffinity).
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+
+
+def reservation_affinity(spec: ClusterSpec) -> gcp.compute.InstanceReservationAffinityArgs | None:
+    """Which reserved capacity the VMs may run on; unset: none sent, GCE's default (any matching)."""
+    if spec.reservation is None:
+        return None
+    if spec.reservation in ("any", "none"):
+        return gcp.compute.InstanceReservationAffinityArgs(type=f"{spec.reservation.upper()}_RESERVATION")
+    return gcp.compute.InstanceReservationAffinityArgs(
+        type="SPECIFIC_RESERVATION", specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+            key=RESERVATION_NAME_KEY, values=[spec.reservation]))
+
+
 def node_name(spec: ClusterSpec, index: int) -> str:
     return f"{spec.name}-node-{index}"
 
@@ -66,6 +82,7 @@ class GpuVmGroup(pulumi.ComponentResource):
                     if spec.network.external_ips else [])],
                 guest_accelerators=guest_accelerators(spec),
                 scheduling=scheduling(spec),
+                reservation_affinity=reservation_affinity(spec),
                 metadata=meta,
                 tags=[tag],
                 labels={**labels, "trainctl-rank": str(i), **({"trainctl-role": role} if role else {})},

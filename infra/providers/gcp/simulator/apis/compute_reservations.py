@@ -24,7 +24,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator.apis import compute_catalog
 from infra.providers.gcp.simulator.apis.compute_common import (
-    collection, get_or_404, in_use, insert_body, link, list_response, parse_ref, public, region_of, stamp,
+    aggregated, collection, get_or_404, in_use, insert_body, link, list_response, parse_ref, public, region_of, stamp,
     start_op)
 from infra.providers.gcp.simulator.apis.compute_instance_spec import check_zone
 from infra.providers.gcp.simulator.errors import ApiError, invalid_argument, not_found
@@ -136,6 +136,16 @@ def list_reservations(call: Call) -> Any:
     found = [_render(call.world, project, k, r) for k, r in collection(call, project, "reservations").items()
              if k.startswith(f"{zone}/")]
     return list_response(call, "compute#reservationList", f"projects/{project}/zones/{zone}/reservations", found)
+
+
+@handles("compute.reservations.aggregatedList")
+def aggregated_reservations(call: Call) -> Any:
+    project = call.project_id
+    held = collection(call, project, "reservations")
+    return aggregated(call, "compute#reservationAggregatedList", project, "reservations",
+                      [f"zones/{z}" for z in compute_catalog.ZONES],
+                      lambda scope: [_render(call.world, project, k, r) for k, r in held.items()
+                                     if k.startswith(scope.removeprefix("zones/") + "/")])
 
 
 @handles("compute.reservations.resize")

@@ -51,6 +51,7 @@ class Instance(GcpResource):
             "networkInterfaces": f.network_interfaces(inputs, project, region),
             "guestAccelerators": f.accelerators(inputs, project, zone),
             "scheduling": f.scheduling(inputs), "metadata": f.metadata(inputs.get("metadata")),
+            "reservationAffinity": f.reservation_affinity(inputs),
             "tags": {"items": inputs["tags"]} if inputs.get("tags") else None,
             "labels": self.labels_on_create(inputs.get("labels")),
             "serviceAccounts": f.service_accounts(inputs), "minCpuPlatform": inputs.get("minCpuPlatform"),
@@ -106,6 +107,8 @@ class Instance(GcpResource):
                 "guestAccelerators": [{"count": a.get("acceleratorCount"), "type": a.get("acceleratorType")}
                                       for a in found.get("guestAccelerators") or []],
                 "scheduling": f.flatten_scheduling(found),
+                **({"reservationAffinity": f.flatten_reservation_affinity(found)}
+                   if declared.get("reservationAffinity") else {}),
                 "metadata": {i["key"]: i.get("value") for i in meta.get("items") or []},
                 "metadataFingerprint": meta.get("fingerprint"),
                 "tags": (found.get("tags") or {}).get("items") or [],

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from infra.providers.gcp.simulator.pulumi.gcp.base import drop_empty, last, relative, same_resource
+from infra.providers.gcp.simulator.pulumi.plugins import ProviderError
 
 # tpgresource.CanonicalizeServiceScope: gcloud's short scope names -> the auth URLs.
 SCOPES = {name: f"https://www.googleapis.com/auth/{path}" for name, path in {
@@ -120,6 +121,32 @@ def flatten_scheduling(found: dict[str, Any]) -> dict[str, Any]:
             "onHostMaintenance": s.get("onHostMaintenance"),
             "provisioningModel": s.get("provisioningModel", "STANDARD"),
             "instanceTerminationAction": s.get("instanceTerminationAction")}
+
+
+def reservation_affinity(inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """expandReservationAffinity: the type, and key and values for SPECIFIC_RESERVATION only
+    (terraform-provider-google's compute_instance_helpers.go refuses a mismatch)."""
+    given = inputs.get("reservationAffinity")
+    if not given:
+        return None
+    specific = given.get("specificReservation")
+    if (given["type"] == "SPECIFIC_RESERVATION") != bool(specific):
+        raise ProviderError("specific_reservation must be set when reservation_affinity is SPECIFIC_RESERVATION, "
+                         "and not set otherwise")
+    out: dict[str, Any] = {"consumeReservationType": given["type"]}
+    if specific:
+        out.update(key=specific["key"], values=list(specific["values"]))
+    return out
+
+
+def flatten_reservation_affinity(found: dict[str, Any]) -> dict[str, Any] | None:
+    affinity = found.get("reservationAffinity")
+    if not affinity:
+        return None
+    out: dict[str, Any] = {"type": affinity.get("consumeReservationType")}
+    if affinity.get("key"):
+        out["specificReservation"] = {"key": affinity["key"], "values": affinity.get("values") or []}
+    return out
 
 
 def accelerators(inputs: dict[str, Any], project: str, zone: str) -> list[dict[str, Any]]:

@@ -1,0 +1,116 @@
+"""Reservation pre-flight: before anything is created, a stack that names a reservation is checked
+against it, as the Compute API describes it (reservations.get, aggregatedList): it exists in the
+stack's zone, it reserves the pools' machine type and GPUs, and its free capacity
+(`specificReservation.count - inUseCount`) holds every node that names it. Without this check
+GCE refuses the first VM mid-`up` ("Specified reservation ... has no available capacity"), after
+the network and the bucket exist."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
+
+from infra.errors import ConfigError
+from infra.providers.gcp.reaper import google_client
+from infra.spec import catalog
+from infra.spec.cluster import ClusterSpec
+from infra.spec.cluster_sections import named_reservation
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """What a reservation holds, as Compute describes it (specificReservation)."""
+    machine_type: str
+    gpus: dict[str, int]  # instanceProperties.guestAccelerators: type -> count
+    count: int
+    in_use: int
+
+
+def wanted(spec: ClusterSpec) -> dict[str, list[ClusterSpec]]:
+    """The pools (one-group specs) that name each reservation."""
+    out: dict[str, list[ClusterSpec]] = defaultdict(list)
+    for _, _, view in spec.groups():
+        name = named_reservation(view.reservation)
+        if name:
+            out[name].append(view)
+    return dict(out)
+
+
+def attached_gpus(view: ClusterSpec) -> dict[str, int]:
+    """The GPUs an instance of the pool lists as guestAccelerators: none for machine types that
+    bundle theirs (the program sends no accelerator list for them)."""
+    machine = catalog.MACHINES[view.machine_type or ""]
+    if not view.gpu or machine.bundled_gpu:
+        return {}
+    return {view.gpu.type: view.gpu.count}
+
+
+def problems(spec: ClusterSpec, name: str, pools: list[ClusterSpec], found: Reserved | None,
+             elsewhere: list[str]) -> list[str]:
+    """What keeps the reservation `found` (None if not in the stack's zone) from holding `pools`."""
+    if found is None:
+        if elsewhere:
+            return [f"it is in zone {', '.join(elsewhere)}, not in the stack's zone {spec.zone} (a VM consumes "
+                    f"only reservations of its own zone): set zone: {elsewhere[0]}, or name a reservation "
+                    f"in {spec.zone}"]
+        return [f"project {spec.project} has no reservation {name!r} in any zone "
+                f"(`gcloud compute reservations list --project={spec.project}` lists them)"]
+    machine = found.machine_type
+    bundled = catalog.MACHINES[machine].bundled_gpu if machine in catalog.MACHINES else None
+    gpus = {g: n for g, n in found.gpus.items() if g != bundled}
+    out = []
+    for view in pools:
+        if machine != view.machine_type or gpus != attached_gpus(view):
+            shown = " + ".join(f"{n} x {g}" for g, n in gpus.items())
+            wanted_gpus = " + ".join(f"{n} x {g}" for g, n in attached_gpus(view).items())
+            out.append(f"it reserves {machine}{' with ' + shown if shown else ''}, and the "
+                       f"{view.name if len(pools) == 1 else 'pool'}'s VMs are {view.machine_type}"
+                       f"{' with ' + wanted_gpus if wanted_gpus else ''}")
+    nodes = sum(view.node_count for view in pools)
+    free = found.count - found.in_use
+    if nodes > free:
+        out.append(f"it has room for {max(free, 0)} more VM(s) (count {found.count}, {found.in_use} in use) "
+                   f"and the stack needs {nodes}")
+    return out
+
+
+def check(spec: ClusterSpec, progress: Callable[[str], None] = lambda _line: None) -> None:
+    """Refuses (ConfigError, exit 2) a stack whose named reservation cannot hold its nodes."""
+    named = wanted(spec)
+    if not named:
+        return
+    from infra.providers.gcp.prerequisites import check_google_credentials
+
+    check_google_credentials()
+    failures = []
+    for name, pools in sorted(named.items()):
+        found, elsewhere = _read(spec, name)
+        wrong = problems(spec, name, pools, found, elsewhere)
+        if wrong:
+            failures.append(f"  - reservation {name!r}: " + "; ".join(wrong))
+        else:
+            progress(f"reservation {name}: room for the stack's {sum(p.node_count for p in pools)} VM(s)")
+    if failures:
+        raise ConfigError(f"stack {spec.name} cannot run on its reservation (nothing was created):\n"
+                          + "\n".join(failures))
+
+
+def _read(spec: ClusterSpec, name: str) -> tuple[Reserved | None, list[str]]:
+    """The reservation in the stack's zone, or None and the zones that hold one by that name."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud import compute_v1
+
+    client = google_client(compute_v1.ReservationsClient)
+    try:
+        specific = client.get(project=spec.project, zone=spec.zone, reservation=name).specific_reservation
+        props = specific.instance_properties
+        return Reserved(props.machine_type.rsplit("/", 1)[-1],
+                        {a.accelerator_type.rsplit("/", 1)[-1]: a.accelerator_count for a in props.guest_accelerators},
+                        specific.count, specific.in_use_count), []
+    except NotFound:
+        pass
+    request = compute_v1.AggregatedListReservationsRequest(project=spec.project, filter=f"name = {name}")
+    zones = [scope.removeprefix("zones/") for scope, scoped in client.aggregated_list(request=request)
+             if any(r.name == name for r in scoped.reservations)]
+    return None, sorted(zones)
