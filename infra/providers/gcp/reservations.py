@@ -98,7 +98,7 @@ def check(spec: ClusterSpec, progress: Callable[[str], None] = lambda _line: Non
 
 def _read(spec: ClusterSpec, name: str) -> tuple[Reserved | None, list[str]]:
     """The reservation in the stack's zone, or None and the zones that hold one by that name."""
-    from google.api_core.exceptions import NotFound
+    from google.api_core.exceptions import Forbidden, NotFound
     from google.cloud import compute_v1
 
     client = google_client(compute_v1.ReservationsClient)
@@ -110,6 +110,12 @@ def _read(spec: ClusterSpec, name: str) -> tuple[Reserved | None, list[str]]:
                         specific.count, specific.in_use_count), []
     except NotFound:
         pass
+    except Forbidden as exc:  # over REST a disabled API answers 403 SERVICE_DISABLED
+        if getattr(exc, "reason", None) != "SERVICE_DISABLED":
+            raise
+        raise ConfigError(f"project {spec.project} has the Compute Engine API off, so it holds no reservation "
+                          f"{name!r}: enable it (`gcloud services enable compute.googleapis.com "
+                          f"--project={spec.project}`) and make the reservation, or remove reservation") from None
     request = compute_v1.AggregatedListReservationsRequest(project=spec.project, filter=f"name = {name}")
     zones = [scope.removeprefix("zones/") for scope, scoped in client.aggregated_list(request=request)
              if any(r.name == name for r in scoped.reservations)]

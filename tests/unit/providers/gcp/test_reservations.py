@@ -93,3 +93,11 @@ def test_plan_refuses_a_reservation_the_project_does_not_have(gcp: Project) -> N
     with pytest.raises(ConfigError) as refused:
         realizer.plan(gcp.stack("gpu-t4x2", reservation="missing"))
     assert f"project {gcp.id} has no reservation 'missing' in any zone" in str(refused.value)
+
+
+def test_plan_in_a_project_without_compute_says_so_instead_of_a_traceback(make_gcp) -> None:  # noqa: F811
+    project = make_gcp(template="fresh")
+    with pytest.raises(ConfigError) as refused:
+        realizer.plan(project.stack("gpu-t4x2", reservation="t4-block"))
+    assert f"project {project.id} has the Compute Engine API off, so it holds no reservation 't4-block'" \
+        in str(refused.value)
