@@ -94,7 +94,10 @@ def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
     affinity = inputs.get("reservationAffinity")
     if affinity:  # the name, or `any` / `none`
         named = (affinity.get("specificReservation") or {}).get("values") or []
-        out["reservation"] = named[0] if named else affinity["type"].removesuffix("_RESERVATION").lower()
+        from infra.providers.gcp.program.compute import CONSUME_TYPES  # pulumi_gcp: loaded by plan already
+
+        keyword = {v: k for k, v in CONSUME_TYPES.items()}
+        out["reservation"] = named[0] if named else keyword[affinity["type"]]
     return out
 
 

@@ -32,14 +32,16 @@ def guest_accelerators(spec: ClusterSpec) -> list[gcp.compute.InstanceGuestAccel
 # The key a SPECIFIC_RESERVATION affinity names a reservation by (pulumi-gcp's
 # InstanceReservationAffinitySpecificReservationArgs.key docstring; Compute's ReservationAffinity).
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+# Compute's ReservationAffinity.consumeReservationType for the `reservation` keywords.
+CONSUME_TYPES = {"any": "ANY_RESERVATION", "none": "NO_RESERVATION"}
 
 
 def reservation_affinity(spec: ClusterSpec) -> gcp.compute.InstanceReservationAffinityArgs | None:
     """Which reserved capacity the VMs may run on; unset: none sent, GCE's default (any matching)."""
     if spec.reservation is None:
         return None
-    if spec.reservation in ("any", "none"):
-        return gcp.compute.InstanceReservationAffinityArgs(type=f"{spec.reservation.upper()}_RESERVATION")
+    if spec.reservation in CONSUME_TYPES:
+        return gcp.compute.InstanceReservationAffinityArgs(type=CONSUME_TYPES[spec.reservation])
     return gcp.compute.InstanceReservationAffinityArgs(
         type="SPECIFIC_RESERVATION", specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
             key=RESERVATION_NAME_KEY, values=[spec.reservation]))

@@ -9,6 +9,9 @@
       us-central1: {NVIDIA_L4_GPUS: 8, PREEMPTIBLE_NVIDIA_L4_GPUS: 8, CPUS: 96}
     stockouts:                       # requests GCE answers ZONE_RESOURCE_POOL_EXHAUSTED
       - {zone: us-central1-a, machine_type: g2-standard-8}
+    reservations:                    # specific reservations the project holds (reservations.insert)
+      - {name: t4-block, zone: us-central1-a, machine_type: n1-standard-8, count: 2,
+         gpu: {type: nvidia-tesla-t4, count: 2}, specific_reservation_required: true}
     caller_ip: 203.0.113.7           # the address firewalls see trainctl's SSH come from
     delays: {instance_insert: 1.0}   # seconds an operation takes
     default_delay: 0.0               # for every operation `delays` does not name
@@ -58,6 +61,33 @@ class Stockout(BaseModel):
     spot: bool | None = None  # None: spot and on-demand alike
 
 
+class GpuOfReservation(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: str
+    count: int = Field(1, ge=1)
+
+
+class Reservation(BaseModel):
+    """A specific reservation, as `gcloud compute reservations create` makes one."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    zone: str
+    machine_type: str
+    count: int = Field(ge=1)
+    gpu: GpuOfReservation | None = None  # attached GPUs; bundled ones come with the machine type
+    specific_reservation_required: bool = False
+
+    def body(self) -> dict[str, Any]:
+        """The reservations.insert body."""
+        props: dict[str, Any] = {"machineType": self.machine_type}
+        if self.gpu:
+            props["guestAccelerators"] = [{"acceleratorType": self.gpu.type, "acceleratorCount": self.gpu.count}]
+        return {"name": self.name, "specificReservationRequired": self.specific_reservation_required,
+                "specificReservation": {"count": self.count, "instanceProperties": props}}
+
+
 class ProjectFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -68,6 +98,7 @@ class ProjectFile(BaseModel):
     disabled_services: tuple[str, ...] = ()
     quotas: dict[str, dict[str, float]] = Field(default_factory=dict)
     stockouts: tuple[Stockout, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
     caller_ip: str = "203.0.113.7"
     delays: dict[str, float] = Field(default_factory=dict)
     default_delay: float | None = Field(None, ge=0)  # seconds for every kind `delays` leaves out

@@ -101,3 +101,23 @@ def test_plan_in_a_project_without_compute_says_so_instead_of_a_traceback(make_g
         realizer.plan(project.stack("gpu-t4x2", reservation="t4-block"))
     assert f"project {project.id} has the Compute Engine API off, so it holds no reservation 't4-block'" \
         in str(refused.value)
+
+
+def test_up_with_reservation_any_runs_on_a_reservation_the_project_file_declares(make_gcp) -> None:  # noqa: F811
+    project = make_gcp(services=["compute.googleapis.com"], reservations=[
+        {"name": "t4-pool", "zone": ZONE, "machine_type": "n1-standard-8", "count": 1,
+         "gpu": {"type": "nvidia-tesla-t4", "count": 2}}])
+    realizer.up(project.stack("gpu-t4x2", reservation="any"), project.progress)
+    vm = project.instance("gpu-t4x2-node-0")
+    assert vm is not None and vm["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
+    assert in_use(project, "t4-pool") == 1
+
+
+def test_up_with_reservation_none_leaves_a_matching_reservation_alone(make_gcp) -> None:  # noqa: F811
+    project = make_gcp(services=["compute.googleapis.com"], reservations=[
+        {"name": "t4-pool", "zone": ZONE, "machine_type": "n1-standard-8", "count": 1,
+         "gpu": {"type": "nvidia-tesla-t4", "count": 2}}])
+    realizer.up(project.stack("gpu-t4x2", reservation="none"), project.progress)
+    vm = project.instance("gpu-t4x2-node-0")
+    assert vm is not None and vm["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
+    assert in_use(project, "t4-pool") == 0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
+from infra.providers.gcp.simulator.apis import compute_reservations
+from infra.providers.gcp.simulator.apis.compute_instance_spec import check_zone
 from infra.providers.gcp.simulator.errors import ApiError
 from infra.providers.gcp.simulator.project import ProjectFile
 from infra.providers.gcp.simulator.routes import admin
@@ -25,6 +28,9 @@ def create_project(sim: Simulator, _m: re.Match[str], body: Any) -> Any:
         if spec.project in projects and not replace:
             return {"project": spec.project, "created": False}
         projects[spec.project] = spec.initial_state()
+        for reservation in spec.reservations:
+            check_zone(reservation.zone)
+            compute_reservations.store(world, spec.project, reservation.zone, reservation.body(), time.time())
         return {"project": spec.project, "created": True}
 
 

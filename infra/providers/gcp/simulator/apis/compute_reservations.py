@@ -92,7 +92,14 @@ def insert_reservation(call: Call) -> Any:
     project, zone = call.project_id, call.params["zone"]
     check_zone(zone)
     body, name, key = insert_body(call, project, "reservations", zone, lambda n: reservation_path(project, zone, n))
-    path = reservation_path(project, zone, name)
+    r = store(call.world, project, zone, body, call.now)
+    return start_op(call, project, f"zones/{zone}", "insert", reservation_path(project, zone, name),
+                    kind="reservation_insert", args={"target_id": r["id"]})
+
+
+def store(world: World, project: str, zone: str, body: dict[str, Any], now: float) -> dict[str, Any]:
+    """A reservations.insert body checked and kept, READY (also a project file's reservations)."""
+    name = body["name"]
     spec = dict(body.get("specificReservation") or {})
     props = dict(spec.get("instanceProperties") or {})
     machine = str(props.get("machineType", "")).rsplit("/", 1)[-1]
@@ -100,20 +107,22 @@ def insert_reservation(call: Call) -> Any:
         raise invalid_argument(f"Invalid value for field 'resource.specificReservation.instanceProperties.machineType':"
                                f" '{props.get('machineType', '')}'. Machine type with name '{machine}' does not exist "
                                f"in zone '{zone}'.")
+    accelerators = []
     for acc in props.get("guestAccelerators", []):
         gpu = str(acc.get("acceleratorType", "")).rsplit("/", 1)[-1]
         if compute_catalog.accelerator_type(zone, gpu) is None:
             raise not_found(f"projects/{project}/zones/{zone}/acceleratorTypes/{gpu}")
-        acc["acceleratorType"] = gpu
+        accelerators.append({**acc, "acceleratorType": gpu})
     if int(spec.get("count", 0)) < 1:
         raise invalid_argument("Invalid value for field 'resource.specificReservation.count': "
                                f"'{spec.get('count', 0)}'. Must be greater than 0.")
-    spec.update(count=str(int(spec["count"])), instanceProperties={**props, "machineType": machine})
+    props.update(machineType=machine, **({"guestAccelerators": accelerators} if accelerators else {}))
+    spec.update(count=str(int(spec["count"])), instanceProperties=props)
     r = stamp({**body, "specificReservation": spec, "status": "READY", "zone": link(f"projects/{project}/zones/{zone}"),
                "specificReservationRequired": bool(body.get("specificReservationRequired"))},
-              call.world, "compute#reservation", path, call.now)
-    collection(call, project, "reservations")[key] = r
-    return start_op(call, project, f"zones/{zone}", "insert", path, kind="reservation_insert", args={"target_id": r["id"]})
+              world, "compute#reservation", reservation_path(project, zone, name), now)
+    collection(world, project, "reservations")[f"{zone}/{name}"] = r
+    return r
 
 
 def _reservation(call: Call) -> tuple[str, str, str, dict[str, Any]]:
