@@ -72,9 +72,9 @@ def _check_reservations(spec: ClusterSpec) -> None:
     for where, reservation, spot in wanted:
         if reservation in (None, "none"):
             continue
-        if spec.kind != "vm":
-            raise ValueError(f"{where}reservation applies to GPU VM stacks (kind 'vm'); kind {spec.kind!r} "
-                             "cannot consume one through trainctl yet: remove reservation")
+        if spec.kind == "tpu" or spec.tpu:
+            raise ValueError(f"{where}reservation applies to GPU VMs and GKE GPU node pools; TPUs cannot "
+                             "consume one through trainctl yet: remove reservation")
         if spot:
             raise ValueError(f"{where}reservation {reservation!r} with spot: GCE cannot run Spot VMs on reserved "
                              "capacity (cloud.google.com/compute/docs/instances/reservations-consume); "

@@ -91,13 +91,13 @@ def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
              "nodeCount", "ipCidrRange")
     role = (inputs.get("labels") or {}).get("trainctl-role")
     out = {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
-    affinity = inputs.get("reservationAffinity")
+    affinity = inputs.get("reservationAffinity") or (inputs.get("nodeConfig") or {}).get("reservationAffinity")
     if affinity:  # the name, or `any` / `none`
-        named = (affinity.get("specificReservation") or {}).get("values") or []
+        named = (affinity.get("specificReservation") or affinity).get("values") or []
         from infra.providers.gcp.program.compute import CONSUME_TYPES  # pulumi_gcp: loaded by plan already
 
         keyword = {v: k for k, v in CONSUME_TYPES.items()}
-        out["reservation"] = named[0] if named else keyword[affinity["type"]]
+        out["reservation"] = named[0] if named else keyword[affinity.get("type") or affinity["consumeReservationType"]]
     return out
 
 

@@ -1,6 +1,6 @@
 """`reservation` (a reservation's name, `any`, `none`) is refused where GCE could not honour it,
 while the stack is read: a name GCE cannot have, Spot VMs (which never consume reservations),
-and stacks whose nodes trainctl cannot put on one yet."""
+and TPU stacks, which trainctl cannot put on one yet."""
 
 from __future__ import annotations
 
@@ -51,10 +51,16 @@ def test_a_pool_takes_the_stacks_reservation_unless_it_names_its_own():
     assert [view.reservation for _, _, view in spec.groups()] == ["t4-block", "none"]
 
 
-def test_tpu_and_gke_stacks_cannot_name_a_reservation_yet():
+def test_tpu_stacks_cannot_name_a_reservation_yet():
     tpu = {k: v for k, v in GCP.items() if k not in ("machine_type", "gpu")}
-    with pytest.raises(ValueError, match="reservation applies to GPU VM stacks .kind 'vm'.; kind 'tpu'"):
-        ClusterSpec.model_validate({**tpu, "kind": "tpu", "tpu": {"type": "v5litepod-8"}, "reservation": "r"})
+    for kind in ("tpu", "gke"):
+        with pytest.raises(ValueError, match="reservation applies to GPU VMs and GKE GPU node pools; TPUs cannot"):
+            ClusterSpec.model_validate({**tpu, "kind": kind, "tpu": {"type": "v5litepod-8"}, "reservation": "r"})
+
+
+def test_a_gke_gpu_node_pool_may_name_one():
+    gke = {**GCP, "kind": "gke", "machine_type": "g2-standard-8", "gpu": None, "nodes": 2}
+    assert ClusterSpec.model_validate({**gke, "reservation": "l4-block"}).reservation == "l4-block"
 
 
 def test_the_local_stack_has_no_reserved_capacity():

@@ -121,3 +121,22 @@ def test_up_with_reservation_none_leaves_a_matching_reservation_alone(make_gcp) 
     vm = project.instance("gpu-t4x2-node-0")
     assert vm is not None and vm["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
     assert in_use(project, "t4-pool") == 0
+
+
+def test_a_gke_node_pool_on_a_named_reservation_runs_its_nodes_on_it(gcp: Project) -> None:
+    from google.cloud import compute_v1
+
+    gcp.client(compute_v1.ReservationsClient).insert(
+        project=gcp.id, zone=ZONE, reservation_resource=compute_v1.Reservation(
+            name="l4-block", specific_reservation_required=True,
+            specific_reservation=compute_v1.AllocationSpecificSKUReservation(
+                count=2, instance_properties=compute_v1.AllocationSpecificSKUAllocationReservedInstanceProperties(
+                    machine_type="g2-standard-8")))).result()
+    spec = gcp.stack("gke-l4", reservation="l4-block")
+    pools = [r for r in realizer.plan(spec) if r.kind == "container/nodePool"]
+    assert [r.values.get("reservation") for r in pools] == ["l4-block"]
+    realizer.up(spec, gcp.progress)
+    nodes = [vm for vm in gcp.instances().values() if "goog-gke-node" in (vm.get("labels") or {})]
+    assert len(nodes) == 2
+    assert all(vm["reservationAffinity"]["values"] == ["l4-block"] for vm in nodes)
+    assert in_use(gcp, "l4-block") == 2

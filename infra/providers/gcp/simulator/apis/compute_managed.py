@@ -21,7 +21,8 @@ def create_managed_instance(world: World, *, project: str, zone: str, name: str,
                             labels: dict[str, str], network: str, subnetwork: str,
                             service_account: str | None, scopes: list[str], tags: list[str],
                             metadata: dict[str, str], spot: bool, accelerators: list[dict[str, Any]] | None,
-                            created_by: str, now: float) -> dict[str, Any]:
+                            created_by: str, now: float,
+                            reservation_affinity: dict[str, Any] | None = None) -> dict[str, Any]:
     """An instance as if inserted by another Google service; `created_by` becomes its
     `created-by` metadata item. Raises the ApiError an insert would fail with (including
     quota and stockout, which GKE reports on its own operation)."""
@@ -40,6 +41,8 @@ def create_managed_instance(world: World, *, project: str, zone: str, name: str,
         "metadata": {"items": [{"key": k, "value": v} for k, v in {**metadata, "created-by": created_by}.items()]}}
     if accelerators:
         body["guestAccelerators"] = accelerators
+    if reservation_affinity:  # GKE's NodeConfig.reservationAffinity has Compute's fields
+        body["reservationAffinity"] = reservation_affinity
     inst, failure = create(world, now, project, zone, body)
     if failure is not None:
         raise failure

@@ -85,7 +85,7 @@ def _add_node(world: World, project_id: str, cluster: dict[str, Any], pool: dict
         tags=[*config.get("tags", []), f"gke-{cluster['name'][:30]}-node"],
         metadata={"cluster-name": cluster["name"], "cluster-location": cluster["location"]},
         spot=bool(config.get("spot") or config.get("preemptible")),
-        accelerators=config.get("accelerators") or None,
+        accelerators=config.get("accelerators") or None, reservation_affinity=config.get("reservationAffinity"),
         created_by=f"projects/{number}/zones/{zone}/instanceGroupManagers/{group}-grp", now=now)
     return f"{zone}/{name}"
 

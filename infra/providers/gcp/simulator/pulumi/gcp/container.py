@@ -68,6 +68,7 @@ def node_config(config: dict[str, Any] | None) -> dict[str, Any]:
         "serviceAccount": config.get("serviceAccount"), "labels": config.get("labels"),
         "resourceLabels": config.get("resourceLabels"), "tags": config.get("tags"), "spot": config.get("spot"),
         "workloadMetadataConfig": config.get("workloadMetadataConfig"),
+        "reservationAffinity": config.get("reservationAffinity"),  # the API's fields and names
         "accelerators": [drop_empty({"acceleratorCount": a.get("count"), "acceleratorType": a.get("type"),
                                      "gpuDriverInstallationConfig": a.get("gpuDriverInstallationConfig")})
                          for a in config.get("guestAccelerators") or [] if a.get("count")]})
@@ -163,7 +164,7 @@ class NodePool(GkeResource):
     force_new = frozenset({"name", "namePrefix", "cluster", "location", "project", "initialNodeCount",
                            "maxPodsPerNode", "placementPolicy", "networkConfig", "nodeConfig.machineType",
                            "nodeConfig.guestAccelerators", "nodeConfig.oauthScopes", "nodeConfig.serviceAccount",
-                           "nodeConfig.spot", "nodeConfig.diskSizeGb", "nodeConfig.workloadMetadataConfig"})
+                           "nodeConfig.spot", "nodeConfig.diskSizeGb", "nodeConfig.reservationAffinity", "nodeConfig.workloadMetadataConfig"})
 
     def _cluster(self, inputs: dict[str, Any]) -> str:
         cluster = relative(str(inputs["cluster"]))
