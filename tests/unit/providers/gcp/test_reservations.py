@@ -103,24 +103,16 @@ def test_plan_in_a_project_without_compute_says_so_instead_of_a_traceback(make_g
         in str(refused.value)
 
 
-def test_up_with_reservation_any_runs_on_a_reservation_the_project_file_declares(make_gcp) -> None:  # noqa: F811
+@pytest.mark.parametrize("keyword, sent, consumed", [("any", "ANY_RESERVATION", 1), ("none", "NO_RESERVATION", 0)])
+def test_any_runs_on_a_matching_reservation_the_project_file_declares_and_none_leaves_it(
+        make_gcp, keyword: str, sent: str, consumed: int) -> None:  # noqa: F811
     project = make_gcp(services=["compute.googleapis.com"], reservations=[
         {"name": "t4-pool", "zone": ZONE, "machine_type": "n1-standard-8", "count": 1,
          "gpu": {"type": "nvidia-tesla-t4", "count": 2}}])
-    realizer.up(project.stack("gpu-t4x2", reservation="any"), project.progress)
+    realizer.up(project.stack("gpu-t4x2", reservation=keyword), project.progress)
     vm = project.instance("gpu-t4x2-node-0")
-    assert vm is not None and vm["reservationAffinity"] == {"consumeReservationType": "ANY_RESERVATION"}
-    assert in_use(project, "t4-pool") == 1
-
-
-def test_up_with_reservation_none_leaves_a_matching_reservation_alone(make_gcp) -> None:  # noqa: F811
-    project = make_gcp(services=["compute.googleapis.com"], reservations=[
-        {"name": "t4-pool", "zone": ZONE, "machine_type": "n1-standard-8", "count": 1,
-         "gpu": {"type": "nvidia-tesla-t4", "count": 2}}])
-    realizer.up(project.stack("gpu-t4x2", reservation="none"), project.progress)
-    vm = project.instance("gpu-t4x2-node-0")
-    assert vm is not None and vm["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
-    assert in_use(project, "t4-pool") == 0
+    assert vm is not None and vm["reservationAffinity"] == {"consumeReservationType": sent}
+    assert in_use(project, "t4-pool") == consumed
 
 
 def test_a_gke_node_pool_on_a_named_reservation_runs_its_nodes_on_it(gcp: Project) -> None:
