@@ -73,7 +73,7 @@ class ClusterSpec(SpecModel):
     tpu: TpuRequest | None = None
     processes_per_node: int | None = Field(None, ge=1, le=64)
     spot: bool = False
-    # Reserved capacity for GPU VMs: a reservation's name, `any` (any matching one), `none` (never
+    # Reserved capacity for GPU VMs and GKE GPU node pools: a reservation's name, `any` (any matching one), `none` (never
     # reserved capacity); unset sends nothing, GCE's default (ANY_RESERVATION).
     reservation: str | None = None
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.

@@ -27,13 +27,13 @@ class Reserved:
     in_use: int
 
 
-def wanted(spec: ClusterSpec) -> dict[str, list[ClusterSpec]]:
-    """The pools (one-group specs) that name each reservation."""
-    out: dict[str, list[ClusterSpec]] = defaultdict(list)
-    for _, _, view in spec.groups():
+def wanted(spec: ClusterSpec) -> dict[str, list[tuple[str, ClusterSpec]]]:
+    """The pools (what to call each, its one-group spec) that name each reservation."""
+    out: dict[str, list[tuple[str, ClusterSpec]]] = defaultdict(list)
+    for role, _, view in spec.groups():
         name = named_reservation(view.reservation)
         if name:
-            out[name].append(view)
+            out[name].append((f"{role} pool" if role else f"stack {spec.name}", view))
     return dict(out)
 
 
@@ -46,7 +46,7 @@ def attached_gpus(view: ClusterSpec) -> dict[str, int]:
     return {view.gpu.type: view.gpu.count}
 
 
-def problems(spec: ClusterSpec, name: str, pools: list[ClusterSpec], found: Reserved | None,
+def problems(spec: ClusterSpec, name: str, pools: list[tuple[str, ClusterSpec]], found: Reserved | None,
              elsewhere: list[str]) -> list[str]:
     """What keeps the reservation `found` (None if not in the stack's zone) from holding `pools`."""
     if found is None:
@@ -60,14 +60,13 @@ def problems(spec: ClusterSpec, name: str, pools: list[ClusterSpec], found: Rese
     bundled = catalog.MACHINES[machine].bundled_gpu if machine in catalog.MACHINES else None
     gpus = {g: n for g, n in found.gpus.items() if g != bundled}
     out = []
-    for view in pools:
+    for what, view in pools:
         if machine != view.machine_type or gpus != attached_gpus(view):
             shown = " + ".join(f"{n} x {g}" for g, n in gpus.items())
             wanted_gpus = " + ".join(f"{n} x {g}" for g, n in attached_gpus(view).items())
-            out.append(f"it reserves {machine}{' with ' + shown if shown else ''}, and the "
-                       f"{view.name if len(pools) == 1 else 'pool'}'s VMs are {view.machine_type}"
-                       f"{' with ' + wanted_gpus if wanted_gpus else ''}")
-    nodes = sum(view.node_count for view in pools)
+            out.append(f"it reserves {machine}{' with ' + shown if shown else ''}, and the {what}'s VMs are "
+                       f"{view.machine_type}{' with ' + wanted_gpus if wanted_gpus else ''}")
+    nodes = sum(view.node_count for _, view in pools)
     free = found.count - found.in_use
     if nodes > free:
         out.append(f"it has room for {max(free, 0)} more VM(s) (count {found.count}, {found.in_use} in use) "
@@ -90,7 +89,7 @@ def check(spec: ClusterSpec, progress: Callable[[str], None] = lambda _line: Non
         if wrong:
             failures.append(f"  - reservation {name!r}: " + "; ".join(wrong))
         else:
-            progress(f"reservation {name}: room for the stack's {sum(p.node_count for p in pools)} VM(s)")
+            progress(f"reservation {name}: room for the stack's {sum(v.node_count for _, v in pools)} VM(s)")
     if failures:
         raise ConfigError(f"stack {spec.name} cannot run on its reservation (nothing was created):\n"
                           + "\n".join(failures))

@@ -85,7 +85,7 @@ def test_plan_refuses_a_reservation_for_other_machines(gcp: Project) -> None:
     reserve(gcp, "t4-block", gpus=1)
     with pytest.raises(ConfigError) as refused:
         realizer.plan(gcp.stack("gpu-t4x2", reservation="t4-block"))
-    assert ("it reserves n1-standard-8 with 1 x nvidia-tesla-t4, and the gpu-t4x2's VMs are n1-standard-8 "
+    assert ("it reserves n1-standard-8 with 1 x nvidia-tesla-t4, and the stack gpu-t4x2's VMs are n1-standard-8 "
             "with 2 x nvidia-tesla-t4") in str(refused.value)
 
 
@@ -132,3 +132,11 @@ def test_a_gke_node_pool_on_a_named_reservation_runs_its_nodes_on_it(gcp: Projec
     assert len(nodes) == 2
     assert all(vm["reservationAffinity"]["values"] == ["l4-block"] for vm in nodes)
     assert in_use(gcp, "l4-block") == 2
+
+
+def test_plan_names_the_pool_whose_machines_a_stack_wide_reservation_does_not_hold(gcp: Project) -> None:
+    reserve(gcp, "t4-block", machine_type="n1-standard-8", gpus=1, count=8)
+    with pytest.raises(ConfigError) as refused:
+        realizer.plan(gcp.stack("tf-ps-pools", reservation="t4-block"))
+    message = str(refused.value)
+    assert "the ps pool's VMs are" in message and "the chief pool's VMs" not in message
