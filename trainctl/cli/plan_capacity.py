@@ -28,12 +28,14 @@ def capacity_table(rows: list[PlanRow]) -> Table | None:
     shown = table("pool", "provisioning", "quota", "region", "needed", "free")
     for pool in pools:
         read = "quota_free" not in pool.values
+        up = int(pool.values.get("existing", 0))
+        name = f"{pool.name} ({up} of {pool.values['nodes']} up: counted in use)" if up else pool.name
         lines = pool.values.get("quota") or []
         if not lines:
-            shown.add_row(pool.name, str(pool.values["provisioning"]), "-", "-", "-", "-")
+            shown.add_row(name, str(pool.values["provisioning"]), "-", "-", "-", "-")
         for i, line in enumerate(lines):
             first = i == 0
-            shown.add_row(pool.name if first else "", str(pool.values["provisioning"]) if first else "",
+            shown.add_row(name if first else "", str(pool.values["provisioning"]) if first else "",
                           line["metric"], line["region"], f"{line['needed']:g}", _free(line, read))
     return shown
 

@@ -78,6 +78,7 @@ class QuotaLine(Document):
 class PoolQuota(Document):
     pool: str
     provisioning: str  # on-demand, spot, reservation <name>, any reservation
+    existing_nodes: int = 0  # the pool's VMs up already: their quota is in use, not needed again
     lines: list[QuotaLine]
     not_read: str | None = None  # why free is unknown (no credentials, Compute API off)
 
@@ -134,6 +135,7 @@ def plan_document(spec: ClusterSpec, rows: list[PlanRow], estimate: Estimate, no
 
 def _quota(row: PlanRow) -> PoolQuota:
     return PoolQuota(pool=row.name, provisioning=row.values["provisioning"],
+                     existing_nodes=row.values.get("existing", 0),
                      lines=[QuotaLine(**line) for line in row.values.get("quota", [])],
                      not_read=row.values.get("quota_free"))
 

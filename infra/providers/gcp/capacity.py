@@ -14,7 +14,8 @@ from pathlib import Path
 
 from infra.errors import ConfigError
 from infra.providers.gcp import quota
-from infra.providers.gcp.quota_needs import PoolNeeds, per_pool
+from infra.providers.gcp.program.network import region_of
+from infra.providers.gcp.quota_needs import GLOBAL, per_pool
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
 from infra.providers.protocol import CAPACITY, PlanRow
 from infra.spec.cluster import ClusterSpec
@@ -32,21 +33,21 @@ def credentials_at_hand() -> bool:
     return Path(_cloud_sdk.get_application_default_credentials_path()).is_file()
 
 
-def _read_all(spec: ClusterSpec, pools: list[PoolNeeds]) -> tuple[dict[str, quota.Quotas] | None, str]:
-    """Every region's quotas the pools need, or None and why they were not read."""
-    if spec.project is None:
-        return None, "no gcp:project"
+def _read_all(spec: ClusterSpec) -> tuple[dict[str, quota.Quotas] | None, dict[str, int], str]:
+    """Every region's quotas the stack needs and its VMs that exist, or None and why not read."""
+    if spec.project is None or spec.zone is None:
+        return None, {}, "no gcp:project"
     if not credentials_at_hand():
-        return None, "not read: no Google credentials (`gcloud auth application-default login`)"
+        return None, {}, "not read: no Google credentials (`gcloud auth application-default login`)"
     from google.api_core.exceptions import Forbidden
 
-    regions = sorted({n.region for p in pools for n in p.needs})
     try:
-        return {region: quota.read_quotas(spec.project, region) for region in regions}, ""
+        read = {region: quota.read_quotas(spec.project, region) for region in (GLOBAL, region_of(spec.zone))}
+        return read, quota.existing_nodes(spec), ""
     except Forbidden as exc:  # over REST a disabled API answers 403 SERVICE_DISABLED
         if getattr(exc, "reason", None) != "SERVICE_DISABLED":
             raise
-        return None, f"not read: the Compute Engine API is off in project {spec.project} (`up` enables it)"
+        return None, {}, f"not read: the Compute Engine API is off in project {spec.project} (`up` enables it)"
 
 
 def _line(need: quota.Need, read: dict[str, quota.Quotas] | None) -> dict[str, object]:
@@ -61,20 +62,20 @@ def _line(need: quota.Need, read: dict[str, quota.Quotas] | None) -> dict[str, o
 def plan_rows(spec: ClusterSpec) -> list[PlanRow]:
     """One `capacity` row per pool; refuses (ConfigError, exit 2) a stack the free quota cannot
     hold, naming each metric, region, what is needed and free, and how to ask for more."""
-    pools = per_pool(spec)
-    if not pools:
+    if not per_pool(spec):
         return []
-    read, why = _read_all(spec, pools)
+    read, existing, why = _read_all(spec)
+    pools = per_pool(spec, existing)
     if read is not None:
         assert spec.project is not None
         project: str = spec.project
-        missing = quota.shortfalls(project, quota.needs(spec), lambda region: read[region])
+        missing = quota.shortfalls(project, quota.needs(spec, existing), lambda region: read[region])
         if missing:
             lines = "\n".join(f"  - {m.describe(project)}; raise it: {quota.how_to_raise(project, m)}"
                               for m in missing)
             raise ConfigError(f"project {project} has too little quota for stack {spec.name} "
                               f"(nothing was created):\n{lines}")
     return [PlanRow(CAPACITY, pool.pool, {
-        "nodes": pool.nodes, "provisioning": pool.provisioning,
+        "nodes": pool.nodes, "existing": existing.get(pool.pool, 0), "provisioning": pool.provisioning,
         "quota": [_line(n, read) for n in pool.needs], **({"quota_free": why} if why else {})})
         for pool in pools]

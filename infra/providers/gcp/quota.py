@@ -20,7 +20,8 @@ from infra.providers.gcp.quota_needs import GLOBAL, Need, needs
 from infra.providers.gcp.reaper import google_client
 from infra.spec.cluster import ClusterSpec
 
-__all__ = ["GLOBAL", "Need", "Shortfall", "needs", "shortfalls", "how_to_raise", "preflight", "read_quotas"]
+__all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "needs", "shortfalls", "how_to_raise", "preflight",
+           "read_quotas"]
 
 COMPUTE = "compute.googleapis.com"
 ENABLE_TIMEOUT_SECONDS = 300.0
@@ -57,6 +58,8 @@ def shortfalls(project: str, wanted: list[Need], read: Callable[[str], Quotas]) 
     by_region: dict[str, dict[str, tuple[float, float]]] = {}
     out = []
     for need in wanted:
+        if need.amount <= 0:
+            continue  # nodes that exist already: their quota is in the usage
         if need.region not in by_region:
             by_region[need.region] = read(need.region)
         need = charged(need, by_region[need.region])
@@ -85,12 +88,11 @@ def how_to_raise(project: str, shortfall: Shortfall) -> str:
 def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
     """Refuses (ConfigError, before anything is created) a stack whose GPUs the project's quota
     cannot hold, naming each metric, its limit and usage, and how to raise it."""
-    wanted = needs(spec)
-    if not wanted or spec.project is None:
+    if not needs(spec) or spec.project is None:
         return
-    assert spec.project is not None
     project: str = spec.project
     _ensure_compute(project, progress)
+    wanted = needs(spec, existing_nodes(spec))
     missing = shortfalls(project, wanted, lambda region: read_quotas(project, region))
     if missing:
         lines = "\n".join(f"  - {m.describe(project)}; raise it: {how_to_raise(project, m)}"
@@ -98,6 +100,21 @@ def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
         raise ConfigError(f"project {project} has too little quota for stack {spec.name} "
                           f"(nothing was created):\n{lines}")
     progress("quota: " + ", ".join(f"{n.metric} ({n.region}) {n.amount:g}" for n in wanted) + " available")
+
+
+def existing_nodes(spec: ClusterSpec) -> dict[str, int]:
+    """The stack's VMs (GKE nodes too) that exist in its zone, per pool: an `up` or `plan` of a
+    stack that is up already needs no new quota for them."""
+    from google.cloud import compute_v1
+
+    request = compute_v1.ListInstancesRequest(project=spec.project, zone=spec.zone,
+                                              filter=f"labels.trainctl-stack = {spec.name}")
+    out: dict[str, int] = {}
+    for vm in google_client(compute_v1.InstancesClient).list(request=request):
+        if vm.labels.get("managed-by") == "trainctl":
+            pool = vm.labels.get("trainctl-role") or spec.name
+            out[pool] = out.get(pool, 0) + 1
+    return out
 
 
 def read_quotas(project: str, region: str) -> Quotas:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Mapping
 
 from infra.providers.gcp.program.network import region_of
 from infra.spec import catalog
@@ -52,11 +53,10 @@ def provisioning(view: ClusterSpec) -> str:
     return "any reservation" if view.reservation == "any" else f"reservation {view.reservation}"
 
 
-def _vm_amounts(view: ClusterSpec, region: str) -> dict[tuple[str, str], float]:
+def _vm_amounts(view: ClusterSpec, region: str, nodes: int) -> dict[tuple[str, str], float]:
     machine = catalog.MACHINES.get(view.node_machine_type or "")
     if machine is None:  # a GKE TPU pool's ct* machines: metered by TPU quotas, see the module doc
         return {}
-    nodes = view.node_count
     cpu = catalog.cpu_quota_metric(machine.name)
     if cpu == "CPUS" and view.spot:
         cpu = "PREEMPTIBLE_CPUS"
@@ -75,24 +75,26 @@ def _vm_amounts(view: ClusterSpec, region: str) -> dict[tuple[str, str], float]:
     return out
 
 
-def per_pool(spec: ClusterSpec) -> list[PoolNeeds]:
-    """What each pool takes (TPU VM stacks: nothing of Compute's)."""
+def per_pool(spec: ClusterSpec, existing: Mapping[str, int] | None = None) -> list[PoolNeeds]:
+    """What each pool takes (TPU VM stacks: nothing of Compute's). `existing`: the pools' VMs that
+    exist already (a stack planned or brought up again), whose quota is in the project's usage."""
     if spec.zone is None or spec.kind == "tpu":
         return []
     region = region_of(spec.zone)
     out = []
     for role, _, view in spec.groups():
-        amounts = _vm_amounts(view, region)
+        pool = role or spec.name
+        amounts = _vm_amounts(view, region, max(view.node_count - (existing or {}).get(pool, 0), 0))
         needs = tuple(Need(metric, where, amount, _standard_of(metric))
                       for (metric, where), amount in sorted(amounts.items()))
-        out.append(PoolNeeds(role or spec.name, view.node_count, provisioning(view), needs))
+        out.append(PoolNeeds(pool, view.node_count, provisioning(view), needs))
     return out
 
 
-def needs(spec: ClusterSpec) -> list[Need]:
+def needs(spec: ClusterSpec, existing: Mapping[str, int] | None = None) -> list[Need]:
     """The stack's total, per metric and region."""
     totals: dict[tuple[str, str], float] = defaultdict(float)
-    for pool in per_pool(spec):
+    for pool in per_pool(spec, existing):
         for need in pool.needs:
             totals[(need.metric, need.region)] += need.amount
     return [Need(metric, where, amount, _standard_of(metric)) for (metric, where), amount in sorted(totals.items())]

@@ -84,3 +84,31 @@ def test_each_pool_names_how_its_vms_get_capacity(overrides: dict, model: str) -
 
 def test_tpu_vm_stacks_take_no_compute_quota() -> None:
     assert per_pool(load_stack("tpu-v5e-16")) == []
+
+
+def test_a_stack_that_is_up_already_is_planned_and_brought_up_again_without_counting_its_vms_twice(
+        make_gcp) -> None:  # noqa: F811
+    from google.cloud import compute_v1
+
+    from infra.providers.gcp import quota
+
+    project = make_gcp(services=COMPUTE_ON, quotas={"global": {"GPUS_ALL_REGIONS": 2},
+                                                    "us-central1": {"NVIDIA_T4_GPUS": 2}})
+    spec = project.stack("gpu-t4x2")
+    project.network("net", "us-central1")
+    # the stack's node as its program made it: 2 T4s, the stack's labels
+    project.client(compute_v1.InstancesClient).insert(
+        project=project.id, zone=spec.zone, instance_resource=compute_v1.Instance(
+            name="gpu-t4x2-node-0", machine_type=f"zones/{spec.zone}/machineTypes/n1-standard-8",
+            labels={"managed-by": "trainctl", "trainctl-stack": spec.name},
+            scheduling=compute_v1.Scheduling(on_host_maintenance="TERMINATE"),
+            guest_accelerators=[compute_v1.AcceleratorConfig(accelerator_type="nvidia-tesla-t4", accelerator_count=2)],
+            disks=[compute_v1.AttachedDisk(boot=True, auto_delete=True, initialize_params=compute_v1.AttachedDiskInitializeParams(
+                source_image="projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"))],
+            network_interfaces=[compute_v1.NetworkInterface(
+                subnetwork=f"projects/{project.id}/regions/us-central1/subnetworks/net-subnet")])).result()
+    (pool,) = capacity(realizer.plan(spec)).values()  # all of the quota is in use, by this stack
+    assert pool["existing"] == 1 and pool["quota"]["NVIDIA_T4_GPUS"] == (0, 0)
+    quota.preflight(spec, project.progress)  # `up` again: nothing more to hold
+    with pytest.raises(ConfigError, match="NVIDIA_T4_GPUS in us-central1: limit 2, 2 in use, 0 free"):
+        quota.preflight(project.stack("gpu-t4x2", nodes=2), project.progress)  # one more node is
