@@ -231,6 +231,22 @@ def _tpus() -> list[TpuType]:
 
 TPUS: dict[str, TpuType] = {t.name: t for t in _tpus()}
 
+# The TPU API's quota per zone and generation, (on-demand, spot) ids as its quota errors name them
+# ("Quota limit 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' has been exceeded"), counted in chips
+# (v5e, v6e) or TensorCores, two per chip (v4, v5p).
+TPU_QUOTA_IDS = {"v5e": ("TPUV5sLitepodPerProjectPerZoneForTPUAPI", "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"),
+                 "v6e": ("TPUV6EPerProjectPerZoneForTPUAPI", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"),
+                 "v4": ("TPUV4sPodPerProjectPerZoneForTPUAPI", "TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI"),
+                 "v5p": ("TPUV5PPerProjectPerZoneForTPUAPI", "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI")}
+
+
+def tpu_quota_units(t: TpuType) -> int:
+    return t.chips * 2 if t.generation in ("v4", "v5p") else t.chips
+
+
+def tpu_quota_id(t: TpuType, spot: bool) -> str:
+    return TPU_QUOTA_IDS[t.generation][1 if spot else 0]
+
 def tpu_runtime_has_tensorflow(runtime: str) -> bool:
     """TensorFlow ships only in the tpu-vm-tf-* runtimes (the -pod- ones for multi-host
     slices); the base and v2-alpha-* runtimes have none: https://cloud.google.com/tpu/docs/runtimes"""

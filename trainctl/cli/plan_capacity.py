@@ -25,7 +25,7 @@ def capacity_table(rows: list[PlanRow]) -> Table | None:
     pools = [r for r in rows if r.is_capacity]
     if not pools:
         return None
-    shown = table("pool", "provisioning", "quota", "region", "needed", "free")
+    shown = table("pool", "provisioning", "quota", "where", "needed", "free")
     for pool in pools:
         read = "quota_free" not in pool.values
         up = int(pool.values.get("existing", 0))

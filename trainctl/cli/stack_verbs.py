@@ -56,7 +56,7 @@ def plan(stack: StackOpt = "local",
     show(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), {spec.accelerator}", resources)
     capacity = capacity_table(rows)
     if capacity is not None:
-        show("capacity per pool (Compute quota the pool needs, and what the project has free)", capacity)
+        show("capacity per pool (the quota each pool needs, and what the project has free)", capacity)
     notes = [note for note in [capacity_note(rows)] if note] + notes
     for note in notes:
         result(note)

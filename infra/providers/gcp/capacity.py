@@ -15,7 +15,7 @@ from pathlib import Path
 from infra.errors import ConfigError
 from infra.providers.gcp import quota
 from infra.providers.gcp.program.network import region_of
-from infra.providers.gcp.quota_needs import GLOBAL, per_pool
+from infra.providers.gcp.quota_needs import COMPUTE, GLOBAL, TPU, PoolNeeds, per_pool
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
 from infra.providers.protocol import CAPACITY, PlanRow
 from infra.spec.cluster import ClusterSpec
@@ -51,7 +51,7 @@ def _read_all(spec: ClusterSpec) -> tuple[dict[str, quota.Quotas] | None, dict[s
 
 
 def _line(need: quota.Need, read: dict[str, quota.Quotas] | None) -> dict[str, object]:
-    if read is None:
+    if read is None or need.service != COMPUTE:
         return {"metric": need.metric, "region": need.region, "needed": need.amount, "free": None}
     need = quota.charged(need, read[need.region])
     limit, usage = read[need.region].get(need.metric, (UNLIMITED, 0.0))
@@ -62,8 +62,9 @@ def _line(need: quota.Need, read: dict[str, quota.Quotas] | None) -> dict[str, o
 def plan_rows(spec: ClusterSpec) -> list[PlanRow]:
     """One `capacity` row per pool; refuses (ConfigError, exit 2) a stack the free quota cannot
     hold, naming each metric, region, what is needed and free, and how to ask for more."""
-    if not per_pool(spec):
-        return []
+    wanted = per_pool(spec)
+    if not any(n.service == COMPUTE for pool in wanted for n in pool.needs):  # a TPU VM stack
+        return [_row(pool, {}, None, "") for pool in wanted]
     read, existing, why = _read_all(spec)
     pools = per_pool(spec, existing)
     if read is not None:
@@ -75,7 +76,16 @@ def plan_rows(spec: ClusterSpec) -> list[PlanRow]:
                               for m in missing)
             raise ConfigError(f"project {project} has too little quota for stack {spec.name} "
                               f"(nothing was created):\n{lines}")
-    return [PlanRow(CAPACITY, pool.pool, {
+    return [_row(pool, existing, read, why) for pool in pools]
+
+
+def _row(pool: PoolNeeds, existing: dict[str, int], read: dict[str, quota.Quotas] | None, why: str) -> PlanRow:
+    return PlanRow(CAPACITY, pool.pool, {
         "nodes": pool.nodes, "existing": existing.get(pool.pool, 0), "provisioning": pool.provisioning,
-        "quota": [_line(n, read) for n in pool.needs], **({"quota_free": why} if why else {})})
-        for pool in pools]
+        "quota": [_line(n, read) for n in pool.needs], **_why_not_read(pool, why)})
+
+
+def _why_not_read(pool: PoolNeeds, why: str) -> dict[str, str]:
+    if any(n.service == TPU for n in pool.needs):
+        return {"quota_free": "not read: TPU quota is the TPU API's, checked per zone when the TPU is created"}
+    return {"quota_free": why} if why else {}

@@ -6,7 +6,8 @@ GPUS_ALL_REGIONS, one INSTANCES each; VMs trainctl creates itself also hold thei
 disk type's metric and, with external IPs, one IN_USE_ADDRESSES each. Spot VMs count toward the
 PREEMPTIBLE_ metric of CPUs and GPUs, or the standard one where the project has no preemptible
 quota (https://cloud.google.com/compute/docs/instances/create-use-spot#quotas). TPU VMs are the TPU
-API's to meter (per zone, at create), not Compute's: they take none of these.
+API's to meter per zone when the TPU is created, in chips or TensorCores under a quota id per
+generation (shown by `plan`; the TPU API offers no read of it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from infra.spec.accelerator import Gpu
 from infra.spec.cluster import ClusterSpec
 
 GLOBAL = "global"
+COMPUTE = "compute.googleapis.com"
+TPU = "tpu.googleapis.com"
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Need:
     amount: float
     # Spot VMs count against the standard metric where the project has no preemptible quota
     fallback: str | None = None
+    service: str = COMPUTE  # whose quota: Compute's (read before up), or the TPU API's (per zone)
 
 
 @dataclass(frozen=True)
@@ -75,11 +79,21 @@ def _vm_amounts(view: ClusterSpec, region: str, nodes: int) -> dict[tuple[str, s
     return out
 
 
+def _tpu_slice(spec: ClusterSpec, zone: str) -> PoolNeeds:
+    """A TPU VM stack's slice, in the TPU API's zonal quota (chips or TensorCores)."""
+    assert spec.tpu is not None
+    tpu = catalog.TPUS[spec.tpu.type]
+    need = Need(catalog.tpu_quota_id(tpu, spec.spot), zone, catalog.tpu_quota_units(tpu), service=TPU)
+    return PoolNeeds(spec.name, spec.node_count, provisioning(spec), (need,))
+
+
 def per_pool(spec: ClusterSpec, existing: Mapping[str, int] | None = None) -> list[PoolNeeds]:
     """What each pool takes (TPU VM stacks: nothing of Compute's). `existing`: the pools' VMs that
     exist already (a stack planned or brought up again), whose quota is in the project's usage."""
-    if spec.zone is None or spec.kind == "tpu":
+    if spec.zone is None:
         return []
+    if spec.kind == "tpu":
+        return [_tpu_slice(spec, spec.zone)]
     region = region_of(spec.zone)
     out = []
     for role, _, view in spec.groups():
@@ -92,9 +106,10 @@ def per_pool(spec: ClusterSpec, existing: Mapping[str, int] | None = None) -> li
 
 
 def needs(spec: ClusterSpec, existing: Mapping[str, int] | None = None) -> list[Need]:
-    """The stack's total, per metric and region."""
+    """The stack's total of Compute quota (what is read before `up`), per metric and region."""
     totals: dict[tuple[str, str], float] = defaultdict(float)
     for pool in per_pool(spec, existing):
         for need in pool.needs:
-            totals[(need.metric, need.region)] += need.amount
+            if need.service == COMPUTE:
+                totals[(need.metric, need.region)] += need.amount
     return [Need(metric, where, amount, _standard_of(metric)) for (metric, where), amount in sorted(totals.items())]

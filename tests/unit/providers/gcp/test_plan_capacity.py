@@ -82,8 +82,18 @@ def test_each_pool_names_how_its_vms_get_capacity(overrides: dict, model: str) -
     assert pool.provisioning == model
 
 
-def test_tpu_vm_stacks_take_no_compute_quota() -> None:
-    assert per_pool(load_stack("tpu-v5e-16")) == []
+@pytest.mark.parametrize("stack, overrides, quota_id, units", [
+    ("tpu-v5e-16", {}, "TPUV5sLitepodPerProjectPerZoneForTPUAPI", 16),
+    ("tpu-v5e-16", {"spot": True}, "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI", 16),
+    ("tpu-v5e-8", {"tpu": {"type": "v4-8"}, "zone": "us-central2-b"}, "TPUV4sPodPerProjectPerZoneForTPUAPI", 8)])
+def test_a_tpu_vm_stack_needs_its_slice_in_the_tpu_apis_zonal_quota_and_no_compute_quota(
+        stack: str, overrides: dict, quota_id: str, units: int) -> None:
+    from infra.providers.gcp import quota
+
+    spec = load_stack(stack, overrides=overrides)
+    (pool,) = per_pool(spec)
+    assert [(n.metric, n.region, n.amount) for n in pool.needs] == [(quota_id, spec.zone, units)]
+    assert quota.needs(spec) == []  # nothing `up` reads from Compute (v4 counts TensorCores: 2 per chip)
 
 
 def test_a_stack_that_is_up_already_is_planned_and_brought_up_again_without_counting_its_vms_twice(
