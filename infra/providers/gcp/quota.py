@@ -99,7 +99,8 @@ def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
                           for m in missing)
         raise ConfigError(f"project {project} has too little quota for stack {spec.name} "
                           f"(nothing was created):\n{lines}")
-    progress("quota: " + ", ".join(f"{n.metric} ({n.region}) {n.amount:g}" for n in wanted) + " available")
+    progress("quota: " + ", ".join(f"{n.metric} ({n.region}) {n.amount:g}" for n in wanted if n.amount > 0)
+             + " available")
 
 
 def existing_nodes(spec: ClusterSpec) -> dict[str, int]:
