@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from typing import Callable
 
 from infra.errors import ConfigError
-from infra.providers.gcp.quota_needs import GLOBAL, Need, needs
+from infra.providers.gcp.quota_needs import COMPUTE, GLOBAL, Need, needs
 from infra.providers.gcp.reaper import google_client
 from infra.spec.cluster import ClusterSpec
 
 __all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "needs", "shortfalls", "how_to_raise", "preflight",
            "read_quotas"]
 
-COMPUTE = "compute.googleapis.com"
 ENABLE_TIMEOUT_SECONDS = 300.0
 Quotas = dict[str, tuple[float, float]]  # metric -> (limit, usage)
 
@@ -86,8 +85,8 @@ def how_to_raise(project: str, shortfall: Shortfall) -> str:
 
 
 def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
-    """Refuses (ConfigError, before anything is created) a stack whose GPUs the project's quota
-    cannot hold, naming each metric, its limit and usage, and how to raise it."""
+    """Refuses (ConfigError, before anything is created) a stack whose VMs the project's free
+    quota cannot hold, naming each metric, its limit, usage and what is free, and how to raise it."""
     if not needs(spec) or spec.project is None:
         return
     project: str = spec.project

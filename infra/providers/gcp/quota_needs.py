@@ -1,4 +1,4 @@
-"""The Compute quota a stack takes, per pool and in total, from its spec and the catalog alone.
+"""The quota a stack takes, per pool and in total, from its spec and the catalog alone.
 
 Each pool's VMs (a GKE pool's nodes are VMs too) hold, while they run: their vCPUs in the family's
 regional metric and in CPUS_ALL_REGIONS, their GPUs in the GPU's regional metric and in
