@@ -247,6 +247,7 @@ def tpu_quota_units(t: TpuType) -> int:
 def tpu_quota_id(t: TpuType, spot: bool) -> str:
     return TPU_QUOTA_IDS[t.generation][1 if spot else 0]
 
+
 def tpu_runtime_has_tensorflow(runtime: str) -> bool:
     """TensorFlow ships only in the tpu-vm-tf-* runtimes (the -pod- ones for multi-host
     slices); the base and v2-alpha-* runtimes have none: https://cloud.google.com/tpu/docs/runtimes"""

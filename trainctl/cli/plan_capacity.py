@@ -16,8 +16,7 @@ if TYPE_CHECKING:
 def _free(line: dict[str, Any], read: bool) -> str:
     if line["free"] is None:
         return "no limit" if read else "not read"
-    short = " (short)" if line["needed"] > line["free"] else ""
-    return f"{line['free']:g}{short}"
+    return f"{line['free']:g}"
 
 
 def capacity_table(rows: list[PlanRow]) -> Table | None:

@@ -69,8 +69,8 @@ class Totals(Document):
 
 
 class QuotaLine(Document):
-    metric: str  # Compute's quota metric, e.g. NVIDIA_T4_GPUS
-    region: str  # "global" for project-wide metrics
+    metric: str  # the quota metric: Compute's (NVIDIA_T4_GPUS) or, on TPU VM stacks, the TPU API's quota id
+    region: str  # "global" for project-wide metrics; a zone for TPU quota
     needed: float
     free: float | None  # None: not read (see PoolQuota.not_read) or no limit
 
