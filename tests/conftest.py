@@ -4,6 +4,7 @@ private TRAINCTL_HOME and prove afterwards that nothing of theirs is left on the
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import queue
 import re
@@ -22,12 +23,31 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_HOMES = Path("/var/lib/trainctl-tests")
 
 
+# Tests that build the simulator's networks share root pieces (its chains, service address and
+# routes, made with the first network and removed with the last, which they assert): they run one
+# at a time, on one worker.
+SIMULATED_NETWORK_FILES = ("test_sim_machines_", "test_gcp_stack_on_the_simulator", "test_gke_stack_on_the_simulator",
+                           "test_experiment_on_gke", "test_sim_kubernetes_pods")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="end-to-end tests need root (namespaces, sshd)")
         for item in items:
             if "e2e" in item.keywords:
                 item.add_marker(skip)
+    for item in items:
+        if "e2e" in item.keywords and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(e2e_group(item.path.name)))
+
+
+def e2e_group(filename: str) -> str:
+    """Workers run the tests of one group in order. The tests of a file name their stacks alike
+    (netns names come from stack names), so they stay together; unit tests spread freely."""
+    if filename.startswith(SIMULATED_NETWORK_FILES):
+        return "simulated-networks"
+    return filename
 
 
 @pytest.fixture
@@ -66,13 +86,16 @@ def seeded_python(requirements: Path) -> Path:
            "UV_PYTHON_DOWNLOADS": "never"}
     if os.path.isdir(LOCAL_WHEELHOUSE):
         env["UV_FIND_LINKS"] = LOCAL_WHEELHOUSE
-    if not (seed / ".complete").exists():
-        uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"
-        subprocess.run([uv, "venv", "-q", "--allow-existing", "--python", python, str(seed)], env=env, check=True)
-        subprocess.run([uv, "pip", "install", "-q", "--python", str(seed / "bin" / "python"), "-r",
-                        str(requirements)], env=env, check=True)
-        (seed / ".complete").touch()
+    seed.parent.mkdir(parents=True, exist_ok=True)
+    with open(seed.parent / f".{seed.name}.lock", "w") as lock:  # test workers seed it once between them
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (seed / ".complete").exists():
+            uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+            python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"
+            subprocess.run([uv, "venv", "-q", "--allow-existing", "--python", python, str(seed)], env=env, check=True)
+            subprocess.run([uv, "pip", "install", "-q", "--python", str(seed / "bin" / "python"), "-r",
+                            str(requirements)], env=env, check=True)
+            (seed / ".complete").touch()
     return seed / "bin" / "python"
 
 
