@@ -23,31 +23,43 @@ REPO = Path(__file__).resolve().parent.parent
 TEST_HOMES = Path("/var/lib/trainctl-tests")
 
 
-# Tests that build the simulator's networks share root pieces (its chains, service address and
-# routes, made with the first network and removed with the last, which they assert): they run one
-# at a time, on one worker.
-SIMULATED_NETWORK_FILES = ("test_sim_machines_", "test_gcp_stack_on_the_simulator", "test_gke_stack_on_the_simulator",
-                           "test_experiment_on_gke", "test_sim_kubernetes_pods")
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     if os.geteuid() != 0:
         skip = pytest.mark.skip(reason="end-to-end tests need root (namespaces, sshd)")
         for item in items:
             if "e2e" in item.keywords:
                 item.add_marker(skip)
-    for item in items:
-        if "e2e" in item.keywords and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(e2e_group(item.path.name)))
 
 
-def e2e_group(filename: str) -> str:
-    """Workers run the tests of one group in order. The tests of a file name their stacks alike
-    (netns names come from stack names), so they stay together; unit tests spread freely."""
-    if filename.startswith(SIMULATED_NETWORK_FILES):
-        return "simulated-networks"
-    return filename
+# Tests that build the simulator's networks share root pieces and one address pool per world
+# (its chains, service address and external-address routes, made with the first network and
+# removed with the last, which they assert): they run one after another, on one worker.
+SIMULATED_NETWORK_FILES = ("test_sim_machines_", "test_gcp_stack_on_the_simulator", "test_gke_stack_on_the_simulator",
+                           "test_experiment_on_gke", "test_sim_kubernetes_pods")
+
+
+def work_unit(nodeid: str) -> str:
+    """What one test worker runs in order (pytest-xdist's scope). The tests of an end-to-end file
+    name their stacks alike (netns names come from stack names), so they stay together; unit tests
+    spread one by one."""
+    path = nodeid.split("::")[0]
+    if not path.startswith(("tests/e2e/", "tests/reliability/")):
+        return nodeid
+    return "simulated-networks" if Path(path).name.startswith(SIMULATED_NETWORK_FILES) else path
+
+
+@pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
+def pytest_xdist_make_scheduler(config, log):
+    # xdist's own `loadgroup` marks do not group under pytest 9 (a static
+    # @pytest.mark.xdist_group spread one file's tests over both workers), so the grouping is
+    # a scope function of xdist's LoadScopeScheduling, which the largest units start first.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture
