@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from infra.spec import catalog
 from infra.spec.cluster_sections import GpuRequest
 from infra.spec.model import resolve
+from infra.spec.placement import resolve_placement
 
 if TYPE_CHECKING:  # ClusterSpec runs these checks while it validates itself
     from infra.spec.cluster import ClusterSpec
@@ -33,6 +34,9 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
         raise ValueError(f"kind {spec.kind!r} needs provider gcp; the local stack has kind 'vm'")
     if spec.reservation is not None or any(p.reservation for p in spec.pools):
         raise ValueError("the local stack has no reserved capacity: remove reservation")
+    if spec.placement == "compact":
+        raise ValueError("placement: compact places GCE VMs; the local stack's nodes are namespaces on "
+                         "this machine: remove placement")
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
     if nodes > catalog.LOCAL_MAX_NODES:
         raise ValueError(f"nodes {nodes} is more than the local stack supports "
@@ -56,6 +60,10 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         updates = _check_pool_machines(spec)
     else:
         updates = _check_gpu_machine(spec)
+    nodes = updates.get("nodes") or spec.nodes or sum(p.count for p in spec.pools)
+    sized = spec.model_copy(update={"nodes": nodes,
+                                    "machine_type": updates.get("machine_type", spec.machine_type)})
+    updates["placement"] = resolve_placement(sized)
     if spec.processes_per_node is None:
         gpu = updates.get("gpu", spec.gpu)
         # one process per GPU; one per TPU host, which drives all its chips
