@@ -176,7 +176,8 @@ def _declare_tpu(base: Foundation) -> DeclaredNodes:
 def _declare_gke(base: Foundation) -> DeclaredNodes:
     spec = base.spec
     gke = GkeCluster(spec.name, spec, network=base.net.network.id, subnet=base.net.subnet.id, tag=base.tag,
-                     labels=base.labels, service_account=base.account.email, opts=base.after_apis)
+                     labels=base.labels, service_account=base.account.email, extra_nics=base.gpu_nics,
+                     opts=base.after_apis)
     # Pods run as the trainctl KSA; Workload Identity lets it act as the nodes' GSA,
     # which alone holds the bucket grant.
     gcp.serviceaccount.IAMMember(

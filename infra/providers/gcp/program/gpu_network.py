@@ -30,8 +30,9 @@ ROCE_FIRST = 128
 
 @dataclass(frozen=True)
 class ExtraNic:
-    """One NIC beyond nic0: the subnet it attaches to and its vNIC type."""
+    """One NIC beyond nic0: its network, the subnet it attaches to and its vNIC type."""
 
+    network: pulumi.Output[str]
     subnet: pulumi.Output[str]
     nic_type: str
 
@@ -64,12 +65,12 @@ class GpuNetworks(pulumi.ComponentResource):
         self.nics: list[ExtraNic] = []
         gvnic_vpcs = profile.host_nics - 1 + (0 if profile.transport == "rdma" else profile.gpu_nics)
         for i in range(gvnic_vpcs):
-            self.nics.append(ExtraNic(self._gvnic_vpc(i, profile.mtu), "GVNIC"))
+            self.nics.append(self._gvnic_vpc(i, profile.mtu))
         if profile.transport == "rdma":
-            self.nics += [ExtraNic(s, "MRDMA") for s in self._roce_vpc(profile)]
+            self.nics += self._roce_vpc(profile)
         self.register_outputs({"networks": [n.id for n in self.networks]})
 
-    def _gvnic_vpc(self, i: int, mtu: int) -> pulumi.Output[str]:
+    def _gvnic_vpc(self, i: int, mtu: int) -> ExtraNic:
         spec, child = self._spec, self._child
         vpc = gcp.compute.Network(
             f"{self._name}-gpunet-{i}", name=f"{spec.name}-gpunet-{i}", project=spec.project,
@@ -86,18 +87,18 @@ class GpuNetworks(pulumi.ComponentResource):
             allows=[gcp.compute.FirewallAllowArgs(protocol=p) for p in ("tcp", "udp", "icmp")],
             source_tags=[tag], target_tags=[tag], opts=child)
         self.networks.append(vpc)
-        return subnet.id
+        return ExtraNic(vpc.id, subnet.id, "GVNIC")
 
-    def _roce_vpc(self, profile: GpuDirect) -> list[pulumi.Output[str]]:
+    def _roce_vpc(self, profile: GpuDirect) -> list[ExtraNic]:
         spec, child = self._spec, self._child
         vpc = gcp.compute.Network(
             f"{self._name}-rdma", name=f"{spec.name}-rdma", project=spec.project,
             auto_create_subnetworks=False, mtu=profile.mtu, network_profile=roce_profile(spec), opts=child)
         self.networks.append(vpc)
-        return [gcp.compute.Subnetwork(
+        return [ExtraNic(vpc.id, gcp.compute.Subnetwork(
             f"{self._name}-rdmasub-{i}", name=f"{spec.name}-rdmasub-{i}", project=spec.project,
             region=region_of(spec.zone or ""), network=vpc.id, ip_cidr_range=extra_subnet_cidr(ROCE_FIRST + i),
-            opts=child).id for i in range(profile.gpu_nics)]
+            opts=child).id, "MRDMA") for i in range(profile.gpu_nics)]
 
 
 def compact_placement(spec: ClusterSpec, opts: pulumi.ResourceOptions) -> gcp.compute.ResourcePolicy | None:
