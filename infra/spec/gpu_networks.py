@@ -35,6 +35,11 @@ _A3_MEGA_GPU_IFACES = "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,
 _A3_CTRL_IFACE = "enp0s12"
 
 
+def _library_path(directory: str) -> str:
+    """The plugin's libraries first on the loader's path (the recipes' LD_LIBRARY_PATH)."""
+    return f'export LD_LIBRARY_PATH={directory}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}'
+
+
 @dataclass(frozen=True)
 class NcclSetup:
     """What bootstrap installs once per node (as root) and what every rank's environment gets."""
@@ -95,8 +100,8 @@ _TCPX = NcclSetup(
          "NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX": "/run/tcpx", "NCCL_CROSS_NIC": "0",
          "NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple", "NCCL_NSOCKS_PERTHREAD": "4",
          "NCCL_SOCKET_NTHREADS": "1", "NCCL_DYNAMIC_CHUNK_SIZE": "524288",
-         "NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_P2P_PCI_CHUNKSIZE": "524288",
-         "LD_LIBRARY_PATH": "/var/lib/tcpx/lib64:${LD_LIBRARY_PATH:-}"},
+         "NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_P2P_PCI_CHUNKSIZE": "524288"},
+    env_script=(_library_path("/var/lib/tcpx/lib64"),),
 )
 
 _TCPXO = NcclSetup(
@@ -111,9 +116,9 @@ _TCPXO = NcclSetup(
         "--num_hops=2 --num_nics=8 --uid= --alsologtostderr",
     ),
     env={"NCCL_FASTRAK_CTRL_DEV": _A3_CTRL_IFACE, "NCCL_FASTRAK_IFNAME": _A3_MEGA_GPU_IFACES,
-         "NCCL_SOCKET_IFNAME": _A3_CTRL_IFACE, "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
-         "LD_LIBRARY_PATH": "/var/lib/tcpxo/lib64:${LD_LIBRARY_PATH:-}"},
-    env_script=('NCCL_LIB_DIR=/var/lib/tcpxo/lib64 . /var/lib/tcpxo/lib64/nccl-env-profile.sh',),
+         "NCCL_SOCKET_IFNAME": _A3_CTRL_IFACE, "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices"},
+    env_script=(_library_path("/var/lib/tcpxo/lib64"),
+                "NCCL_LIB_DIR=/var/lib/tcpxo/lib64 . /var/lib/tcpxo/lib64/nccl-env-profile.sh"),
 )
 
 _GIB = NcclSetup(
@@ -131,11 +136,12 @@ _GIB = NcclSetup(
         "> /etc/apt/sources.list.d/gpudirect-gib.list && apt-get update && apt-get install -y nccl-gib "
         "&& apt-mark hold nccl-gib",
     ),
-    env={"LD_LIBRARY_PATH": "/usr/local/gib/lib64:${LD_LIBRARY_PATH:-}", "NCCL_CROSS_NIC": "0",
+    env={"NCCL_CROSS_NIC": "0",
          "NCCL_NET_GDR_LEVEL": "PIX", "NCCL_P2P_NET_CHUNKSIZE": "131072", "NCCL_NVLS_CHUNKSIZE": "524288",
          "NCCL_IB_GID_INDEX": "3", "NCCL_IB_ADAPTIVE_ROUTING": "1", "NCCL_IB_QPS_PER_CONNECTION": "4",
          "NCCL_IB_TC": "52", "NCCL_IB_FIFO_TC": "84",
          "NCCL_TUNER_CONFIG_PATH": "/usr/local/gib/configs/tuner_config.txtpb"},
+    env_script=(_library_path("/usr/local/gib/lib64"),),
 )
 
 GPUDIRECT: dict[str, GpuDirect] = {g.machine_type: g for g in (

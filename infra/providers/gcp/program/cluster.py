@@ -42,6 +42,8 @@ def _vm_nodes(spec: ClusterSpec, groups: list[GpuVmGroup]) -> pulumi.Output[list
     tasks = spec.node_tasks
     accelerators = {g.first + k: str(view.accelerator) for g, (_, _, view) in zip(groups, spec.groups())
                     for k in range(view.node_count)}
+    machines = {g.first + k: view.machine_type for g, (_, _, view) in zip(groups, spec.groups())
+                for k in range(view.node_count)}
 
     def node(i: int, inst: gcp.compute.Instance) -> pulumi.Output[dict[str, Any]]:
         def shape(nics: Sequence[Any]) -> dict[str, Any]:
@@ -55,7 +57,7 @@ def _vm_nodes(spec: ClusterSpec, groups: list[GpuVmGroup]) -> pulumi.Output[list
             return {"name": node_name(spec, i), "rank": i, "role": "worker", "internal_ip": internal,
                     "ssh_host": external or internal, "ssh_user": spec.ssh.user,
                     "accelerator": accelerators[i], "workdir": workdir(spec), "interface": None,
-                    "task": tasks[i][0]}
+                    "task": tasks[i][0], "machine_type": machines[i]}
         return inst.network_interfaces.apply(shape)
     return pulumi.Output.all(*[node(g.first + k, inst) for g in groups for k, inst in enumerate(g.instances)])
 
