@@ -46,6 +46,27 @@ def stack_gpudirect(spec: ClusterSpec) -> GpuDirect | None:
     return None
 
 
+def gvnic_vpc_count(profile: GpuDirect) -> int:
+    """Ordinary VPCs beyond the stack's own: the other host NICs', and TCPX(O)'s GPU NICs'."""
+    return profile.host_nics - 1 + (0 if profile.transport == "rdma" else profile.gpu_nics)
+
+
+def gpu_network_names(spec: ClusterSpec) -> list[tuple[str, str]]:
+    """(Compute collection, name) of everything GpuNetworks and compact_placement declare, in
+    deletion order (what uses a network before it): `down --force` deletes exactly these."""
+    profile = stack_gpudirect(spec)
+    out: list[tuple[str, str]] = [("resourcePolicies", f"{spec.name}-placement")]
+    if profile is None:
+        return out
+    vpcs = range(gvnic_vpc_count(profile))
+    out += [("firewalls", f"{spec.name}-fw-gpunet-{i}") for i in vpcs]
+    out += [("subnetworks", f"{spec.name}-gpusub-{i}") for i in vpcs]
+    if profile.transport == "rdma":
+        out += [("subnetworks", f"{spec.name}-rdmasub-{i}") for i in range(profile.gpu_nics)]
+        out.append(("networks", f"{spec.name}-rdma"))
+    return out + [("networks", f"{spec.name}-gpunet-{i}") for i in vpcs]
+
+
 def extra_subnet_cidr(index: int) -> str:
     return str(list(EXTRA_RANGE.subnets(new_prefix=24))[index])
 
@@ -63,8 +84,7 @@ class GpuNetworks(pulumi.ComponentResource):
         self._spec, self._name = spec, name
         self.networks: list[gcp.compute.Network] = []
         self.nics: list[ExtraNic] = []
-        gvnic_vpcs = profile.host_nics - 1 + (0 if profile.transport == "rdma" else profile.gpu_nics)
-        for i in range(gvnic_vpcs):
+        for i in range(gvnic_vpc_count(profile)):
             self.nics.append(self._gvnic_vpc(i, profile.mtu))
         if profile.transport == "rdma":
             self.nics += self._roce_vpc(profile)
