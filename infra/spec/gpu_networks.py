@@ -165,6 +165,11 @@ COMPACT_PLACEMENT_FAMILIES = ("a2", "a3", "a4", "a4x", "g2", "g4")
 COMPACT_PLACEMENT_MAX_VMS = 150
 
 
+# Where the extra networks' subnets come from (program/gpu_network.py): one /24 each, as GCP's
+# GPUDirect guides number them (192.168.N.0/24). A VM's NICs may not share address ranges.
+EXTRA_NETWORKS_RANGE = "192.168.0.0/16"
+
+
 def gpudirect(machine_type: str | None) -> GpuDirect | None:
     return GPUDIRECT.get(machine_type or "")
 

@@ -5,9 +5,10 @@ types, GPUs and TPUs meet a cluster's fields; ClusterSpec only says when the che
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING, Any, Callable
 
-from infra.spec import catalog
+from infra.spec import catalog, gpu_networks
 from infra.spec.cluster_sections import GpuRequest
 from infra.spec.model import resolve
 from infra.spec.placement import resolve_placement
@@ -60,6 +61,7 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         updates = _check_pool_machines(spec)
     else:
         updates = _check_gpu_machine(spec)
+    _check_gpudirect(spec, updates.get("machine_type", spec.machine_type))
     nodes = updates.get("nodes") or spec.nodes or sum(p.count for p in spec.pools)
     sized = spec.model_copy(update={"nodes": nodes,
                                     "machine_type": updates.get("machine_type", spec.machine_type)})
@@ -69,6 +71,19 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         # one process per GPU; one per TPU host, which drives all its chips
         updates["processes_per_node"] = gpu.count if gpu and not spec.tpu else 1
     return updates
+
+
+def _check_gpudirect(spec: ClusterSpec, machine_type: str | None) -> None:
+    """The stack's GPUDirect networks serve one family, and their ranges stay clear of nic0's."""
+    types = {p.machine_type or machine_type for p in spec.pools} if spec.pools else {machine_type}
+    families = sorted(t for t in types if t and gpu_networks.gpudirect(t))
+    if len({gpu_networks.GPUDIRECT[t].name for t in families}) > 1:
+        raise ValueError(f"pools: {' and '.join(families)} need different GPU networks; one stack serves one "
+                         "GPUDirect family: give the others a stack of their own")
+    extra = ipaddress.ip_network(gpu_networks.EXTRA_NETWORKS_RANGE)
+    if families and ipaddress.ip_network(spec.network.subnet_cidr).overlaps(extra):
+        raise ValueError(f"network.subnet_cidr {spec.network.subnet_cidr} overlaps {extra}, where the "
+                         f"{families[0]} GPU networks' subnets are: pick a range outside it (e.g. 10.128.0.0/20)")
 
 
 def _check_reservations(spec: ClusterSpec) -> None:

@@ -53,3 +53,15 @@ def test_compact_placement_is_refused_on_tpu_and_local_stacks_and_beyond_its_vm_
 
 def test_an_unknown_placement_is_refused_naming_the_choices():
     assert "'compact' or 'none'" in refusal(**A2, placement="spread")
+
+
+def test_a_gpudirect_stack_whose_subnet_overlaps_its_gpu_networks_is_refused():
+    message = refusal(**A3MEGA, network={"subnet_cidr": "192.168.0.0/20"})
+    assert "network.subnet_cidr 192.168.0.0/20 overlaps 192.168.0.0/16" in message
+    assert spec(**A2, network={"subnet_cidr": "192.168.0.0/20"}).network.subnet_cidr == "192.168.0.0/20"
+
+
+def test_pools_of_two_gpudirect_families_are_refused():
+    pools = [{"role": "chief", "machine_type": "a3-megagpu-8g"}, {"role": "worker", "machine_type": "a4-highgpu-8g"}]
+    message = refusal(**{**GCP, "zone": "us-east5-a", "machine_type": "a3-megagpu-8g"}, pools=pools)
+    assert "one stack serves one GPUDirect family" in message

@@ -24,7 +24,7 @@ from infra.spec.gpu_networks import GpuDirect
 
 # The extra networks' ranges: one /24 each from 192.168.0.0/16, as GCP's GPUDirect guides number
 # them (192.168.N.0/24); the RoCE subnets from the upper half.
-EXTRA_RANGE = ipaddress.ip_network("192.168.0.0/16")
+EXTRA_RANGE = ipaddress.ip_network(gpu_networks.EXTRA_NETWORKS_RANGE)
 ROCE_FIRST = 128
 
 
