@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import pulumi
 import pulumi_gcp as gcp
-
-from typing import Sequence
 
 from infra.spec import catalog, gpu_networks
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts

@@ -5,11 +5,10 @@ has exactly the slice's hosts, a compact placement policy and the slice's topolo
 from __future__ import annotations
 
 import hashlib
+from typing import Sequence
 
 import pulumi
 import pulumi_gcp as gcp
-
-from typing import Sequence
 
 from infra.spec import catalog, gpu_networks
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
