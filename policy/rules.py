@@ -115,6 +115,11 @@ RULES: tuple[Rule, ...] = (
          "TERMINATE on host maintenance.",
          "https://cloud.google.com/compute/docs/instances/define-instance-placement",
          stack_check=gpudirect_rules.compact_placement_limits),
+    Rule("spot-no-reservation",
+         "Spot VMs and spot GKE node pools declare no reservation affinity other than NO_RESERVATION: "
+         "Compute Engine cannot consume a reservation to create Spot VMs or preemptible instances.",
+         "https://cloud.google.com/compute/docs/instances/reservations-consume#limitations",
+         check=compute_rules.spot_no_reservation),
     Rule("firewall-no-public-ssh",
          "No ingress firewall rule opens SSH (tcp:22 or all ports) to 0.0.0.0/0 or ::/0.",
          "https://cloud.google.com/compute/docs/connect/ssh-best-practices/network-access",
