@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from infra.spec import catalog
+
 Transport = Literal["tcpx", "tcpxo", "rdma"]
 
 _AR = "us-docker.pkg.dev/gce-ai-infra"
@@ -172,6 +174,12 @@ EXTRA_NETWORKS_RANGE = "192.168.0.0/16"
 
 def gpudirect(machine_type: str | None) -> GpuDirect | None:
     return GPUDIRECT.get(machine_type or "")
+
+
+def boot_disk_type(machine_type: str | None) -> str:
+    """Hyperdisk where the family takes no Persistent Disk, else the catalog's pd-balanced."""
+    profile = gpudirect(machine_type)
+    return catalog.HYPERDISK_BOOT_DISK_TYPE if profile and profile.hyperdisk_only else catalog.BOOT_DISK_TYPE
 
 
 def takes_compact_placement(machine_type: str | None) -> bool:

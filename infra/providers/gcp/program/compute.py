@@ -50,12 +50,6 @@ def reservation_affinity(spec: ClusterSpec) -> gcp.compute.InstanceReservationAf
             key=RESERVATION_NAME_KEY, values=[spec.reservation]))
 
 
-def boot_disk_type(spec: ClusterSpec) -> str:
-    """Hyperdisk where the family takes no Persistent Disk (gpu_networks.py), else pd-balanced."""
-    profile = gpu_networks.gpudirect(spec.machine_type)
-    return catalog.HYPERDISK_BOOT_DISK_TYPE if profile and profile.hyperdisk_only else catalog.BOOT_DISK_TYPE
-
-
 def network_interfaces(spec: ClusterSpec, subnet: pulumi.Input[str],
                        extra_nics: Sequence[ExtraNic] = ()) -> list[gcp.compute.InstanceNetworkInterfaceArgs]:
     """nic0 on the stack's subnet (the only one with an external address), then the GPUDirect
@@ -100,7 +94,7 @@ class GpuVmGroup(pulumi.ComponentResource):
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     auto_delete=True,
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=image, size=spec.boot_disk_gb, type=boot_disk_type(spec))),
+                        image=image, size=spec.boot_disk_gb, type=gpu_networks.boot_disk_type(spec.machine_type))),
                 network_interfaces=network_interfaces(spec, subnet, extra_nics),
                 resource_policies=placement,
                 guest_accelerators=guest_accelerators(spec),
