@@ -37,6 +37,9 @@ class Node(BaseModel):
     # Its worker pool's role (chief, worker, ps, evaluator); None in inventories written before
     # pools existed, where the first node is the chief and the others workers.
     task: Role | None = None
+    # The VM's machine type where it has one (GCP VMs): what its GPU network needs
+    # (infra/spec/gpu_networks.py) follows from it.
+    machine_type: str | None = None
     # What the node declares but does not have (a simulated GCP node: `accelerator` is then
     # what it really computes with, the CPU).
     simulates: Accelerator | None = None

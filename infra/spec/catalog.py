@@ -112,6 +112,23 @@ GPUS: dict[str, GpuType] = {
                 ("us-central1-a", "us-central1-c", "us-east4-a", "us-east5-a", "us-west1-a",
                  "europe-west4-b", "asia-northeast1-b"),
                 quota_metric="NVIDIA_H100_GPUS"),
+        # The GPUs of the GPUDirect families (infra/spec/gpu_networks.py). Accelerator names and
+        # memory: https://cloud.google.com/compute/docs/gpus ("GPU machine types"); zones: the
+        # ones GCP's recipes deploy these families in (NOT re-checked against the GPU locations
+        # page here: trainctl refuses other zones until they are added); quota metrics follow
+        # Compute's NVIDIA_<MODEL>_GPUS naming (not in the discovery document installed here).
+        GpuType("nvidia-h100-mega-80gb", "H100 Mega 80GB", 80,
+                ("us-central1-a", "us-central1-c", "us-east4-a", "us-east5-a", "europe-west4-b",
+                 "asia-northeast1-b"),
+                quota_metric="NVIDIA_H100_MEGA_GPUS"),
+        GpuType("nvidia-h200-141gb", "H200 141GB", 141,
+                ("us-central1-b", "us-east4-b", "us-east5-a", "us-west1-c", "europe-west1-b",
+                 "asia-south1-b"),
+                quota_metric="NVIDIA_H200_GPUS"),
+        GpuType("nvidia-b200", "B200", 180,
+                ("us-central1-b", "us-east4-b", "us-east5-a", "us-west2-c", "europe-west4-b",
+                 "asia-northeast1-b"),
+                quota_metric="NVIDIA_B200_GPUS"),
     )
 }
 
@@ -146,6 +163,11 @@ def _machines() -> list[MachineType]:
     ):
         out.append(MachineType(name, vcpus, mem, price, spot, "nvidia-a100-80gb", gpus))
     out.append(MachineType("a3-highgpu-8g", 208, 1872, 88.25, 35.30, "nvidia-h100-80gb", 8))
+    # The GPUDirect families' 8-GPU machines (vCPUs, memory: accelerator-optimized-machines;
+    # prices are estimates in the order of the published list prices, not re-checked here).
+    out.append(MachineType("a3-megagpu-8g", 208, 1872, 94.00, 37.60, "nvidia-h100-mega-80gb", 8))
+    out.append(MachineType("a3-ultragpu-8g", 224, 2952, 84.80, 33.92, "nvidia-h200-141gb", 8))
+    out.append(MachineType("a4-highgpu-8g", 224, 3968, 107.00, 42.80, "nvidia-b200", 8))
     # E2/N2 for CPU-only nodes (GKE system pools, controllers). e2-medium is GKE's default
     # node machine type (a cluster's default pool, before trainctl removes it).
     out.append(MachineType("e2-medium", 2, 4, 0.0335, 0.0101))
@@ -276,6 +298,8 @@ GKE_CLUSTER_FEE_PER_HOUR = 0.10
 IMAGE_GPU_DEFAULT = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
 IMAGE_CPU_DEFAULT = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 BOOT_DISK_TYPE = "pd-balanced"
+# Families whose VMs take Hyperdisk only (gpu_networks.py says which): their boot disk.
+HYPERDISK_BOOT_DISK_TYPE = "hyperdisk-balanced"
 # The Python 3 each default boot image runs (python3 of Ubuntu 22.04, both images' base): what a
 # job's framework must have a build for (trainctl/jobs/job_environment.py).
 IMAGE_PYTHON = {IMAGE_GPU_DEFAULT: "3.10", IMAGE_CPU_DEFAULT: "3.10"}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from infra.providers.gcp.program.network import region_of
-from infra.spec import catalog
+from infra.spec import catalog, gpu_networks
 from infra.spec.accelerator import Gpu
 from infra.spec.cluster import ClusterSpec
 
@@ -73,7 +73,10 @@ def _vm_amounts(view: ClusterSpec, region: str, nodes: int) -> dict[tuple[str, s
         out[(catalog.GPUS_ALL_REGIONS, GLOBAL)] += accel.count * nodes
         out[(catalog.GPUS[accel.type].quota_metric_for(view.spot), region)] += accel.count * nodes
     if view.runs_on_vms:  # the program sets these for its own VMs; GKE decides its nodes' disks
-        out[(catalog.DISK_QUOTA_METRICS[catalog.BOOT_DISK_TYPE], region)] += view.boot_disk_gb * nodes
+        # Hyperdisk boot disks (A3 Ultra, A4) are not among the Persistent Disk metrics counted here.
+        disk = catalog.DISK_QUOTA_METRICS.get(gpu_networks.boot_disk_type(view.machine_type))
+        if disk:
+            out[(disk, region)] += view.boot_disk_gb * nodes
         if view.network.external_ips:
             out[("IN_USE_ADDRESSES", region)] += nodes
     return out

@@ -233,6 +233,52 @@ def test_image_repositories_are_never_public() -> None:
                                            "members": ["serviceAccount:x", "allAuthenticatedUsers"]}))
 
 
+def _nics(*types: str) -> list[dict[str, Any]]:
+    return [{"subnetwork": f"sub-{i}", "nicType": t} for i, t in enumerate(types)]
+
+
+def test_gpudirect_vms_carry_their_familys_gpu_nics() -> None:
+    # A3 Mega without its 8 GPU NICs: NCCL would run over nic0's TCP (GPU network bandwidth page)
+    (v,) = fired("gpudirect-nics", instance(machineType="a3-megagpu-8g", networkInterfaces=_nics("GVNIC")))
+    assert "8 GVNIC" in v.message and "plain TCP" in v.message
+    assert not fired("gpudirect-nics", instance(machineType="a3-megagpu-8g", networkInterfaces=_nics(*["GVNIC"] * 9)))
+    # A4: 2 gVNICs then 8 MRDMA; gVNICs where MRDMA belongs are refused
+    assert fired("gpudirect-nics", instance(machineType="a4-highgpu-8g", networkInterfaces=_nics(*["GVNIC"] * 10)))
+    assert not fired("gpudirect-nics", instance(machineType="a4-highgpu-8g",
+                                                networkInterfaces=_nics("GVNIC", "GVNIC", *["MRDMA"] * 8)))
+    assert not fired("gpudirect-nics", instance(networkInterfaces=_nics("default")))  # n1: no GPUDirect
+
+
+def test_a3_ultra_and_a4_boot_from_hyperdisk() -> None:
+    disk = {"initializeParams": {"type": "pd-balanced"}}
+    (v,) = fired("hyperdisk-only-families", instance(machineType="a3-ultragpu-8g", bootDisk=disk))
+    assert "hyperdisk-balanced" in v.message
+    assert not fired("hyperdisk-only-families", instance(
+        machineType="a3-ultragpu-8g", bootDisk={"initializeParams": {"type": "hyperdisk-balanced"}}))
+    assert not fired("hyperdisk-only-families", instance(machineType="a3-megagpu-8g", bootDisk=disk))
+
+
+def test_compact_placement_holds_supported_terminating_vms_within_its_limit() -> None:
+    from policy.gpudirect_rules import T_RESOURCE_POLICY
+
+    policy = Resource(T_RESOURCE_POLICY, "pp", {"name": "s-placement",
+                                                "groupPlacementPolicy": {"collocation": "COLLOCATED"}})
+    link = "https://www.googleapis.com/compute/v1/projects/p/regions/r/resourcePolicies/s-placement"
+
+    def vm(i: int, machine: str = "a2-highgpu-8g", maintenance: str = "TERMINATE") -> Resource:
+        return Resource(T_INSTANCE, f"vm{i}", {"name": f"s-node-{i}", "machineType": machine,
+                                               "resourcePolicies": link,
+                                               "scheduling": {"onHostMaintenance": maintenance}})
+
+    assert not fired("compact-placement-limits", policy, vm(0), vm(1))
+    (v,) = fired("compact-placement-limits", policy, vm(0, machine="n1-standard-8"))
+    assert "n1-standard-8" in v.message
+    (v,) = fired("compact-placement-limits", policy, vm(0, maintenance="MIGRATE"))
+    assert "TERMINATE" in v.message
+    (v,) = fired("compact-placement-limits", policy, *[vm(i) for i in range(151)])
+    assert "151 VMs" in v.message and "150" in v.message
+
+
 def test_list_rules_fire_on_the_read_only_lists_the_policy_engine_hands_over() -> None:
     """Under `pulumi up --policy-pack`, pulumi_policy wraps a resource's properties in proxies
     whose lists are Sequences, not lists; the list-reading rules must still see them."""

@@ -122,3 +122,15 @@ def test_a_stack_that_is_up_already_is_planned_and_brought_up_again_without_coun
     quota.preflight(spec, project.progress)  # `up` again: nothing more to hold
     with pytest.raises(ConfigError, match="NVIDIA_T4_GPUS in us-central1: limit 2, 2 in use, 0 free"):
         quota.preflight(project.stack("gpu-t4x2", nodes=2), project.progress)  # one more node is
+
+
+def test_hyperdisk_boot_disks_are_not_counted_against_persistent_disk_quota() -> None:
+    """A3 Ultra and A4 boot from hyperdisk-balanced, which SSD_TOTAL_GB does not meter; A3 Mega's
+    pd-balanced boot disks still count there."""
+    def metrics(stack: str) -> set[str]:
+        (pool,) = per_pool(load_stack(stack))
+        return {n.metric for n in pool.needs}
+
+    assert "SSD_TOTAL_GB" not in metrics("gpu-a4-x2") | metrics("gpu-a3ultra-x2")
+    assert "SSD_TOTAL_GB" in metrics("gpu-a3mega-x2")
+    assert "NVIDIA_B200_GPUS" in metrics("gpu-a4-x2")
