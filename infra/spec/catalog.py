@@ -218,6 +218,16 @@ def _tpus() -> list[TpuType]:
 
 TPUS: dict[str, TpuType] = {t.name: t for t in _tpus()}
 
+# Every zone the catalog knows: where it places a GPU or TPU type (CPU machine types exist in all).
+ZONES: tuple[str, ...] = tuple(sorted({z for g in GPUS.values() for z in g.zones}
+                                      | {z for t in TPUS.values() for z in t.zones}))
+
+
+def region_of(zone: str) -> str:
+    """us-central1-a -> us-central1 (GCE zone names are the region's plus a letter)."""
+    return zone.rsplit("-", 1)[0]
+
+
 def tpu_runtime_has_tensorflow(runtime: str) -> bool:
     """TensorFlow ships only in the tpu-vm-tf-* runtimes (the -pod- ones for multi-host
     slices); the base and v2-alpha-* runtimes have none: https://cloud.google.com/tpu/docs/runtimes"""
