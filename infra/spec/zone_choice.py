@@ -53,6 +53,11 @@ def check_zone_choice(spec: ClusterSpec) -> dict[str, object]:
                          "the stack's machines)")
     wanted = accelerators_of(spec)
     candidates = _region_zones(spec.region, wanted) if spec.region else _listed_zones(spec.zones, wanted)
+    reservations = [spec.reservation] + [p.reservation for p in spec.pools]
+    named = sorted({r for r in reservations if r not in (None, "any", "none")})
+    if named and len(candidates) > 1:
+        raise ValueError(f"reservation {named[0]!r} is in one zone, and zones/region let the cluster land in "
+                         f"another: name that zone alone, or use reservation: any")
     if spec.zone is not None and spec.zone not in candidates:
         raise ValueError(f"zone {spec.zone!r} is not one of the candidate zones {', '.join(candidates)}: "
                          "remove zone (gcp:zone), or add it to zones")

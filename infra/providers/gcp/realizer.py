@@ -24,7 +24,7 @@ from infra.providers.gcp.prerequisites import check_google_credentials, check_pr
 from infra.providers.gcp.program.storage import ADOPT_ENV
 from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, program_env, pulumi_stack,
                                                   read_meta, write_meta)
-from infra.providers.gcp.zone_failover import place, record_placement, refusal_of
+from infra.providers.gcp.zone_failover import place, record_placement, refusal_of, regions_with_quota
 from infra.providers.inventory import Inventory, Node, Registry
 from infra.providers.protocol import Capabilities, PlanRow, Progress, StackInfo
 from infra.providers.realizers import unsupported
@@ -110,7 +110,8 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     from infra.providers.gcp.quota import preflight
 
     check_prerequisites(spec)
-    preflight(spec, progress)  # before anything billable exists
+    # before anything billable exists; candidate regions without quota are not tried
+    spec, skipped = regions_with_quota(spec, lambda placed: preflight(placed, progress), progress)
     reservations.check(spec, progress)
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
@@ -135,7 +136,7 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
             except CommandError as exc:
                 raise refusal_of(exc) from exc
 
-        result, placed, attempts = place(spec, attempt, progress)
+        result, placed, attempts = place(spec, attempt, progress, skipped)
         record_placement(placed, attempts, progress)
         return _write_inventory(placed, {k: v.value for k, v in result.outputs.items()}, client_key, progress,
                                 placement=tuple(a.record() for a in attempts))

@@ -22,8 +22,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, TypeVar
 
-from infra.errors import CapacityUnavailable, ProvisionError
+from infra.errors import CapacityUnavailable, ConfigError, ProvisionError
 from infra.providers.protocol import Progress
+from infra.spec.catalog import region_of
 from infra.spec.cluster import ClusterSpec
 from infra.spec.zone_choice import candidate_zones
 
@@ -105,12 +106,37 @@ def next_zones(remaining: list[str], hints: tuple[str, ...]) -> list[str]:
     return hinted + [z for z in remaining if z not in hinted]
 
 
+def regions_with_quota(spec: ClusterSpec, preflight: Callable[[ClusterSpec], None],
+                       progress: Progress) -> tuple[ClusterSpec, list[ZoneAttempt]]:
+    """The candidates whose region's quota holds the stack (`preflight` refuses with ConfigError
+    before anything exists), and a "no quota" attempt for each zone dropped. Every region short:
+    the first region's refusal, as a one-zone stack gets it."""
+    candidates = candidate_zones(spec)
+    regions = list(dict.fromkeys(region_of(z) for z in candidates))
+    refused: dict[str, ConfigError] = {}
+    for region in regions:
+        try:
+            preflight(spec.model_copy(update={"zone": next(z for z in candidates if region_of(z) == region)}))
+        except ConfigError as exc:
+            if len(regions) == 1:
+                raise
+            refused[region] = exc
+    if len(refused) == len(regions):
+        raise refused[regions[0]]
+    skipped = [ZoneAttempt(z, "no quota", 0.0, str(refused[region_of(z)]).splitlines()[-1].strip())
+               for z in candidates if region_of(z) in refused]
+    for region in refused:
+        progress(f"region {region} has too little quota for the stack: its zones are not tried")
+    kept = tuple(z for z in candidates if region_of(z) not in refused)
+    return spec.model_copy(update={"zone": kept[0], "zones": kept if spec.zones else ()}), skipped
+
+
 def place(spec: ClusterSpec, attempt: Callable[[ClusterSpec], T],
-          progress: Progress) -> tuple[T, ClusterSpec, list[ZoneAttempt]]:
+          progress: Progress, skipped: list[ZoneAttempt] | None = None) -> tuple[T, ClusterSpec, list[ZoneAttempt]]:
     """`attempt` (one `pulumi up` of the whole cluster) in each candidate zone until one is not
-    refused: (its result, the spec in the zone it landed in, every attempt)."""
+    refused: (its result, the spec in the zone it landed in, every attempt, after `skipped`)."""
     remaining = list(candidate_zones(spec))
-    attempts: list[ZoneAttempt] = []
+    attempts: list[ZoneAttempt] = list(skipped or [])
     while remaining:
         zone = remaining.pop(0)
         if len(attempts) or remaining:

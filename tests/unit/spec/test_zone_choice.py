@@ -60,6 +60,7 @@ def test_a_zone_outside_the_candidates_is_refused():
     ({"region": "us-east1", "machine_type": "a3-highgpu-8g", "gpu": None}, "no zone of region 'us-east1' offers"),
     ({"zones": ["us-central1-a", "us-central1-a"]}, "zones: us-central1-a appears more than once"),
     ({"zones": ["us-central1-z"]}, "zones: unknown zone 'us-central1-z'"),
+    ({"region": "us-central1", "reservation": "t4-block"}, "reservation 't4-block' is in one zone"),
 ])
 def test_bad_zone_choices_are_refused_naming_the_fix(fields, said):
     assert said in refusal(**fields)

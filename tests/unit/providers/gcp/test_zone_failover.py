@@ -46,3 +46,14 @@ def test_zones_without_hints_are_tried_in_their_order(make_gcp) -> None:
         (A, "no capacity", []), (B, "no capacity", []), ("us-east1-c", "up", [])]
     assert set(zones_of(gcp).values()) == {"us-east1-c"}
     assert realizer.down(spec.name, progress=gcp.progress) is True
+
+
+def test_a_candidate_region_without_quota_is_skipped_before_anything_is_created_there(make_gcp) -> None:
+    gcp: Project = make_gcp(quotas={"us-central1": {"NVIDIA_T4_GPUS": 0}, "us-east1": {"NVIDIA_T4_GPUS": 8}})
+    spec = gcp.stack("gpu-t4x2", zones=[A, "us-east1-c"])
+    inventory = realizer.up(spec, gcp.progress)
+    assert [(a["zone"], a["outcome"]) for a in inventory.placement] == [(A, "no quota"), ("us-east1-c", "up")]
+    assert "quota NVIDIA_T4_GPUS in us-central1: limit 0" in inventory.placement[0]["reason"]
+    assert set(zones_of(gcp).values()) == {"us-east1-c"}
+    assert gcp.names("subnetworks", "us-central1") == set()  # the refused region got nothing
+    assert realizer.down(spec.name, progress=gcp.progress) is True
