@@ -8,10 +8,9 @@ import pytest
 
 from infra.spec.cluster import ClusterSpec
 from infra.spec.zone_choice import candidate_zones
+from tests.unit.spec.test_reservation_field import GCP as ONE_ZONE
 
-GCP = {"name": "z", "provider": "gcp", "project": "my-project",
-       "machine_type": "n1-standard-8", "gpu": {"type": "nvidia-tesla-t4", "count": 2},
-       "ssh": {"source_ranges": ["203.0.113.7/32"]}}
+GCP = {k: v for k, v in ONE_ZONE.items() if k != "zone"}  # a T4 stack on GCP, its zone left to decide
 
 
 def refusal(**fields) -> str:
