@@ -24,7 +24,8 @@ from infra.providers.gcp.prerequisites import check_google_credentials, check_pr
 from infra.providers.gcp.program.storage import ADOPT_ENV
 from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, program_env, pulumi_stack,
                                                   read_meta, write_meta)
-from infra.providers.gcp.zone_failover import place, record_placement, refusal_of, regions_with_quota
+from infra.providers.gcp.zone_failover import (place, record_placement, refusal_of, regions_with_quota,
+                                               stay_where_landed)
 from infra.providers.inventory import Inventory, Node, Registry
 from infra.providers.protocol import Capabilities, PlanRow, Progress, StackInfo
 from infra.providers.realizers import unsupported
@@ -110,6 +111,7 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     from infra.providers.gcp.quota import preflight
 
     check_prerequisites(spec)
+    spec = stay_where_landed(spec, read_meta(spec.name))
     # before anything billable exists; candidate regions without quota are not tried
     spec, skipped = regions_with_quota(spec, lambda placed: preflight(placed, progress), progress)
     reservations.check(spec, progress)
@@ -134,7 +136,10 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
             try:
                 return workspace_stack.up(on_output=progress, policy_packs=policy_packs())
             except CommandError as exc:
-                raise refusal_of(exc) from exc
+                refused = refusal_of(exc)
+                if refused is exc:
+                    raise
+                raise refused from exc
 
         result, placed, attempts = place(spec, attempt, progress, skipped)
         record_placement(placed, attempts, progress)

@@ -106,6 +106,15 @@ def next_zones(remaining: list[str], hints: tuple[str, ...]) -> list[str]:
     return hinted + [z for z in remaining if z not in hinted]
 
 
+def stay_where_landed(spec: ClusterSpec, meta: dict[str, Any] | None) -> ClusterSpec:
+    """An `up` of a stack that is up already starts in the zone it landed in, not in the stack
+    file's first: capacity come back in `zone` must not move a running cluster."""
+    landed = ((meta or {}).get("spec") or {}).get("zone")
+    if landed and landed != spec.zone and landed in candidate_zones(spec):
+        return spec.model_copy(update={"zone": landed})
+    return spec
+
+
 def regions_with_quota(spec: ClusterSpec, preflight: Callable[[ClusterSpec], None],
                        progress: Progress) -> tuple[ClusterSpec, list[ZoneAttempt]]:
     """The candidates whose region's quota holds the stack (`preflight` refuses with ConfigError

@@ -31,6 +31,11 @@ def test_a_stockout_naming_a_zone_with_capacity_sends_the_cluster_there_without_
     assert set(zones_of(gcp).values()) == {C}  # every node in c, nothing left in a
     assert realizer.spec(spec.name).zone == C  # what repair and down hand the program
     assert any(line.startswith("placed in zone us-central1-c after 2 attempt(s)") for line in gcp.said)
+    # a zone earlier in the list has capacity again: `up` of the running stack leaves it where it is
+    gcp.admin("PUT", "stockouts", [])
+    again = realizer.up(spec, gcp.progress)
+    assert [a["zone"] for a in again.placement] == [C]
+    assert set(zones_of(gcp).values()) == {C}
     assert realizer.down(spec.name, progress=gcp.progress) is True
     gcp.next_command()
     assert gcp.instances() == {}
