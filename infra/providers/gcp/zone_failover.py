@@ -176,8 +176,8 @@ def _exhausted(attempts: list[ZoneAttempt], last: Exception) -> Exception:
 
 
 def record_placement(placed: ClusterSpec, attempts: list[ZoneAttempt], progress: Progress) -> None:
-    """The zone the cluster landed in becomes the stack's; the attempts are said (when there was
-    a choice) and kept beside the stack's state for the inventory and the run record."""
+    """The zone the cluster landed in becomes the stack's (what `repair` and `down` hand the
+    program); the attempts are said when there was a choice (the inventory keeps them)."""
     from infra.providers.gcp.pulumi_workspace import record_landed_spec
 
     record_landed_spec(placed)
