@@ -46,6 +46,9 @@ ttl_hours: 1
 """
 
 
+UP_PHASES: dict[str, list[float]] = {}  # run name -> its `up` phase, from the run's table of phases
+
+
 def trainctl_run(work: Path, name: str, overrides: dict[str, object]) -> tuple[float | None, int]:
     """(seconds until every rank trains, or None when the run never got there; its exit code)."""
     path = work / f"{name}.yaml"
@@ -60,6 +63,9 @@ def trainctl_run(work: Path, name: str, overrides: dict[str, object]) -> tuple[f
         if training is None and re.search(rf"rank \d/{NODES} on", line):
             ranks += 1
             training = time.perf_counter() - started if ranks == NODES else None
+        phase = re.search(r"\bup\s+\S\s+([0-9.]+)", line)
+        if phase:
+            UP_PHASES.setdefault(re.sub(r"\d.*$", "", name), []).append(float(phase.group(1)))
     code = proc.wait()
     return training, code
 
@@ -106,6 +112,8 @@ def main() -> None:
     median = {name: statistics.median(values) for name, values in samples.items()}
     for name, values in samples.items():
         print(f"{name + ':':28} {median[name]:.1f} s (samples {[round(x, 1) for x in values]})")
+    for name, ups in UP_PHASES.items():
+        print(f"`up` phase of {name} runs: median {statistics.median(ups):.1f} s (samples {ups})")
     ours, direct_run, loop = median.values()
     goal = "met" if ours / direct_run <= 1.2 else "MISSED"
     print(f"failover / direct {ours / direct_run:.2f} (goal <= 1.2: {goal}); failover / blind loop {ours / loop:.2f}")
