@@ -101,6 +101,11 @@ RULES: tuple[Rule, ...] = (
          "action; standard VMs: no termination action.",
          "https://cloud.google.com/compute/docs/instances/create-use-spot",
          check=compute_rules.spot_scheduling),
+    Rule("spot-no-reservation",
+         "Spot VMs and spot GKE node pools declare no reservation affinity other than NO_RESERVATION: "
+         "Compute Engine cannot consume a reservation to create Spot VMs or preemptible instances.",
+         "https://cloud.google.com/compute/docs/instances/reservations-consume#limitations",
+         check=compute_rules.spot_no_reservation),
     Rule("firewall-no-public-ssh",
          "No ingress firewall rule opens SSH (tcp:22 or all ports) to 0.0.0.0/0 or ::/0.",
          "https://cloud.google.com/compute/docs/connect/ssh-best-practices/network-access",

@@ -159,6 +159,19 @@ def _machines() -> list[MachineType]:
 
 MACHINES: dict[str, MachineType] = {m.name: m for m in _machines()}
 
+# Compute's regional vCPU quota metric (the API's Quota.metric) by machine family; the families
+# not named here (N1, E2, G2, A3) count toward CPUS, and every vCPU toward CPUS_ALL_REGIONS.
+# Spot VMs of the CPUS families count toward PREEMPTIBLE_CPUS where the project has such quota.
+CPU_QUOTA_METRICS = {"n2": "N2_CPUS", "a2": "A2_CPUS"}
+CPUS_ALL_REGIONS = "CPUS_ALL_REGIONS"
+# Persistent disk quota (regional, GB) by disk type: balanced and SSD persistent disks count toward
+# SSD_TOTAL_GB, standard ones toward DISKS_TOTAL_GB (https://cloud.google.com/compute/resource-usage).
+DISK_QUOTA_METRICS = {"pd-standard": "DISKS_TOTAL_GB", "pd-balanced": "SSD_TOTAL_GB", "pd-ssd": "SSD_TOTAL_GB"}
+
+
+def cpu_quota_metric(machine_type: str) -> str:
+    return CPU_QUOTA_METRICS.get(machine_type.split("-", 1)[0], "CPUS")
+
 # Families that take attached GPUs (guest_accelerators) and those whose GPUs are bundled.
 ATTACHABLE_GPU_FAMILIES = ("n1",)
 # Per-GPU vCPU ceilings on N1 (GCE refuses more vCPUs than these per attached GPU count).
@@ -226,6 +239,23 @@ ZONES: tuple[str, ...] = tuple(sorted({z for g in GPUS.values() for z in g.zones
 def region_of(zone: str) -> str:
     """us-central1-a -> us-central1 (GCE zone names are the region's plus a letter)."""
     return zone.rsplit("-", 1)[0]
+
+
+# The TPU API's quota per zone and generation, (on-demand, spot) ids as its quota errors name them
+# ("Quota limit 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' has been exceeded"), counted in chips
+# (v5e, v6e) or TensorCores, two per chip (v4, v5p).
+TPU_QUOTA_IDS = {"v5e": ("TPUV5sLitepodPerProjectPerZoneForTPUAPI", "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"),
+                 "v6e": ("TPUV6EPerProjectPerZoneForTPUAPI", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"),
+                 "v4": ("TPUV4sPodPerProjectPerZoneForTPUAPI", "TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI"),
+                 "v5p": ("TPUV5PPerProjectPerZoneForTPUAPI", "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI")}
+
+
+def tpu_quota_units(t: TpuType) -> int:
+    return t.chips * 2 if t.generation in ("v4", "v5p") else t.chips
+
+
+def tpu_quota_id(t: TpuType, spot: bool) -> str:
+    return TPU_QUOTA_IDS[t.generation][1 if spot else 0]
 
 
 def tpu_runtime_has_tensorflow(runtime: str) -> bool:

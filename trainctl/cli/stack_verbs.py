@@ -48,10 +48,17 @@ def plan(stack: StackOpt = "local",
 
         out(plan_document(spec, rows, cost, notes, realizer.capabilities(spec)).model_dump_json(indent=2))
         return
+    from trainctl.cli.plan_capacity import capacity_note, capacity_table
+
     resources = table("resource", "name", "details")
     for r in rows:
-        resources.add_row(r.kind, r.name, ", ".join(f"{k}={v}" for k, v in r.values.items()))
+        if not r.is_capacity:
+            resources.add_row(r.kind, r.name, ", ".join(f"{k}={v}" for k, v in r.values.items()))
     show(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), {spec.accelerator}", resources)
+    capacity = capacity_table(rows)
+    if capacity is not None:
+        show("capacity per pool (the quota each pool needs, and what the project has free)", capacity)
+    notes = [note for note in [capacity_note(rows)] if note] + notes
     for note in notes:
         result(note)
     for what, per_hour in cost.lines:

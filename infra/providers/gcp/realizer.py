@@ -46,14 +46,16 @@ def policy_packs() -> list[str]:
 def plan(spec: ClusterSpec) -> list[PlanRow]:
     """Resources `up` would create: the Pulumi program itself, evaluated under mocks, refused
     (exit 2) when it breaks a rule of the policy pack `up` enforces or names a reservation that
-    cannot hold its VMs (read from Compute: the one part of a plan that asks the project)."""
-    from infra.providers.gcp import reservations
+    cannot hold its VMs, or quota the project has not free (read from Compute: the parts of a plan
+    that ask the project). Each pool's capacity rows (capacity.py) follow the resources."""
+    from infra.providers.gcp import capacity, reservations
     from infra.providers.gcp.program.mocks import evaluate
     from infra.providers.gcp.program.storage import kept_on_down
 
     declared = evaluate(spec).resources
     _refuse_policy_violations(spec, declared)
     reservations.check(spec)
+    pools = capacity.plan_rows(spec)
     rows = []
     for r in declared:
         kind = r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type
@@ -63,7 +65,7 @@ def plan(spec: ClusterSpec) -> list[PlanRow]:
         rows.append(PlanRow(kind, str(r.inputs.get("name", r.name)), values))
     # Pulumi registers resources from its own threads, in no fixed order: a plan is compared
     # between runs (CI logs, `plan --json`), so it is listed by kind and name, node-1 before node-10.
-    return sorted(rows, key=lambda row: (row.kind, _natural(row.name)))
+    return sorted(rows, key=lambda row: (row.kind, _natural(row.name))) + pools
 
 
 def capabilities(spec: ClusterSpec) -> Capabilities:

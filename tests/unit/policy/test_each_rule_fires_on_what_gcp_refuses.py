@@ -137,6 +137,32 @@ def test_spot_scheduling_is_consistent() -> None:
     assert "remove it" in v.message
 
 
+SPOT = {"provisioningModel": "SPOT", "preemptible": True, "automaticRestart": False,
+        "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE"}
+
+
+@pytest.mark.parametrize("affinity", [{"type": "SPECIFIC_RESERVATION", "specificReservation": {
+    "key": "compute.googleapis.com/reservation-name", "values": ["h100-block"]}}, {"type": "ANY_RESERVATION"}])
+def test_spot_vms_written_by_hand_cannot_ask_for_a_reservation(affinity: dict) -> None:
+    (v,) = fired("spot-no-reservation", instance(scheduling=SPOT, reservationAffinity=affinity))
+    assert f"spot VM 'vm-0' asks for reserved capacity (reservation affinity {affinity['type']})" in v.message
+    assert "NO_RESERVATION" in v.message and "reservations-consume" in str(v)
+    # the same affinity on a standard VM, and NO_RESERVATION (or none) on a spot one, are fine
+    assert not fired("spot-no-reservation", instance(reservationAffinity=affinity))
+    assert not fired("spot-no-reservation", instance(scheduling=SPOT, reservationAffinity={"type": "NO_RESERVATION"}))
+    assert not fired("spot-no-reservation", instance(scheduling=SPOT))
+
+
+def test_spot_gke_node_pools_cannot_ask_for_a_reservation() -> None:
+    config = {"machineType": "g2-standard-8", "spot": True, "reservationAffinity": {
+        "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+        "values": ["l4-block"]}}
+    (v,) = fired("spot-no-reservation", Resource(T_NODEPOOL, "p", {"name": "s-gpu", "nodeConfig": config}))
+    assert "spot GKE node pool 's-gpu'" in v.message
+    on_demand = {**config, "spot": False}
+    assert not fired("spot-no-reservation", Resource(T_NODEPOOL, "p", {"name": "s-gpu", "nodeConfig": on_demand}))
+
+
 @pytest.mark.parametrize("allow", [{"protocol": "tcp", "ports": ["22"]}, {"protocol": "tcp"},
                                    {"protocol": "all"}, {"protocol": "tcp", "ports": ["20-30"]}])
 @pytest.mark.parametrize("anywhere", ["0.0.0.0/0", "::/0"])
