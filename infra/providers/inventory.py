@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -101,6 +101,9 @@ class Inventory(BaseModel):
     # Identity): pods write checkpoints to the bucket with its grant. GKE only.
     gke_service_account: str | None = None
     registry: Registry | None = None
+    # How the provider chose where the nodes are, when it had a choice (GCP zone failover): each
+    # zone tried, in order, with its outcome, the provider's reason and seconds taken.
+    placement: tuple[dict[str, Any], ...] = ()
 
     @property
     def target(self) -> Literal["ssh", "gke"]:

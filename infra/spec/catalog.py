@@ -253,6 +253,16 @@ def _tpus() -> list[TpuType]:
 
 TPUS: dict[str, TpuType] = {t.name: t for t in _tpus()}
 
+# Every zone the catalog knows: where it places a GPU or TPU type (CPU machine types exist in all).
+ZONES: tuple[str, ...] = tuple(sorted({z for g in GPUS.values() for z in g.zones}
+                                      | {z for t in TPUS.values() for z in t.zones}))
+
+
+def region_of(zone: str) -> str:
+    """us-central1-a -> us-central1 (GCE zone names are the region's plus a letter)."""
+    return zone.rsplit("-", 1)[0]
+
+
 # The TPU API's quota per zone and generation, (on-demand, spot) ids as its quota errors name them
 # ("Quota limit 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' has been exceeded"), counted in chips
 # (v5e, v6e) or TensorCores, two per chip (v4, v5p).

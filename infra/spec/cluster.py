@@ -67,6 +67,10 @@ class ClusterSpec(SpecModel):
     kind: Literal["vm", "tpu", "gke"] = "vm"
     project: str | None = None
     zone: str | None = None
+    # Zones to fail over between on a stockout (all nodes in one of them; infra/spec/zone_choice.py),
+    # or a region: every zone of it that offers the stack's machines.
+    zones: tuple[str, ...] = ()
+    region: str | None = None
     nodes: int | None = Field(None, ge=1, le=512)
     machine_type: str | None = None
     gpu: GpuRequest | None = None

@@ -12,6 +12,7 @@ from infra.spec import catalog, gpu_networks
 from infra.spec.cluster_sections import GpuRequest
 from infra.spec.model import resolve
 from infra.spec.placement import resolve_placement
+from infra.spec.zone_choice import check_zone_choice
 
 if TYPE_CHECKING:  # ClusterSpec runs these checks while it validates itself
     from infra.spec.cluster import ClusterSpec
@@ -38,6 +39,8 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
     if spec.placement == "compact":
         raise ValueError("placement: compact places GCE VMs; the local stack's nodes are namespaces on "
                          "this machine: remove placement")
+    if spec.zones or spec.region:
+        raise ValueError("the local stack has no zones to choose from: remove zones/region")
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
     if nodes > catalog.LOCAL_MAX_NODES:
         raise ValueError(f"nodes {nodes} is more than the local stack supports "
@@ -49,8 +52,10 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
     """A GCP stack: its project and zone, who may reach SSH, and the machines of its kind."""
     if not spec.project:
         raise ValueError("project is required for provider gcp (trainctl:project or gcp:project)")
+    resolve(spec, check_zone_choice(spec))  # the zone every later check reads
     if not spec.zone:
-        raise ValueError("zone is required for provider gcp (trainctl:zone or gcp:zone)")
+        raise ValueError("zone is required for provider gcp (trainctl:zone or gcp:zone, "
+                         "or trainctl:zones / trainctl:region to fail over between zones)")
     if spec.kind != "gke" and not spec.ssh.source_ranges:
         raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
                          "reach port 22 (there is no 0.0.0.0/0 default)")

@@ -12,6 +12,7 @@ from infra.providers import realizers
 from trainctl.cli.options import (RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt, nodes_over_ssh,
                                   run_id_argument, runs_root, simulate_if_asked)
 from trainctl.cli.output import out, result, say, show, table
+from trainctl.cli.placement_output import show_placement
 
 if TYPE_CHECKING:
     from infra.spec.cluster import ClusterSpec
@@ -75,6 +76,7 @@ def up(stack: StackOpt = "local",
     simulate_if_asked(spec, simulate, simulated_project)
     start = time.monotonic()
     inventory = realizers.for_spec(spec).up(spec, say)
+    show_placement(inventory.placement)
     say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
         + ", ".join(f"{n.name}={n.internal_ip}" for n in inventory.nodes))
 

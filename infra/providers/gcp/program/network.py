@@ -11,11 +11,8 @@ import pulumi_gcp as gcp
 
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts, network_tag
 from infra.spec import gpu_networks
+from infra.spec.catalog import region_of
 from infra.spec.cluster import ClusterSpec
-
-
-def region_of(zone: str) -> str:
-    return zone.rsplit("-", 1)[0]
 
 
 class Network(pulumi.ComponentResource):
