@@ -98,6 +98,8 @@ def test_a_queued_resource_waits_for_resources_as_long_as_the_project_file_says(
     sim.advance(29)
     assert state(sim) == "WAITING_FOR_RESOURCES"
     sim.advance(40)  # from now, not from the last advance
+    assert state(sim) == "PROVISIONING"
+    sim.advance(42)
     assert state(sim) == "ACTIVE"
 
 
