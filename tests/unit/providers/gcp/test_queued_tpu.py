@@ -1,0 +1,38 @@
+"""A queued TPU (tpu.queued) in a simulated project: `up` gives up at the stack's deadline and
+deletes its request (the grant itself, with SSH and bootstrap, is tests/e2e/test_queued_tpu_on_the_simulator.py)."""
+
+from __future__ import annotations
+
+import pytest
+from google.cloud import tpu_v2
+
+from infra.errors import CapacityUnavailable
+from infra.providers.gcp import queued_tpu
+from infra.providers.gcp.program.network import region_of
+from infra.providers.gcp.program.tpu import queued_request
+from infra.providers.stack_home import state_dir
+from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
+
+STACK = "tpu-v5e-8-queued"
+
+
+def queued_resources(project: Project) -> list[str]:
+    client = project.client(tpu_v2.TpuClient)
+    return [qr.name for qr in client.list_queued_resources(parent=f"projects/{project.id}/locations/-")]
+
+
+def test_a_queued_tpu_not_granted_by_the_deadline_is_refused_and_its_request_deleted(make_gcp) -> None:
+    project = make_gcp(stockouts=[{"zone": "us-west4-a"}], services=["compute.googleapis.com", "tpu.googleapis.com"])
+    spec = project.stack(STACK, tpu={"type": "v5litepod-8", "queued": True, "queue_deadline_minutes": 0.02})
+    assert spec.zone is not None
+    project.network(f"{spec.name}-vpc", region_of(spec.zone))
+    body = queued_request(spec, network=f"projects/{project.id}/global/networks/{spec.name}-vpc",
+                          subnet=f"projects/{project.id}/regions/{region_of(spec.zone)}/subnetworks/{spec.name}-vpc-subnet",
+                          tag="t", metadata={}, labels={"managed-by": "trainctl"},
+                          service_account=f"sa@{project.id}.iam.gserviceaccount.com")
+    with pytest.raises(CapacityUnavailable) as refused:
+        queued_tpu.granted(spec, {"queued_tpu": body, "inventory": {"nodes": []}}, project.progress)
+    assert "was not granted within tpu.queue_deadline_minutes (0.02)" in str(refused.value)
+    assert f"`trainctl down --stack {spec.name}`" in str(refused.value)
+    assert any("WAITING_FOR_RESOURCES, waited 0m00s of 0m01s" in line for line in project.said)
+    assert queued_resources(project) == [] and not (state_dir(spec.name) / queued_tpu.RECORD).exists()
