@@ -7,7 +7,7 @@ import pytest
 from google.cloud import tpu_v2
 
 from infra.errors import CapacityUnavailable
-from infra.providers.gcp import queued_tpu
+from infra.providers.gcp import queued_tpu, realizer
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.program.tpu import queued_request
 from infra.providers.stack_home import state_dir
@@ -36,3 +36,13 @@ def test_a_queued_tpu_not_granted_by_the_deadline_is_refused_and_its_request_del
     assert f"`trainctl down --stack {spec.name}`" in str(refused.value)
     assert any("WAITING_FOR_RESOURCES, waited 0m00s of 0m01s" in line for line in project.said)
     assert queued_resources(project) == [] and not (state_dir(spec.name) / queued_tpu.RECORD).exists()
+
+
+def test_plan_shows_the_queued_tpu_with_its_tier_and_deadline_and_reads_no_compute_reservation(make_gcp) -> None:
+    """A TPU reservation is the TPU service's: plan does not look for it among Compute's (where
+    the project has none by that name, which would refuse the stack)."""
+    project = make_gcp()
+    spec = project.stack(STACK, spot=False, reservation="v5e-block")
+    rows = [r for r in realizer.plan(spec) if r.kind.startswith("tpu/")]
+    assert [(r.kind, r.name, r.values["tier"], r.values["deadline"]) for r in rows] == [
+        ("tpu/queuedResource", f"{spec.name}-tpu", "reservation v5e-block", "90 min")]
