@@ -62,7 +62,7 @@ def granted(spec: ClusterSpec, outputs: dict[str, Any], progress: Progress) -> d
 
 
 def _create(client: Any, spec: ClusterSpec, body: dict[str, Any], progress: Progress) -> str:
-    from google.api_core.exceptions import AlreadyExists
+    from google.api_core.exceptions import Conflict
     from google.cloud import tpu_v2
 
     parent = body["tpu"]["nodeSpec"][0]["parent"]
@@ -73,8 +73,8 @@ def _create(client: Any, spec: ClusterSpec, body: dict[str, Any], progress: Prog
             parent=parent, queued_resource_id=queued_resource_id(spec),
             queued_resource=tpu_v2.QueuedResource.from_json(json.dumps(body))).result(timeout=CREATE_TIMEOUT_SECONDS)
         progress(f"queued TPU {name}: requested")
-    except AlreadyExists:  # an earlier `up` asked for it and was stopped: wait on that request
-        progress(f"queued TPU {name}: already requested, waiting for it")
+    except Conflict:  # 409 ALREADY_EXISTS (over REST: Conflict): an earlier `up` asked and was stopped
+        progress(f"queued TPU {name}: already requested, waiting for it")  # (or a `pulumi up` user did)
     return name
 
 
