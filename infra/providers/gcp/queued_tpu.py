@@ -96,12 +96,20 @@ def _wait(client: Any, name: str, spec: ClusterSpec, progress: Progress) -> None
     if state == "ACTIVE":
         progress(f"queued TPU {name}: ACTIVE")
         return
-    reason = qr.state.failed_data.error.message if state == "FAILED" else ""
     release(spec.name, progress)
-    raise CapacityUnavailable(
-        f"queued TPU {name} was not granted within tpu.queue_deadline_minutes ({spec.tpu.queue_deadline_minutes:g}): "
-        f"{state}{f' ({reason})' if reason else ''}; the request is deleted. Raise tpu.queue_deadline_minutes, "
-        f"try another zone, or leave spot; `trainctl down --stack {spec.name}` removes the rest of the stack")
+    raise CapacityUnavailable(f"queued TPU {name} {_why_not(qr, spec)}; the request is deleted. Raise "
+                              "tpu.queue_deadline_minutes, try another zone, or leave spot; "
+                              f"`trainctl down --stack {spec.name}` removes the rest of the stack")
+
+
+def _why_not(qr: Any, spec: ClusterSpec) -> str:
+    assert spec.tpu is not None
+    state, within = qr.state.state.name, f"within tpu.queue_deadline_minutes ({spec.tpu.queue_deadline_minutes:g})"
+    if state == "FAILED":  # also Google's end of the wait: the request's validUntilDuration is the deadline
+        return f"FAILED {within}: {qr.state.failed_data.error.message}"
+    if state == "SUSPENDED":
+        return "was SUSPENDED: the TPU it granted was taken back (a preempted spot TPU)"
+    return f"was not granted {within}: still {state}"
 
 
 def release(stack: str, progress: Progress) -> None:
