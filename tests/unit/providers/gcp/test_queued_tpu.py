@@ -9,7 +9,7 @@ import pytest
 from google.cloud import tpu_v2
 
 from infra.errors import CapacityUnavailable
-from infra.providers.gcp import queued_tpu, realizer
+from infra.providers.gcp import queued_tpu, reaper, realizer
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.program.tpu import queued_request
 from infra.providers.stack_home import state_dir
@@ -70,3 +70,14 @@ def test_an_up_stopped_while_queued_leaves_a_recorded_request_that_the_next_up_w
     assert [n["name"] for n in granted["inventory"]["nodes"]] == [f"{spec.name}-tpu-w0"]
     queued_tpu.release(spec.name, project.progress)
     assert queued_resources(project) == [] and not (state_dir(spec.name) / queued_tpu.RECORD).exists()
+
+
+def test_the_reaper_deletes_an_expired_queued_tpu_by_the_labels_its_node_carries(make_gcp) -> None:
+    project, spec, outputs = stocked_out_request(make_gcp, 5)
+    node = outputs["queued_tpu"]["tpu"]["nodeSpec"][0]["node"]
+    node["labels"] = {"managed-by": "trainctl", "trainctl-stack": spec.name, "trainctl-expires": "1"}
+    name = queued_tpu._create(project.client(tpu_v2.TpuClient), spec, outputs["queued_tpu"], project.progress)
+    expired = reaper.find_expired(project.id)
+    assert [(item.kind, item.name) for item in expired] == [("queued-tpu", name)]
+    reaper.delete(project.id, expired, project.progress)
+    assert queued_resources(project) == []
