@@ -55,7 +55,8 @@ def granted(spec: ClusterSpec, outputs: dict[str, Any], progress: Progress) -> d
     client = google_client(tpu_v2.TpuClient)
     name = _create(client, spec, body, progress)
     _wait(client, name, spec, progress)
-    node = client.get_node(name=f"{body['tpu']['nodeSpec'][0]['parent']}/nodes/{body['tpu']['nodeSpec'][0]['nodeId']}")
+    (asked,) = body["tpu"]["nodeSpec"]
+    node = client.get_node(name=f"{asked['parent']}/nodes/{asked['nodeId']}")
     workers = [tpu_worker(spec, i, ep.ip_address, ep.access_config.external_ip or None)
                for i, ep in enumerate(node.network_endpoints)]
     return {**outputs, "inventory": {**outputs["inventory"], "nodes": workers}}
@@ -97,9 +98,9 @@ def _wait(client: Any, name: str, spec: ClusterSpec, progress: Progress) -> None
         progress(f"queued TPU {name}: ACTIVE")
         return
     release(spec.name, progress)
-    raise CapacityUnavailable(f"queued TPU {name} {_why_not(qr, spec)}; the request is deleted. Raise "
-                              "tpu.queue_deadline_minutes, try another zone, or leave spot; "
-                              f"`trainctl down --stack {spec.name}` removes the rest of the stack")
+    tries = "raise tpu.queue_deadline_minutes or try another zone" + (" or on-demand capacity" if spec.spot else "")
+    raise CapacityUnavailable(f"queued TPU {name} {_why_not(qr, spec)}; the request is deleted. To try again, "
+                              f"{tries}; `trainctl down --stack {spec.name}` removes the rest of the stack")
 
 
 def _why_not(qr: Any, spec: ClusterSpec) -> str:
