@@ -71,6 +71,8 @@ def queued_request(spec: ClusterSpec, *, network: str, subnet: str, tag: str, me
                           "enableExternalIps": spec.network.external_ips},
         "serviceAccount": {"email": service_account, "scope": [CLOUD_PLATFORM_SCOPE]},
         "metadata": metadata, "labels": labels, "tags": [tag]}
+    # Spot: the request's tier and the node's scheduling both say so (Google's own spot queued
+    # resource sample, tpu_queued_resources_create_spot, sets only the node's).
     if spec.spot or spec.reservation == "any":
         node["schedulingConfig"] = {"spot": True} if spec.spot else {"reserved": True}
     body: dict[str, Any] = {

@@ -132,3 +132,14 @@ def test_a_granted_spot_node_that_is_preempted_suspends_its_queued_resource_whic
     client.delete_queued_resource(name=QR).result(timeout=10)
     assert list(client.list_queued_resources(parent=f"projects/{PROJECT}/locations/-")) == []
     assert list(client.list_nodes(parent=f"projects/{PROJECT}/locations/-")) == []
+
+
+def test_a_request_whose_node_alone_asks_for_spot_waits_out_a_spot_stockout(make_csim):
+    sim = make_csim(stockouts=[{"zone": TPU_ZONE, "spot": True}])
+    sim.network(region=TPU_REGION)
+    queued = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
+        parent=PARENT, node_id="granted", node=node_spec(spot=True))]))
+    sim.client(tpu_v2.TpuClient).create_queued_resource(
+        parent=PARENT, queued_resource_id="qr", queued_resource=queued).result(timeout=10)
+    sim.advance(60)
+    assert state(sim) == "WAITING_FOR_RESOURCES"

@@ -94,8 +94,10 @@ def create(call: Call) -> Any:
     if f"{zone}/{qr_id}" in queued(call.world, project):
         raise already_exists(path)
     body = dict(call.body or {})
-    spot = "spot" in body
     specs = (body.get("tpu") or {}).get("nodeSpec") or []
+    # the request's spot tier, or its node's own scheduling (as Google's spot sample asks for one)
+    spot = "spot" in body or any((s.get("node") or {}).get("schedulingConfig", {}).get(k)
+                                 for s in specs for k in ("spot", "preemptible"))
     _check_specs(call.world, project, zone, specs, spot)
     after, until = _window(body.get("queueingPolicy") or {}, call.now)
     accept = call.now + operations.delay(call.world, project, "tpu_qr_accept")
