@@ -19,7 +19,8 @@ https://cloud.google.com/tpu/docs/queued-resources (the states)
     them first ("the queued resource will only be deleted if its nodes have already been
     deleted or the queued resource is in the ACCEPTED, FAILED, or SUSPENDED state" — the API's
     `force` parameter; the refusal's words are the simulator's).
-Delay keys: tpu_qr_create, tpu_qr_accept, tpu_qr_grant, tpu_qr_provision, tpu_qr_delete.
+Delay keys: tpu_qr_create, tpu_qr_accept, tpu_qr_provision, tpu_qr_delete; and tpu_qr_grant, the
+queue's wait (no operation: 0 unless the project file names it, whatever default_delay says).
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ def create(call: Call) -> Any:
     _check_specs(call.world, project, zone, specs, spot)
     after, until = _window(body.get("queueingPolicy") or {}, call.now)
     accept = call.now + operations.delay(call.world, project, "tpu_qr_accept")
-    grant = accept + operations.delay(call.world, project, "tpu_qr_grant")
+    # The queue's own wait is no operation: default_delay leaves it alone, 0 unless named.
+    grant = accept + float((call.world.project(project) or {}).get("delays", {}).get("tpu_qr_grant", 0.0))
     queued(call.world, project)[f"{zone}/{qr_id}"] = {
         **body, "name": path, "createTime": operations.rfc3339(call.now),
         "state": {"state": "ACCEPTED", "stateInitiator": "USER", "acceptedData": {}},
