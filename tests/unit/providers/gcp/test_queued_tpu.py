@@ -9,7 +9,7 @@ import pytest
 from google.cloud import tpu_v2
 
 from infra.errors import CapacityUnavailable
-from infra.providers.gcp import queued_tpu, reaper, realizer
+from infra.providers.gcp import queued_tpu, quota_needs, reaper, realizer
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.program.tpu import queued_request
 from infra.providers.stack_home import state_dir
@@ -57,6 +57,8 @@ def test_plan_shows_the_queued_tpu_with_its_tier_and_deadline_and_reads_no_compu
     rows = [r for r in realizer.plan(spec) if r.kind.startswith("tpu/")]
     assert [(r.kind, r.name, r.values["tier"], r.values["deadline"]) for r in rows] == [
         ("tpu/queuedResource", f"{spec.name}-tpu", "reservation v5e-block", "90 min")]
+    (pool,) = quota_needs.per_pool(spec)
+    assert pool.provisioning == "queued, reservation v5e-block"  # plan's capacity table
 
 
 def test_an_up_stopped_while_queued_leaves_a_recorded_request_that_the_next_up_waits_on(make_gcp) -> None:
