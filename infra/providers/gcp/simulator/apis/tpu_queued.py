@@ -10,11 +10,11 @@ https://cloud.google.com/tpu/docs/queued-resources (the states)
     capacity frees up `tpu_qr_grant` seconds after WAITING_FOR_RESOURCES began (the queue's own
     wait, which a stockout lengthens); a request on reserved capacity (`reservationName`, or its
     node's `schedulingConfig.reserved`) is served from the reservation, so a stockout does not
-    hold it; an ACTIVE one whose node is preempted is SUSPENDED (stateInitiator SERVICE): its
-    resources are gone and it is not granted again (the states' page: "When a request is in the
-    SUSPENDED state, it's no longer eligible for further allocation"); the preempted node stays,
-    holding quota, until the queued resource is deleted (marin-community/marin#87: suspended
-    queued resources kept eating the project's TPU quota);
+    hold it; an ACTIVE one whose node is preempted is SUSPENDED (stateInitiator SERVICE) and is
+    not granted again (the states' page: "When a request is in the SUSPENDED state, it's no
+    longer eligible for further allocation"); the page says its resources are deleted, but users
+    report suspended queued resources still holding TPU quota until deleted
+    (marin-community/marin#87), so the simulator keeps the preempted node until then;
   - delete: refused (FAILED_PRECONDITION) while its nodes exist unless force=true, which deletes
     them first ("the queued resource will only be deleted if its nodes have already been
     deleted or the queued resource is in the ACCEPTED, FAILED, or SUSPENDED state" — the API's
