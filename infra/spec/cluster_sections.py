@@ -24,25 +24,33 @@ class GpuRequest(SpecModel):
         return catalog.known_gpu(catalog.gpu_label_to_name(v))
 
 
+# How long `up` waits for a queued TPU unless the stack says (tpu.queue_deadline_minutes): long
+# enough for a passing stockout, short enough that a forgotten `up` does not wait all day.
+DEFAULT_QUEUE_DEADLINE_MINUTES = 60.0
+
+
 class TpuRequest(SpecModel):
     type: str
     runtime_version: str | None = None  # defaults to the catalog's first for the type
-    queued: bool = False  # refused below; kept as a field so the refusal can explain itself
+    # Through a queued resource (Cloud TPU's queue for capacity): `up` waits for the grant, and
+    # gives up after queue_deadline_minutes (the request's validUntilDuration too, so Google stops
+    # waiting even when trainctl is gone).
+    queued: bool = False
+    queue_deadline_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
 
     @field_validator("type")
     @classmethod
     def known_tpu(cls, v: str) -> str:
         return catalog.known_tpu(v)
 
-    @field_validator("queued")
-    @classmethod
-    def not_queued(cls, v: bool) -> bool:
-        if v:
-            raise ValueError(
-                "tpu.queued: true is not supported: a queued TPU's node spec takes no metadata, "
-                "tags, labels or service account, so it would get no SSH key, no firewall tag and "
-                "be invisible to the reaper; remove tpu.queued to create the TPU directly")
-        return v
+    @model_validator(mode="after")
+    def deadline_of_a_queue(self) -> TpuRequest:
+        if self.queue_deadline_minutes is not None and not self.queued:
+            raise ValueError("tpu.queue_deadline_minutes applies to a queued TPU only: set tpu.queued: true, "
+                             "or remove tpu.queue_deadline_minutes")
+        if self.queued and self.queue_deadline_minutes is None:
+            resolve(self, {"queue_deadline_minutes": DEFAULT_QUEUE_DEADLINE_MINUTES})
+        return self
 
     @model_validator(mode="after")
     def known_runtime(self) -> TpuRequest:

@@ -100,9 +100,12 @@ def _check_reservations(spec: ClusterSpec) -> None:
     for where, reservation, spot in wanted:
         if reservation in (None, "none"):
             continue
-        if spec.kind == "tpu" or spec.tpu:
-            raise ValueError(f"{where}reservation applies to GPU VMs and GKE GPU node pools; TPUs cannot "
-                             "consume one through trainctl yet: remove reservation")
+        if spec.kind == "gke" and spec.tpu:
+            raise ValueError(f"{where}reservation applies to GPU VMs, GKE GPU node pools and queued TPU VMs; "
+                             "GKE TPU pools cannot consume one through trainctl yet: remove reservation")
+        if spec.kind == "tpu" and not (spec.tpu and spec.tpu.queued):
+            raise ValueError(f"{where}reservation on a TPU VM is requested through a queued resource "
+                             "(its reservationName): set tpu.queued: true, or remove reservation")
         if spot:
             raise ValueError(f"{where}reservation {reservation!r} with spot: GCE cannot run Spot VMs on reserved "
                              "capacity (cloud.google.com/compute/docs/instances/reservations-consume); "
@@ -118,6 +121,9 @@ def _check_tpu(spec: ClusterSpec) -> dict[str, Any]:
     if spec.zone not in tpu.zones:
         raise ValueError(f"TPU type {tpu.name} is not offered in zone {spec.zone!r}; "
                          f"valid zones: {catalog.choices(tpu.zones)}")
+    if spec.tpu.queued and spec.kind != "tpu":
+        raise ValueError("tpu.queued applies to TPU VM stacks (kind: tpu); a GKE TPU pool gets its "
+                         "nodes from GKE: remove tpu.queued")
     if spec.kind == "tpu":
         if spec.nodes not in (None, tpu.hosts):
             raise ValueError(f"nodes {spec.nodes} does not match TPU type {tpu.name}, which "

@@ -156,6 +156,18 @@ class TpuSlice(NodeKind):
         return lost
 
 
+class QueuedTpuSlice(TpuSlice):
+    """A TPU slice a queued resource granted: a reclaimed one goes with its request (force), and
+    the realizer queues a new request, as `up` did, after `pulumi up --refresh`."""
+
+    def bring_back(self, status: dict[str, str | None], lost: list[str], progress: Progress) -> list[str]:
+        from infra.providers.gcp import queued_tpu
+
+        if lost:
+            queued_tpu.release(self.spec.name, progress)
+        return lost
+
+
 class GkeNodePool(NodeKind):
     """A GKE cluster's node pool: Google replaces preempted nodes and the Job reschedules its
     pods itself; pods are reached through Kubernetes, so no node has host keys to pin."""
@@ -193,4 +205,6 @@ KINDS: dict[str, type[NodeKind]] = {"vm": VmNodes, "tpu": TpuSlice, "gke": GkeNo
 
 
 def node_kind(spec: ClusterSpec) -> NodeKind:
+    if spec.tpu and spec.tpu.queued and spec.kind == "tpu":
+        return QueuedTpuSlice(spec)
     return KINDS[spec.kind](spec)

@@ -87,7 +87,8 @@ def _tpu_slice(spec: ClusterSpec, zone: str) -> PoolNeeds:
     assert spec.tpu is not None
     tpu = catalog.TPUS[spec.tpu.type]
     need = Need(catalog.tpu_quota_id(tpu, spec.spot), zone, catalog.tpu_quota_units(tpu), service=TPU)
-    return PoolNeeds(spec.name, spec.node_count, provisioning(spec), (need,))
+    model = f"queued, {provisioning(spec)}" if spec.tpu.queued else provisioning(spec)
+    return PoolNeeds(spec.name, spec.node_count, model, (need,))
 
 
 def per_pool(spec: ClusterSpec, existing: Mapping[str, int] | None = None) -> list[PoolNeeds]:

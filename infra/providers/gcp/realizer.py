@@ -17,7 +17,7 @@ from typing import Any, Callable
 from infra.spec import cost
 from infra.providers import keys
 from infra.spec.cost import Estimate
-from infra.providers.gcp import simulation
+from infra.providers.gcp import queued_tpu, simulation
 from infra.providers.gcp.adoption import bucket_to_adopt
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
@@ -63,6 +63,7 @@ def plan(spec: ClusterSpec) -> list[PlanRow]:
         if kind == "storage/bucket":
             values["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
         rows.append(PlanRow(kind, str(r.inputs.get("name", r.name)), values))
+    rows += queued_tpu.plan_rows(spec)
     # Pulumi registers resources from its own threads, in no fixed order: a plan is compared
     # between runs (CI logs, `plan --json`), so it is listed by kind and name, node-1 before node-10.
     return sorted(rows, key=lambda row: (row.kind, _natural(row.name))) + pools
@@ -153,7 +154,7 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
                      progress: Progress, placement: tuple[dict[str, Any], ...] = ()) -> Inventory:
     """The program's `inventory` output completed with pinned host keys, written to the state."""
     sdir = state_dir(spec.name)
-    partial = outputs["inventory"]
+    partial = queued_tpu.granted(spec, outputs, progress)["inventory"]
     kubeconfig = None
     if "kubeconfig" in outputs:
         kubeconfig = sdir / "kubeconfig"
@@ -240,6 +241,7 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         mark_deleting(stack)
         kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
         try:
+            queued_tpu.release(stack, progress)  # not Pulumi's: it goes first, the network it uses after
             workspace_stack.destroy(on_output=progress)
         except Exception as exc:
             if not force:

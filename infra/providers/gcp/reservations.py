@@ -28,7 +28,12 @@ class Reserved:
 
 
 def wanted(spec: ClusterSpec) -> dict[str, list[tuple[str, ClusterSpec]]]:
-    """The pools (what to call each, its one-group spec) that name each reservation."""
+    """The pools (what to call each, its one-group spec) that name each reservation. A TPU's
+    reservation is the TPU service's, not Compute's: only its v2alpha1 API lists them
+    (projects.locations.reservations), so the queued resource that names one is left to say
+    itself when it cannot use it (FAILED, with the service's reason)."""
+    if spec.kind == "tpu":
+        return {}
     out: dict[str, list[tuple[str, ClusterSpec]]] = defaultdict(list)
     for role, _, view in spec.groups():
         name = named_reservation(view.reservation)

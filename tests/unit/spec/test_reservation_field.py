@@ -51,11 +51,27 @@ def test_a_pool_takes_the_stacks_reservation_unless_it_names_its_own():
     assert [view.reservation for _, _, view in spec.groups()] == ["t4-block", "none"]
 
 
-def test_tpu_stacks_cannot_name_a_reservation_yet():
-    tpu = {k: v for k, v in GCP.items() if k not in ("machine_type", "gpu")}
-    for kind in ("tpu", "gke"):
-        with pytest.raises(ValueError, match="reservation applies to GPU VMs and GKE GPU node pools; TPUs cannot"):
-            ClusterSpec.model_validate({**tpu, "kind": kind, "tpu": {"type": "v5litepod-8"}, "reservation": "r"})
+TPU = {**{k: v for k, v in GCP.items() if k not in ("machine_type", "gpu")}, "zone": "us-west4-a"}
+
+
+def test_a_tpu_vm_names_a_reservation_only_through_a_queued_resource():
+    with pytest.raises(ValueError, match="reservation on a TPU VM is requested through a queued resource.*"
+                                         "set tpu.queued: true"):
+        ClusterSpec.model_validate({**TPU, "kind": "tpu", "tpu": {"type": "v5litepod-8"}, "reservation": "r"})
+    queued = ClusterSpec.model_validate({**TPU, "kind": "tpu", "tpu": {"type": "v5litepod-8", "queued": True},
+                                         "reservation": "v5e-block"})
+    assert queued.reservation == "v5e-block"
+
+
+def test_a_gke_tpu_pool_cannot_name_a_reservation_yet():
+    with pytest.raises(ValueError, match="GKE TPU pools cannot consume one through trainctl yet"):
+        ClusterSpec.model_validate({**TPU, "kind": "gke", "tpu": {"type": "v5litepod-8"}, "reservation": "r"})
+
+
+def test_a_queued_spot_tpu_on_a_reservation_is_refused():
+    with pytest.raises(ValueError, match="reservation 'v5e-block' with spot"):
+        ClusterSpec.model_validate({**TPU, "kind": "tpu", "tpu": {"type": "v5litepod-8", "queued": True},
+                                    "reservation": "v5e-block", "spot": True})
 
 
 def test_a_gke_gpu_node_pool_may_name_one():

@@ -110,10 +110,22 @@ def _gcp(**over):
     return ClusterSpec.model_validate({**fields, **over})
 
 
-def test_queued_tpu_is_refused_with_the_reason_and_the_alternative():
-    with pytest.raises(ValueError, match=r"tpu.queued.*no metadata.*SSH key.*create the TPU directly"):
+def test_a_queued_tpu_waits_an_hour_unless_the_stack_sets_its_deadline():
+    tpu = dict(kind="tpu", machine_type=None, zone="us-west4-a")
+    assert _gcp(**tpu, tpu={"type": "v5litepod-8", "queued": True}).tpu.queue_deadline_minutes == 60
+    assert _gcp(**tpu, tpu={"type": "v5litepod-8", "queued": True,
+                            "queue_deadline_minutes": 5}).tpu.queue_deadline_minutes == 5
+
+
+def test_a_queue_deadline_without_a_queue_is_refused():
+    with pytest.raises(ValueError, match="tpu.queue_deadline_minutes applies to a queued TPU only"):
         _gcp(kind="tpu", machine_type=None, zone="us-west4-a",
-             tpu={"type": "v5litepod-8", "queued": True})
+             tpu={"type": "v5litepod-8", "queue_deadline_minutes": 5})
+
+
+def test_a_gke_tpu_pool_cannot_be_queued():
+    with pytest.raises(ValueError, match="tpu.queued applies to TPU VM stacks"):
+        _gcp(kind="gke", machine_type=None, zone="us-west4-a", tpu={"type": "v5litepod-8", "queued": True})
 
 
 @pytest.mark.parametrize("name", ["My_Bucket", "ab", "-abc", "abc-", "goog-data", "my-google-data",

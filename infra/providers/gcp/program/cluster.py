@@ -25,7 +25,7 @@ from infra.providers.gcp.program.network import Network
 from infra.providers.gcp.program.registry import ImageRegistry
 from infra.providers.gcp.program.scheduled_reaper import ScheduledReaper
 from infra.providers.gcp.program.storage import Storage, kept_on_down
-from infra.providers.gcp.program.tpu import TpuVm, tpu_name
+from infra.providers.gcp.program.tpu import TpuVm, gcloud_command, queued_request, tpu_name
 from infra.spec.cluster import ClusterSpec
 
 
@@ -72,12 +72,17 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
             if configs:
                 first = configs[0]
                 external = first.get("external_ip") if isinstance(first, dict) else first.external_ip
-            nodes.append({"name": f"{tpu_name(spec)}-w{i}", "rank": i, "role": "tpu-worker",
-                          "internal_ip": ep["ip_address"], "ssh_host": external or ep["ip_address"],
-                          "ssh_user": spec.ssh.user, "accelerator": str(spec.accelerator),
-                          "workdir": workdir(spec), "interface": None, "tpu_name": tpu_name(spec)})
+            nodes.append(tpu_worker(spec, i, ep["ip_address"], external))
         return nodes
     return tpu.vm.network_endpoints.apply(shape)
+
+
+def tpu_worker(spec: ClusterSpec, worker: int, internal: str, external: str | None) -> dict[str, Any]:
+    """A TPU slice's worker as the inventory lists it, from its network endpoint."""
+    return {"name": f"{tpu_name(spec)}-w{worker}", "rank": worker, "role": "tpu-worker",
+            "internal_ip": internal, "ssh_host": external or internal, "ssh_user": spec.ssh.user,
+            "accelerator": str(spec.accelerator), "workdir": workdir(spec), "interface": None,
+            "tpu_name": tpu_name(spec)}
 
 
 # The provider reads the project through Cloud Resource Manager after enabling any service
@@ -147,6 +152,7 @@ class DeclaredNodes:
     nodes: Any
     gke_service_account: Any = None
     kubeconfig: Any = None
+    queued_tpu: Any = None  # the queuedResources.create body trainctl sends after `up`
 
 
 def _declare_vms(base: Foundation) -> DeclaredNodes:
@@ -165,14 +171,25 @@ def _declare_vms(base: Foundation) -> DeclaredNodes:
 
 def _declare_tpu(base: Foundation) -> DeclaredNodes:
     spec = base.spec
+    tpu_viewer(base)
+    metadata = ssh_metadata(spec, base.public_key or "")
+    if spec.tpu and spec.tpu.queued:
+        # Created by trainctl through the TPU API once the rest exists (queued_tpu.py): its
+        # workers join the inventory when the queue grants them.
+        request = pulumi.Output.all(base.net.network.id, base.net.subnet.id, base.account.email).apply(
+            lambda a: queued_request(spec, network=a[0], subnet=a[1], tag=base.tag, metadata=metadata,
+                                     labels=base.labels, service_account=a[2]))
+        return DeclaredNodes([], queued_tpu=request)
     tpu = TpuVm(spec.name, spec, network=base.net.network.id, subnet=base.net.subnet.id, tag=base.tag,
-                metadata=ssh_metadata(spec, base.public_key or ""), labels=base.labels,
-                service_account=base.account.email, opts=base.after_apis)
-    # TensorFlow on a multi-host slice finds its workers through TPUClusterResolver, which
-    # reads the node (tpu.nodes.get) with the VMs' own account: it may read TPUs, no more.
-    gcp.projects.IAMMember(f"{spec.name}-sa-tpu-viewer", project=spec.project, role=TPU_VIEWER_ROLE,
-                           member=base.account_member, opts=base.after_apis)
+                metadata=metadata, labels=base.labels, service_account=base.account.email, opts=base.after_apis)
     return DeclaredNodes(_tpu_nodes(spec, tpu))
+
+
+def tpu_viewer(base: Foundation) -> None:
+    """TensorFlow on a multi-host slice finds its workers through TPUClusterResolver, which reads
+    the node (tpu.nodes.get) with the VMs' own account: it may read TPUs, no more."""
+    gcp.projects.IAMMember(f"{base.spec.name}-sa-tpu-viewer", project=base.spec.project, role=TPU_VIEWER_ROLE,
+                           member=base.account_member, opts=base.after_apis)
 
 
 def _declare_gke(base: Foundation) -> DeclaredNodes:
@@ -233,6 +250,10 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     declared = NODE_KINDS[spec.kind](base)
     if declared.kubeconfig is not None:
         outputs["kubeconfig"] = declared.kubeconfig
+    if declared.queued_tpu is not None:
+        outputs["queued_tpu"] = declared.queued_tpu
+        # What a `pulumi up` user runs for the same TPU (README, "Queued TPUs").
+        outputs["queued_tpu_gcloud"] = declared.queued_tpu.apply(lambda body: gcloud_command(spec, body))
     outputs["inventory"] = pulumi.Output.all(storage.uri, declared.nodes, declared.gke_service_account).apply(
         lambda a: {"stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
                    "kind": spec.kind, "registry": {"repository": images.path, "metadata_token": True},

@@ -1,6 +1,10 @@
-"""TpuVm: a single- or multi-host TPU slice (one V2Vm; a multi-host slice has one VM per host)."""
+"""TpuVm: a single- or multi-host TPU slice (one V2Vm; a multi-host slice has one VM per host); or,
+with tpu.queued, the queued resource that asks for it (created by trainctl: see queued_request)."""
 
 from __future__ import annotations
+
+import shlex
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -8,6 +12,7 @@ import pulumi_gcp as gcp
 from infra.spec import catalog
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
 from infra.spec.cluster import ClusterSpec
+from infra.spec.cluster_sections import named_reservation
 
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -42,3 +47,63 @@ class TpuVm(pulumi.ComponentResource):
                                                             scopes=[CLOUD_PLATFORM_SCOPE]),
             metadata=metadata, labels=labels, tags=[tag], opts=child)
         self.register_outputs({"hosts": self.hosts})
+
+
+def queued_resource_id(spec: ClusterSpec) -> str:
+    """The queued resource and the node it grants share the name a direct TPU has."""
+    return tpu_name(spec)
+
+
+def queued_request(spec: ClusterSpec, *, network: str, subnet: str, tag: str, metadata: dict[str, str],
+                   labels: dict[str, str], service_account: str) -> dict[str, Any]:
+    """The Cloud TPU v2 queuedResources.create body (REST JSON) for the stack's TPU: the whole
+    node, as TpuVm declares it (metadata with the SSH key, tags, labels, service account), which
+    pulumi-gcp's V2QueuedResource cannot carry (its node takes only accelerator type, runtime,
+    description and network config). Spot is the request's tier; a reservation is named by the
+    request's reservationName, `any` by the node's schedulingConfig.reserved."""
+    assert spec.tpu is not None and spec.tpu.queue_deadline_minutes is not None and spec.zone
+    tpu = catalog.TPUS[spec.tpu.type]
+    location = f"projects/{spec.project}/locations/{spec.zone}"
+    named = named_reservation(spec.reservation)
+    node: dict[str, Any] = {
+        "acceleratorType": tpu.name, "runtimeVersion": spec.tpu.runtime_version or tpu.runtime_versions[0],
+        "networkConfig": {"network": network, "subnetwork": subnet,
+                          "enableExternalIps": spec.network.external_ips},
+        "serviceAccount": {"email": service_account, "scope": [CLOUD_PLATFORM_SCOPE]},
+        "metadata": metadata, "labels": labels, "tags": [tag]}
+    # Spot: the request's tier and the node's scheduling both say so (Google's own spot queued
+    # resource sample, tpu_queued_resources_create_spot, sets only the node's).
+    if spec.spot or spec.reservation == "any":
+        node["schedulingConfig"] = {"spot": True} if spec.spot else {"reserved": True}
+    body: dict[str, Any] = {
+        "tpu": {"nodeSpec": [{"parent": location, "nodeId": tpu_name(spec), "node": node}]},
+        # Google stops waiting when trainctl does, even if trainctl is killed meanwhile.
+        "queueingPolicy": {"validUntilDuration": f"{round(spec.tpu.queue_deadline_minutes * 60)}s"}}
+    if spec.spot:
+        body["spot"] = {}
+    if named:
+        body["reservationName"] = f"{location}/reservations/{named}"
+    return body
+
+
+def gcloud_command(spec: ClusterSpec, body: dict[str, Any]) -> str:
+    """The same request as `gcloud compute tpus queued-resources create` flags, for `pulumi up`
+    users (`gcloud alpha` where a reservation is named: only alpha has --reservation)."""
+    node = body["tpu"]["nodeSpec"][0]["node"]
+    net = node["networkConfig"]
+    flags = [f"--zone={spec.zone}", f"--project={spec.project}", f"--node-id={tpu_name(spec)}",
+             f"--accelerator-type={node['acceleratorType']}", f"--runtime-version={node['runtimeVersion']}",
+             f"--network={net['network']}", f"--subnetwork={net['subnetwork']}",
+             f"--service-account={node['serviceAccount']['email']}", f"--scopes={CLOUD_PLATFORM_SCOPE}",
+             "--metadata=" + ",".join(f"{k}={v}" for k, v in node["metadata"].items()),
+             "--labels=" + ",".join(f"{k}={v}" for k, v in node["labels"].items()),
+             f"--tags={','.join(node['tags'])}",
+             f"--valid-until-duration={body['queueingPolicy']['validUntilDuration']}"]
+    flags += [] if net["enableExternalIps"] else ["--internal-ips"]
+    flags += ["--spot"] if "spot" in body else []
+    flags += ["--reserved"] if node.get("schedulingConfig", {}).get("reserved") else []
+    reservation = body.get("reservationName")
+    flags += [f"--reservation={reservation.rsplit('/', 1)[-1]}"] if reservation else []
+    track = "gcloud alpha" if reservation else "gcloud"
+    return " ".join([f"{track} compute tpus queued-resources create {queued_resource_id(spec)}",
+                     *(shlex.quote(f) for f in flags)])

@@ -97,6 +97,38 @@ def test_tpu_stacks_declare_no_queued_resource_and_carry_metadata():
     assert vm.inputs["metadata"]["enable-oslogin"] == "FALSE"
 
 
+def test_a_queued_tpu_is_requested_with_the_whole_node_the_stack_declares():
+    """The request trainctl sends (and `pulumi up` users through gcloud) carries what pulumi-gcp's
+    V2QueuedResource cannot: the SSH key, the firewall tag, the labels and the account."""
+    ev = evaluate(load_stack("tpu-v5e-8-queued"), PUBKEY)
+    assert not ev.of_type("tpu/v2Vm:V2Vm") and not ev.of_type("tpu/v2QueuedResource:V2QueuedResource")
+    body = ev.outputs["queued_tpu"]
+    (spec,) = body["tpu"]["nodeSpec"]
+    node = spec["node"]
+    assert PUBKEY in node["metadata"]["ssh-keys"] and node["metadata"]["enable-guest-attributes"] == "TRUE"
+    assert node["tags"] == ["tpu-v5e-8-queued-node"]
+    assert node["labels"]["trainctl-stack"] == "tpu-v5e-8-queued" and "trainctl-expires" in node["labels"]
+    assert node["serviceAccount"]["email"].startswith("tpu-v5e-8-queued-sa@")
+    assert spec["nodeId"] == "tpu-v5e-8-queued-tpu" and node["acceleratorType"] == "v5litepod-8"
+    assert body["spot"] == {} and body["queueingPolicy"] == {"validUntilDuration": "5400s"}
+    command = ev.outputs["queued_tpu_gcloud"]
+    assert command.startswith("gcloud compute tpus queued-resources create tpu-v5e-8-queued-tpu ")
+    assert "--spot" in command and "--tags=tpu-v5e-8-queued-node" in command and "ssh-ed25519" in command
+
+
+@pytest.mark.parametrize("reservation", ["v5e-block", "any"])
+def test_a_queued_tpu_asks_for_reserved_capacity_by_name_or_any(reservation):
+    spec = load_stack("tpu-v5e-8-queued", overrides={"spot": False, "reservation": reservation})
+    body = evaluate(spec, PUBKEY).outputs["queued_tpu"]
+    node = body["tpu"]["nodeSpec"][0]["node"]
+    if reservation == "any":
+        assert node["schedulingConfig"] == {"reserved": True} and "reservationName" not in body
+    else:
+        assert body["reservationName"] == "projects/my-project/locations/us-west4-a/reservations/v5e-block"
+        assert "schedulingConfig" not in node
+    assert "spot" not in body
+
+
 def _ignored_changes(monkeypatch, expires_at):
     import pulumi.runtime.resource as runtime_resource
 

@@ -89,3 +89,57 @@ def test_the_reaper_finds_a_queued_resource_by_its_nodes_labels(make_csim):
     request(sim)
     listed = list(sim.client(tpu_v2.TpuClient).list_queued_resources(parent=f"projects/{PROJECT}/locations/-"))
     assert [dict(s.node.labels) for s in listed[0].tpu.node_spec] == [{"managed-by": "trainctl"}]
+
+
+def test_a_queued_resource_waits_for_resources_as_long_as_the_project_file_says(make_csim):
+    sim = make_csim(delays={"tpu_qr_accept": 1, "tpu_qr_grant": 30, "tpu_qr_provision": 1})
+    sim.network(region=TPU_REGION)
+    request(sim)
+    sim.advance(29)
+    assert state(sim) == "WAITING_FOR_RESOURCES"
+    sim.advance(40)  # from now, not from the last advance
+    assert state(sim) == "PROVISIONING"
+    sim.advance(42)
+    assert state(sim) == "ACTIVE"
+
+
+def reserved_request(sim: ComputeSim, **tier) -> None:
+    queued = tpu_v2.QueuedResource(
+        tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
+            parent=PARENT, node_id="granted", node=node_spec())]), **tier)
+    sim.client(tpu_v2.TpuClient).create_queued_resource(
+        parent=PARENT, queued_resource_id="qr", queued_resource=queued).result(timeout=10)
+
+
+def test_a_queued_resource_on_a_reservation_is_granted_through_a_stockout(make_csim):
+    sim = make_csim(stockouts=[{"zone": TPU_ZONE}])
+    sim.network(region=TPU_REGION)
+    reserved_request(sim, reservation_name=f"projects/{PROJECT}/locations/{TPU_ZONE}/reservations/v5e-block")
+    sim.advance(1)
+    assert state(sim) == "ACTIVE"
+
+
+def test_a_granted_spot_node_that_is_preempted_suspends_its_queued_resource_which_deletes_without_force(make_csim):
+    csim = make_csim()
+    csim.network(region=TPU_REGION)
+    request(csim)
+    csim.advance(1)
+    status, _ = csim.http("POST", f"/trainctl-sim/v1/{PARENT}/nodes/granted:preempt", {"grace_seconds": 0})
+    assert status == 200
+    csim.advance(1)
+    assert state(csim) == "SUSPENDED"
+    client = csim.client(tpu_v2.TpuClient)
+    client.delete_queued_resource(name=QR).result(timeout=10)
+    assert list(client.list_queued_resources(parent=f"projects/{PROJECT}/locations/-")) == []
+    assert list(client.list_nodes(parent=f"projects/{PROJECT}/locations/-")) == []
+
+
+def test_a_request_whose_node_alone_asks_for_spot_waits_out_a_spot_stockout(make_csim):
+    sim = make_csim(stockouts=[{"zone": TPU_ZONE, "spot": True}])
+    sim.network(region=TPU_REGION)
+    queued = tpu_v2.QueuedResource(tpu=tpu_v2.QueuedResource.Tpu(node_spec=[tpu_v2.QueuedResource.Tpu.NodeSpec(
+        parent=PARENT, node_id="granted", node=node_spec(spot=True))]))
+    sim.client(tpu_v2.TpuClient).create_queued_resource(
+        parent=PARENT, queued_resource_id="qr", queued_resource=queued).result(timeout=10)
+    sim.advance(60)
+    assert state(sim) == "WAITING_FOR_RESOURCES"

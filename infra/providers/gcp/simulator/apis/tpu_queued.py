@@ -7,11 +7,20 @@ https://cloud.google.com/tpu/docs/queued-resources (the states)
     `tpu_qr_accept`, and stays there while its zone is stocked out (or before validAfter); then
     PROVISIONING, and ACTIVE after `tpu_qr_provision`, when the nodes it grants are created
     (READY, `queuedResource` naming it). Past validUntil while waiting: FAILED (failedData);
+    capacity frees up `tpu_qr_grant` seconds after WAITING_FOR_RESOURCES began (the queue's own
+    wait, which a stockout lengthens); a request on reserved capacity (`reservationName`, or its
+    node's `schedulingConfig.reserved`) is served from the reservation, so a stockout does not
+    hold it; an ACTIVE one whose node is preempted is SUSPENDED (stateInitiator SERVICE) and is
+    not granted again (the states' page: "When a request is in the SUSPENDED state, it's no
+    longer eligible for further allocation"); the page says its resources are deleted, but users
+    report suspended queued resources still holding TPU quota until deleted
+    (marin-community/marin#87), so the simulator keeps the preempted node until then;
   - delete: refused (FAILED_PRECONDITION) while its nodes exist unless force=true, which deletes
     them first ("the queued resource will only be deleted if its nodes have already been
     deleted or the queued resource is in the ACCEPTED, FAILED, or SUSPENDED state" — the API's
     `force` parameter; the refusal's words are the simulator's).
-Delay keys: tpu_qr_create, tpu_qr_accept, tpu_qr_provision, tpu_qr_delete.
+Delay keys: tpu_qr_create, tpu_qr_accept, tpu_qr_provision, tpu_qr_delete; and tpu_qr_grant, the
+queue's wait (no operation: 0 unless the project file names it, whatever default_delay says).
 """
 
 from __future__ import annotations
@@ -70,6 +79,11 @@ def _check_specs(world: World, project: str, zone: str, specs: list[dict[str, An
             raise error
 
 
+def _reserved(body: dict[str, Any], specs: list[dict[str, Any]]) -> bool:
+    return bool(body.get("reservationName")) or any(
+        (spec["node"].get("schedulingConfig") or {}).get("reserved") for spec in specs)
+
+
 @handles("tpu.projects.locations.queuedResources.create")
 def create(call: Call) -> Any:
     project, zone = tpu.parent_of(call)
@@ -81,15 +95,20 @@ def create(call: Call) -> Any:
     if f"{zone}/{qr_id}" in queued(call.world, project):
         raise already_exists(path)
     body = dict(call.body or {})
-    spot = "spot" in body
     specs = (body.get("tpu") or {}).get("nodeSpec") or []
+    # the request's spot tier, or its node's own scheduling (as Google's spot sample asks for one)
+    spot = "spot" in body or any((s.get("node") or {}).get("schedulingConfig", {}).get(k)
+                                 for s in specs for k in ("spot", "preemptible"))
     _check_specs(call.world, project, zone, specs, spot)
     after, until = _window(body.get("queueingPolicy") or {}, call.now)
     accept = call.now + operations.delay(call.world, project, "tpu_qr_accept")
+    # The queue's own wait is no operation: default_delay leaves it alone, 0 unless named.
+    grant = accept + float((call.world.project(project) or {}).get("delays", {}).get("tpu_qr_grant", 0.0))
     queued(call.world, project)[f"{zone}/{qr_id}"] = {
         **body, "name": path, "createTime": operations.rfc3339(call.now),
         "state": {"state": "ACCEPTED", "stateInitiator": "USER", "acceptedData": {}},
-        "_sim": {"zone": zone, "spot": spot, "next": ["WAITING_FOR_RESOURCES", accept], "after": after, "until": until}}
+        "_sim": {"zone": zone, "spot": spot, "next": ["WAITING_FOR_RESOURCES", accept], "after": after, "until": until,
+                 "grant": grant, "reserved": _reserved(body, specs)}}
     return tpu.start_op(call, project, zone, "create", path, kind="tpu_qr_create", now=call.now,
                         then="tpu.qr.response", args={"project": project, "key": f"{zone}/{qr_id}"})
 
@@ -134,7 +153,9 @@ def delete(call: Call) -> Any:
     project, zone, qr_id, qr = _qr(call)
     granted = [n for n in _granted(call.world, project, zone, qr) if n["state"] != "DELETING"]
     force = (call.arg("force") or "false").lower() == "true"
-    if granted and not force:
+    # "... only be deleted if its nodes have already been deleted or the queued resource is in
+    # the ACCEPTED, FAILED, or SUSPENDED state": then what it still holds goes with it.
+    if granted and not force and qr["state"]["state"] not in ("ACCEPTED", "FAILED", "SUSPENDED"):
         raise ApiError(400, f"Queued resource {qr['name']} still has node {granted[0]['name']}: delete the node "
                             "first or set force=true.", status="FAILED_PRECONDITION")
     wait = max([tpu_nodes.remove(call.world, project, n, call.now) for n in granted] or [0.0])
@@ -203,8 +224,11 @@ def _waiting(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any
         return
     if sim.get("after") is not None and now < sim["after"]:
         return
+    if now < sim.get("grant", 0.0):
+        return
     types = [tpu.tpu_type(zone, s["node"], project["id"], s["nodeId"]) for s in qr["tpu"]["nodeSpec"]]
-    if any(stocked_out(project, zone, None, {t.name: t.chips}, sim["spot"]) for t in types):
+    if not sim.get("reserved") and any(stocked_out(project, zone, None, {t.name: t.chips}, sim["spot"])
+                                       for t in types):
         return
     _set(qr, "PROVISIONING")
     sim["next"] = ["ACTIVE", now + operations.delay(world, project["id"], "tpu_qr_provision")]
@@ -220,9 +244,16 @@ def _step(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any], 
             return
 
 
+def _suspend_if_preempted(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any]) -> None:
+    if any(n["state"] == "PREEMPTED" for n in _granted(world, project["id"], zone, qr)):
+        qr["state"] = {"state": "SUSPENDED", "stateInitiator": "SERVICE", "suspendedData": {}}
+
+
 @ticker
 def advance(world: World, now: float) -> None:
     for project in world.data["projects"].values():
         for key, qr in project.get("collections", {}).get("tpu.queuedResources", {}).items():
-            if qr["state"]["state"] not in ("ACTIVE", "FAILED", "DELETING"):
+            if qr["state"]["state"] == "ACTIVE":
+                _suspend_if_preempted(world, project, key.split("/")[0], qr)
+            elif qr["state"]["state"] not in ("FAILED", "DELETING", "SUSPENDED"):
                 _step(world, project, key.split("/")[0], qr, now)
