@@ -80,7 +80,7 @@ class ClusterSpec(SpecModel):
     # queue for capacity, then run at most 7 days (their max run duration is the stack's TTL).
     provisioning: Literal["standard", "flex-start"] = "standard"
     # How long `up` waits for a flex-start grant before giving up and removing what it made.
-    flex_start_deadline_minutes: int = Field(60, ge=1, le=catalog.FLEX_START_MAX_WAIT_MINUTES)
+    flex_start_deadline_minutes: float = Field(60, gt=0, le=catalog.FLEX_START_MAX_WAIT_MINUTES)
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
     instance_termination_action: Literal["STOP", "DELETE"] | None = None
     boot_disk_gb: int = Field(200, ge=10, le=65536)

@@ -109,11 +109,23 @@ def estimate(spec: ClusterSpec) -> Estimate:
 
 def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     from infra.providers.gcp import reservations
+    from infra.providers.gcp.flex_start import FlexStartNotGranted
     from infra.providers.gcp.quota import preflight
 
     check_prerequisites(spec)
     preflight(spec, progress)  # before anything billable exists
     reservations.check(spec, progress)
+    try:
+        return _up(spec, progress)
+    except FlexStartNotGranted:  # what waited in vain goes, with everything made for it
+        progress(f"flex-start: no grant within {spec.flex_start_deadline_minutes:g}m; removing what the stack made")
+        down(spec.name, progress=progress)
+        raise
+
+
+def _up(spec: ClusterSpec, progress: Progress) -> Inventory:
+    from infra.providers.gcp.flex_start import await_grant
+
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
         record_provider(spec.name, "gcp")
@@ -127,7 +139,8 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
         if kept:
             progress(f"adopting bucket gs://{kept}, which an earlier `down` kept with its checkpoints")
             workspace_stack.workspace.env_vars[ADOPT_ENV] = kept
-        result = workspace_stack.up(on_output=progress, policy_packs=policy_packs())
+        result = await_grant(spec, lambda: workspace_stack.up(on_output=progress, policy_packs=policy_packs()),
+                             progress)
         return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
 
 

@@ -57,7 +57,7 @@ def test_tpu_stacks_are_pointed_at_queued_resources():
         ClusterSpec.model_validate({**tpu, "kind": "tpu", "tpu": {"type": "v5litepod-8"}})
 
 
-@pytest.mark.parametrize("minutes", [0, 121])
+@pytest.mark.parametrize("minutes", [0, -1, 121])
 def test_a_wait_gce_would_not_queue_is_refused(minutes):
     assert "flex_start_deadline_minutes" in refusal(flex_start_deadline_minutes=minutes)
 

@@ -11,7 +11,7 @@ import pulumi_gcp as gcp
 
 from infra.spec import catalog
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
-from infra.providers.gcp.program.compute import CONSUME_TYPES, RESERVATION_NAME_KEY
+from infra.providers.gcp.program.compute import CONSUME_TYPES, RESERVATION_NAME_KEY, max_run_seconds
 from infra.spec.cluster import ClusterSpec
 
 
@@ -95,6 +95,9 @@ def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
             type=spec.gpu.type, count=machine.bundled_gpu_count if machine.bundled_gpu else spec.gpu.count,
             gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
                 gpu_driver_version="LATEST"))]
+    if spec.flex_start:  # node_config's own fields (pulumi-gcp NodePoolNodeConfigArgs)
+        config["flex_start"] = True
+        config["max_run_duration"] = f"{max_run_seconds(spec)}s"
     if spec.reservation in CONSUME_TYPES:
         config["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type=CONSUME_TYPES[spec.reservation])
