@@ -6,6 +6,8 @@ the time waited, and run once granted; a zone without capacity past the stack's 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from infra.providers.gcp import realizer
@@ -13,7 +15,7 @@ from infra.providers.gcp.flex_start import FlexStartNotGranted
 from infra.providers.stack_home import state_dir
 from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
 
-FLEX = {"spot": False, "provisioning": "flex-start", "ttl_hours": 6, "nodes": 1}
+FLEX: dict[str, Any] = {"spot": False, "provisioning": "flex-start", "ttl_hours": 6, "nodes": 1}
 
 
 def test_up_awaits_the_flex_start_grant_showing_the_wait(make_gcp) -> None:  # noqa: F811
