@@ -1,6 +1,7 @@
 """Compute Engine's constraints: GPU VMs stop for host maintenance, bundled-GPU machine types
 declare no accelerators, spot scheduling is consistent, Spot VMs (and spot GKE nodes) ask for no
-reserved capacity, flex-start VMs (and GKE nodes) are time-limited on the machines that take them, SSH is never open to the internet, and ssh-keys metadata comes with OS Login off."""
+reserved capacity, flex-start VMs (and GKE nodes) are time-limited on the machines that take
+them, SSH is never open to the internet, and ssh-keys metadata comes with OS Login off."""
 
 from __future__ import annotations
 

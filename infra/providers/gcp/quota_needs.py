@@ -5,8 +5,8 @@ regional metric and in CPUS_ALL_REGIONS, their GPUs in the GPU's regional metric
 GPUS_ALL_REGIONS, one INSTANCES each; VMs trainctl creates itself also hold their boot disk in the
 disk type's metric and, with external IPs, one IN_USE_ADDRESSES each. Spot VMs count toward the
 PREEMPTIBLE_ metric of CPUs and GPUs, or the standard one where the project has no preemptible
-quota (https://cloud.google.com/compute/docs/instances/create-use-spot#quotas); so do flex-start VMs. TPU VMs are the TPU
-API's to meter per zone when the TPU is created, in chips or TensorCores under a quota id per
+quota (https://cloud.google.com/compute/docs/instances/create-use-spot#quotas); so do flex-start
+VMs (GCE's flex-start announcement: they "consume preemptible quota"). TPU VMs are the TPU API's to meter per zone when the TPU is created, in chips or TensorCores under a quota id per
 generation (shown by `plan`; the TPU API offers no read of it).
 """
 

@@ -167,7 +167,7 @@ def test_a_flex_start_vm_without_a_max_run_duration_is_refused() -> None:
     scheduling = {"provisioningModel": "FLEX_START", "automaticRestart": False, "onHostMaintenance": "TERMINATE",
                   "instanceTerminationAction": "DELETE"}
     (v,) = fired("flex-start-time-limited", instance(machineType="g2-standard-8", scheduling=scheduling))
-    assert "set scheduling.max_run_duration" in v.message  # every other refusal: tests/unit/policy/test_flex_start_rule.py
+    assert "set scheduling.max_run_duration" in v.message  # the other refusals: test_flex_start_rule.py
     timed = {**scheduling, "maxRunDuration": {"seconds": 3600}}
     assert not fired("flex-start-time-limited", instance(machineType="g2-standard-8", scheduling=timed))
 

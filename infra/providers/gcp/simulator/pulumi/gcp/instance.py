@@ -4,9 +4,10 @@ Create: the boot disk's type is looked up (diskTypes.get, readDiskType), the ins
 with everything in one body (machine type, disk, interfaces, accelerators, scheduling,
 metadata, tags, labels with the attribution label, service account with canonical scopes), the
 zone operation waited on ("instance to create"; on failure nothing is kept), then the instance
-polled until RUNNING (within the create timeout, customTimeouts.create; an instance that does not
-get there stays in the state with the error, as the provider sets its id before it waits), then read. Read gets the instance and its boot disk (disks.get; if that
-fails the program's initialize_params are kept, as the provider does). Update, field by field
+polled until RUNNING within the create timeout (customTimeouts.create; one that does not get there
+stays in the state with the error, as the provider sets its id before it waits), then read. Read
+gets the instance and its boot disk (disks.get; if that fails the program's initialize_params are
+kept, as the provider does). Update, field by field
 as the provider does: metadata (setMetadata with the current fingerprint), labels (setLabels),
 tags (setTags), scheduling (setScheduling), deletion protection; a machine type or service
 account change needs the instance stopped, which only allow_stopping_for_update permits
