@@ -71,7 +71,12 @@ class GrantWatch:
                               f"of {self.spec.flex_start_deadline_minutes:g}m")
 
     def still_pending(self) -> list[str]:
-        status = node_kind(self.spec).status(node_names(self.spec))
+        """The VMs still waiting for their grant; none when Compute cannot be read (the error
+        `up` failed with is then the one to show)."""
+        try:
+            status = node_kind(self.spec).status(node_names(self.spec))
+        except Exception:  # noqa: BLE001
+            return []
         return [node for node, state in status.items() if state == "PENDING"]
 
 
