@@ -75,8 +75,8 @@ def _seconds(duration: Any) -> float | None:
 
 def flex_start(r: Resource) -> Iterator[str]:
     """A FLEX_START VM: a max run duration of at most 7 days, a termination action, no automatic
-    restart, not preemptible, TERMINATE on maintenance, a machine family that offers flex-start;
-    a flex-start GKE node pool: not spot, and the same limit on its max run duration."""
+    restart (pulumi-gcp's InstanceScheduling docstring), a machine family that offers flex-start
+    (about-flex-start-vms); a flex-start GKE node pool: not spot, the same limit on its run."""
     limit = catalog.FLEX_START_MAX_RUN_HOURS * 3600
     if r.type == T_NODEPOOL and mapping(r.props.get("nodeConfig")).get("flexStart") is True:
         config, what = mapping(r.props.get("nodeConfig")), f"flex-start GKE node pool {r.props.get('name', r.name)!r}"
@@ -95,10 +95,6 @@ def flex_start(r: Resource) -> Iterator[str]:
         yield f"{what}: set instance_termination_action (DELETE, or STOP) for the end of its run"
     if s.get("automaticRestart") is not False:
         yield f"{what}: set automatic_restart=False (flex-start VMs do not restart automatically)"
-    if s.get("preemptible") is True:
-        yield f"{what}: is preemptible too; a VM has one provisioning model: remove preemptible"
-    if s.get("onHostMaintenance") not in (None, "TERMINATE"):
-        yield f"{what}: set on_host_maintenance='TERMINATE' (flex-start VMs cannot live-migrate)"
     if _machine_family(r.props) not in catalog.FLEX_START_FAMILIES:
         yield (f"{what} is {r.props.get('machineType')}; GCE offers flex-start on the "
                f"{', '.join(catalog.FLEX_START_FAMILIES)} machine families")

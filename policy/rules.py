@@ -108,8 +108,8 @@ RULES: tuple[Rule, ...] = (
          check=compute_rules.spot_no_reservation),
     Rule("flex-start-time-limited",
          "Flex-start VMs: a max run duration of at most 7 days, a termination action, no automatic "
-         "restart, not preemptible, TERMINATE on maintenance, a machine family that offers flex-start; "
-         "flex-start GKE node pools: not spot, at most 7 days.",
+         "restart, a machine family that offers flex-start; flex-start GKE node pools: not spot, at "
+         "most 7 days.",
          "https://cloud.google.com/compute/docs/instances/about-flex-start-vms",
          check=compute_rules.flex_start),
     Rule("firewall-no-public-ssh",

@@ -1,6 +1,6 @@
 """The flex-start-time-limited rule: a hand-written FLEX_START VM (or flex-start GKE node pool)
 that GCE would refuse -- no or too long a max run duration, no termination action, automatic
-restart, preemptible too, live migration, a machine family without flex-start -- is refused by
+restart, a machine family without flex-start -- is refused by
 the policy pack `pulumi up` and `trainctl plan` run; what trainctl's program declares passes."""
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ def vm(machine: str = "g2-standard-8", **scheduling: Any) -> Resource:
     ({"maxRunDuration": {"seconds": 604801}}, "at most 7 days (604800s); it is 604801"),
     ({"instanceTerminationAction": None}, "set instance_termination_action"),
     ({"automaticRestart": True}, "set automatic_restart=False"),
-    ({"preemptible": True}, "a VM has one provisioning model"),
-    ({"onHostMaintenance": "MIGRATE"}, "set on_host_maintenance='TERMINATE'"),
 ])
 def test_a_flex_start_vm_gce_would_refuse_is_refused(change: dict[str, Any], says: str) -> None:
     (message,) = messages(vm(**change))
