@@ -1,12 +1,14 @@
 """Compute Engine's constraints: GPU VMs stop for host maintenance, bundled-GPU machine types
 declare no accelerators, spot scheduling is consistent, Spot VMs (and spot GKE nodes) ask for no
-reserved capacity, SSH is never open to the internet, and ssh-keys metadata comes with OS Login off."""
+reserved capacity, flex-start VMs (and GKE nodes) are time-limited on the machines that take
+them, SSH is never open to the internet, and ssh-keys metadata comes with OS Login off."""
 
 from __future__ import annotations
 
 import ipaddress
 from typing import Any, Iterator, Mapping
 
+from infra.spec import catalog
 from policy.declared import (T_FIREWALL, T_INSTANCE, T_NODEPOOL, T_TPU_VM, Resource, as_list, is_false_string,
                              mapping)
 
@@ -60,6 +62,42 @@ def spot_scheduling(r: Resource) -> Iterator[str]:
         yield (f"standard VM {name!r} sets instance_termination_action "
                f"{s.get('instanceTerminationAction')!r} without a max run duration or termination "
                "time: it applies only to Spot VMs or time-limited VMs; remove it")
+
+
+def _seconds(duration: Any) -> float | None:
+    """An instance's maxRunDuration ({seconds, nanos}) or a node pool's ("3600s"), in seconds."""
+    if isinstance(duration, Mapping):
+        return float(duration.get("seconds") or 0)
+    if isinstance(duration, str) and duration.endswith("s"):
+        return float(duration[:-1])
+    return None
+
+
+def flex_start(r: Resource) -> Iterator[str]:
+    """A FLEX_START VM: a max run duration of at most 7 days, a termination action, no automatic
+    restart (pulumi-gcp's InstanceScheduling docstring), a machine family that offers flex-start
+    (about-flex-start-vms); a flex-start GKE node pool: not spot, the same limit on its run."""
+    limit = catalog.FLEX_START_MAX_RUN_HOURS * 3600
+    if r.type == T_NODEPOOL and mapping(r.props.get("nodeConfig")).get("flexStart") is True:
+        config, what = mapping(r.props.get("nodeConfig")), f"flex-start GKE node pool {r.props.get('name', r.name)!r}"
+        if config.get("spot") is True or config.get("preemptible") is True:
+            yield f"{what} is also spot: a node has one provisioning model; remove spot"
+        if (_seconds(config.get("maxRunDuration")) or 0) > limit:
+            yield f"{what}: max_run_duration {config.get('maxRunDuration')} is over 7 days ({limit}s)"
+    s = mapping(r.props.get("scheduling"))
+    if r.type != T_INSTANCE or s.get("provisioningModel") != "FLEX_START":
+        return
+    what = f"flex-start VM {r.props.get('name', r.name)!r}"
+    run = _seconds(s.get("maxRunDuration"))
+    if run is None or run > limit:
+        yield f"{what}: set scheduling.max_run_duration, at most 7 days ({limit}s); it is {run or 'unset'}"
+    if s.get("instanceTerminationAction") not in ("STOP", "DELETE"):
+        yield f"{what}: set instance_termination_action (DELETE, or STOP) for the end of its run"
+    if s.get("automaticRestart") is not False:
+        yield f"{what}: set automatic_restart=False (flex-start VMs do not restart automatically)"
+    if _machine_family(r.props) not in catalog.FLEX_START_FAMILIES:
+        yield (f"{what} is {r.props.get('machineType')}; GCE offers flex-start on the "
+               f"{', '.join(catalog.FLEX_START_FAMILIES)} machine families")
 
 
 def _spot_affinity(r: Resource) -> tuple[str, Mapping[str, Any]] | None:

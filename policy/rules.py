@@ -120,6 +120,12 @@ RULES: tuple[Rule, ...] = (
          "Compute Engine cannot consume a reservation to create Spot VMs or preemptible instances.",
          "https://cloud.google.com/compute/docs/instances/reservations-consume#limitations",
          check=compute_rules.spot_no_reservation),
+    Rule("flex-start-time-limited",
+         "Flex-start VMs: a max run duration of at most 7 days, a termination action, no automatic "
+         "restart, a machine family that offers flex-start; flex-start GKE node pools: not spot, at "
+         "most 7 days.",
+         "https://cloud.google.com/compute/docs/instances/about-flex-start-vms",
+         check=compute_rules.flex_start),
     Rule("firewall-no-public-ssh",
          "No ingress firewall rule opens SSH (tcp:22 or all ports) to 0.0.0.0/0 or ::/0.",
          "https://cloud.google.com/compute/docs/connect/ssh-best-practices/network-access",

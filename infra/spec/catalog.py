@@ -336,6 +336,15 @@ GKE_KSA_NAME = "trainctl-runner"
 def gke_image(framework: str, accelerator_kind: str) -> str | None:
     return GKE_IMAGES.get((framework, accelerator_kind))
 
+# Flex-start VMs (GCE's FLEX_START provisioning model, Dynamic Workload Scheduler): the machine
+# families that take them -- accelerator-optimized ones except A4X and G4, and H4D -- how long
+# they may run (max run duration at most 7 days) and how long a request may wait in the queue
+# (up to two hours). https://cloud.google.com/compute/docs/instances/about-flex-start-vms,
+# https://cloud.google.com/blog/products/compute/introducing-flex-start-vms-for-the-compute-engine-instance-api
+FLEX_START_FAMILIES = ("a2", "a3", "a4", "g2", "h4d")
+FLEX_START_MAX_RUN_HOURS = 7 * 24
+FLEX_START_MAX_WAIT_MINUTES = 120
+
 # Local stack: nodes are namespaces on this machine.
 LOCAL_MAX_NODES = 16
 

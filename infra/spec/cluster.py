@@ -83,6 +83,11 @@ class ClusterSpec(SpecModel):
     # A COMPACT placement policy for the nodes (infra/spec/placement.py): the GPUDirect families
     # get one by default, A2/G2 ask with "compact"; "none" turns it off.
     placement: Literal["compact", "none"] | None = None
+    # GCE's provisioning model beyond spot: flex-start VMs (Dynamic Workload Scheduler) wait in a
+    # queue for capacity, then run at most 7 days (their max run duration is the stack's TTL).
+    provisioning: Literal["standard", "flex-start"] = "standard"
+    # How long `up` waits for a flex-start grant before giving up and removing what it made.
+    flex_start_deadline_minutes: float = Field(60, gt=0, le=catalog.FLEX_START_MAX_WAIT_MINUTES)
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
     instance_termination_action: Literal["STOP", "DELETE"] | None = None
     boot_disk_gb: int = Field(200, ge=10, le=65536)
@@ -193,6 +198,10 @@ class ClusterSpec(SpecModel):
         fits = catalog.tensorflow_runtimes(tpu)
         return (f"stack {self.name}: TensorFlow needs a TPU runtime that has it, and {runtime!r} has none; "
                 f"set tpu.runtime_version to {' or '.join(repr(r) for r in fits) or 'a tpu-vm-tf-* runtime'}")
+
+    @property
+    def flex_start(self) -> bool:
+        return self.provisioning == "flex-start"
 
     def node_is_spot(self, index: int) -> bool:
         return next(view.spot for _, first, view in self.groups() if first <= index < first + view.node_count)

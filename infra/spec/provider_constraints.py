@@ -41,6 +41,9 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
                          "this machine: remove placement")
     if spec.zones or spec.region:
         raise ValueError("the local stack has no zones to choose from: remove zones/region")
+    if spec.flex_start:
+        raise ValueError("the local stack has no flex-start capacity (a GCE provisioning model): "
+                         "remove provisioning, or use a gcp stack")
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
     if nodes > catalog.LOCAL_MAX_NODES:
         raise ValueError(f"nodes {nodes} is more than the local stack supports "
@@ -71,6 +74,8 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
     sized = spec.model_copy(update={"nodes": nodes,
                                     "machine_type": updates.get("machine_type", spec.machine_type)})
     updates["placement"] = resolve_placement(sized)
+    if spec.flex_start:
+        _check_flex_start(spec, updates.get("machine_type", spec.machine_type))
     if spec.processes_per_node is None:
         gpu = updates.get("gpu", spec.gpu)
         # one process per GPU; one per TPU host, which drives all its chips
@@ -110,6 +115,29 @@ def _check_reservations(spec: ClusterSpec) -> None:
             raise ValueError(f"{where}reservation {reservation!r} with spot: GCE cannot run Spot VMs on reserved "
                              "capacity (cloud.google.com/compute/docs/instances/reservations-consume); "
                              "set spot: false, or reservation: none")
+
+
+def _check_flex_start(spec: ClusterSpec, machine_type: str | None) -> None:
+    """What GCE takes as a flex-start VM (cloud.google.com/compute/docs/instances/about-flex-start-vms):
+    one provisioning model per VM (not spot too), a run of at most 7 days (the stack's TTL becomes
+    the VMs' max run duration), accelerator-optimized machine families. TPUs wait for capacity
+    through queued resources instead."""
+    if spec.kind == "tpu" or spec.tpu:
+        raise ValueError("provisioning 'flex-start' applies to GPU VMs and GKE GPU node pools; TPUs wait for "
+                         "capacity as queued resources: remove provisioning")
+    if spec.has_spot:
+        raise ValueError("provisioning 'flex-start' with spot: a VM has one provisioning model (FLEX_START or "
+                         "SPOT); set spot: false, or remove provisioning")
+    if spec.ttl_hours > catalog.FLEX_START_MAX_RUN_HOURS:
+        raise ValueError(f"ttl_hours {spec.ttl_hours:g} with provisioning 'flex-start': flex-start VMs run at "
+                         f"most {catalog.FLEX_START_MAX_RUN_HOURS} hours (7 days), and the TTL is their max run "
+                         f"duration; set ttl_hours to {catalog.FLEX_START_MAX_RUN_HOURS} or less")
+    machines = [(f"pools[{p.role}]: ", p.machine_type) for p in spec.pools] or [("", machine_type)]
+    for where, name in machines:
+        if name and name.split("-", 1)[0] not in catalog.FLEX_START_FAMILIES:
+            raise ValueError(f"{where}machine_type {name} cannot be a flex-start VM: GCE offers flex-start on "
+                             f"the {', '.join(catalog.FLEX_START_FAMILIES)} machine families; pick one "
+                             "(e.g. g2-standard-8, a2-highgpu-1g), or remove provisioning")
 
 
 def _check_tpu(spec: ClusterSpec) -> dict[str, Any]:

@@ -72,7 +72,7 @@ _SPEC: dict[str, str | None] = {  # CustomJobSpec (a CustomJob's jobSpec, a tuni
                              "baseOutputDirectory.outputUriPrefix", "network", "reservedIpRanges", "serviceAccount",
                              "enableWebAccess", "enableDashboardAccess", "tensorboard", "persistentResourceId",
                              "protectedArtifactLocationId", "pscInterfaceConfig")},
-    "scheduling.maxWaitDuration": "nodes are created at once or the run fails; there is no queue to wait in",
+    "scheduling.maxWaitDuration": HONOURED,  # with strategy FLEX_START: the stack's flex_start_deadline_minutes
     "experiment": "runs are not recorded in Vertex AI Experiments; trainctl keeps runs/<run-id>/",
     "experimentRun": "runs are not recorded in Vertex AI Experiments; trainctl keeps runs/<run-id>/",
     "models": "no Vertex AI Model is registered; the model is collected to runs/<run-id>/model/",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.spec import catalog
 from infra.spec.cluster import POOL_ORDER
 from trainctl.jobs.job_spec_values import (ImageReader, accelerator, container_command, duration_hours, framework,
                                            module_command, refuse)
@@ -131,15 +132,26 @@ def _experiment(name: str, found: Pools, images: list[str], notes: list[str]) ->
 def _scheduling(scheduling: dict[str, Any], experiment: dict[str, Any]) -> None:
     if scheduling.get("timeout"):
         experiment["ttl_hours"] = duration_hours(scheduling["timeout"], "scheduling.timeout")
-    if scheduling.get("strategy") == "FLEX_START":
-        raise refuse("scheduling.strategy", "FLEX_START (Dynamic Workload Scheduler) is "
-                                            "Vertex-only; use SPOT or STANDARD")
+    if scheduling.get("strategy") == "FLEX_START":  # Dynamic Workload Scheduler: GCE's flex-start VMs
+        experiment["overrides"].update(spot=False, provisioning="flex-start")
+        if scheduling.get("maxWaitDuration"):
+            experiment["overrides"]["flex_start_deadline_minutes"] = _flex_start_wait(scheduling["maxWaitDuration"])
     if scheduling.get("strategy") == "SPOT":
         experiment["overrides"]["spot"] = True
     if scheduling.get("restartJobOnWorkerRestart"):
         experiment["restart"] = {"job_retries": 3}
     if scheduling.get("disableRetries"):
         experiment["restart"] = {"job_retries": 0}
+
+
+def _flex_start_wait(value: str) -> float:
+    """Vertex's maxWaitDuration as trainctl's deadline, within the two hours GCE queues a request."""
+    minutes = duration_hours(value, "scheduling.maxWaitDuration") * 60
+    if not 0 < minutes <= catalog.FLEX_START_MAX_WAIT_MINUTES:
+        raise refuse("scheduling.maxWaitDuration", f"{value!r}: trainctl waits for flex-start capacity up to "
+                     f"{catalog.FLEX_START_MAX_WAIT_MINUTES} minutes (GCE queues a request that long), and "
+                     "never indefinitely (0); set it to at most '7200s'")
+    return round(minutes, 4)
 
 
 def vertex_experiment(job: dict[str, Any], name: str, notes: list[str], read_image: ImageReader) -> dict[str, Any]:

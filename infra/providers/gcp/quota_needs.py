@@ -5,8 +5,8 @@ regional metric and in CPUS_ALL_REGIONS, their GPUs in the GPU's regional metric
 GPUS_ALL_REGIONS, one INSTANCES each; VMs trainctl creates itself also hold their boot disk in the
 disk type's metric and, with external IPs, one IN_USE_ADDRESSES each. Spot VMs count toward the
 PREEMPTIBLE_ metric of CPUs and GPUs, or the standard one where the project has no preemptible
-quota (https://cloud.google.com/compute/docs/instances/create-use-spot#quotas). TPU VMs are the TPU
-API's to meter per zone when the TPU is created, in chips or TensorCores under a quota id per
+quota (https://cloud.google.com/compute/docs/instances/create-use-spot#quotas); so do flex-start
+VMs (GCE's flex-start announcement: they "consume preemptible quota"). TPU VMs are the TPU API's to meter per zone when the TPU is created, in chips or TensorCores under a quota id per
 generation (shown by `plan`; the TPU API offers no read of it).
 """
 
@@ -40,7 +40,7 @@ class Need:
 class PoolNeeds:
     pool: str  # the role, or the stack's name for a cluster without pools
     nodes: int
-    provisioning: str  # "on-demand", "spot", or "reservation <name>" / "any reservation"
+    provisioning: str  # "on-demand", "spot", "flex-start", or "reservation <name>" / "any reservation"
     needs: tuple[Need, ...]
 
 
@@ -50,6 +50,8 @@ def _standard_of(metric: str) -> str | None:
 
 def provisioning(view: ClusterSpec) -> str:
     """How the pool's VMs get their capacity, as GCE names the models."""
+    if view.flex_start:
+        return "flex-start"
     if view.spot:
         return "spot"
     if view.reservation in (None, "none"):
@@ -62,7 +64,9 @@ def _vm_amounts(view: ClusterSpec, region: str, nodes: int) -> dict[tuple[str, s
     if machine is None:  # a GKE TPU pool's ct* machines: metered by TPU quotas, see the module doc
         return {}
     cpu = catalog.cpu_quota_metric(machine.name)
-    if cpu == "CPUS" and view.spot:
+    # flex-start VMs consume preemptible quota as spot VMs do (GCE's flex-start VM announcement)
+    preemptible = view.spot or view.flex_start
+    if cpu == "CPUS" and preemptible:
         cpu = "PREEMPTIBLE_CPUS"
     out: dict[tuple[str, str], float] = defaultdict(float)
     out[(catalog.CPUS_ALL_REGIONS, GLOBAL)] += machine.vcpus * nodes
@@ -71,7 +75,7 @@ def _vm_amounts(view: ClusterSpec, region: str, nodes: int) -> dict[tuple[str, s
     accel = view.accelerator
     if isinstance(accel, Gpu):
         out[(catalog.GPUS_ALL_REGIONS, GLOBAL)] += accel.count * nodes
-        out[(catalog.GPUS[accel.type].quota_metric_for(view.spot), region)] += accel.count * nodes
+        out[(catalog.GPUS[accel.type].quota_metric_for(preemptible), region)] += accel.count * nodes
     if view.runs_on_vms:  # the program sets these for its own VMs; GKE decides its nodes' disks
         # Hyperdisk boot disks (A3 Ultra, A4) are not among the Persistent Disk metrics counted here.
         disk = catalog.DISK_QUOTA_METRICS.get(gpu_networks.boot_disk_type(view.machine_type))

@@ -111,6 +111,7 @@ def estimate(spec: ClusterSpec) -> Estimate:
 
 def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     from infra.providers.gcp import reservations
+    from infra.providers.gcp.flex_start import FlexStartNotGranted
     from infra.providers.gcp.quota import preflight
 
     check_prerequisites(spec)
@@ -118,6 +119,17 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     # before anything billable exists; candidate regions without quota are not tried
     spec, skipped = regions_with_quota(spec, lambda placed: preflight(placed, progress), progress)
     reservations.check(spec, progress)
+    try:
+        return _up(spec, progress)
+    except FlexStartNotGranted:  # what waited in vain goes, with everything made for it
+        progress(f"flex-start: no grant within {spec.flex_start_deadline_minutes:g}m; removing what the stack made")
+        down(spec.name, progress=progress)
+        raise
+
+
+def _up(spec: ClusterSpec, progress: Progress) -> Inventory:
+    from infra.providers.gcp.flex_start import await_grant
+
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
         record_provider(spec.name, "gcp")
@@ -137,7 +149,8 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
                 progress(f"adopting bucket gs://{kept}, which an earlier `down` kept with its checkpoints")
                 workspace_stack.workspace.env_vars[ADOPT_ENV] = kept
             try:
-                return workspace_stack.up(on_output=progress, policy_packs=policy_packs())
+                return await_grant(placed, lambda: workspace_stack.up(on_output=progress, policy_packs=policy_packs()),
+                                   progress)
             except CommandError as exc:
                 refused = refusal_of(exc)
                 if refused is exc:

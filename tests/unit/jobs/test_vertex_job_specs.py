@@ -144,7 +144,6 @@ def test_container_pools_run_their_command_in_the_image(tmp_path: Path) -> None:
                           {"containerSpec": {"imageUri": "localhost/trainctl/u:1", "command": ["t"]}, "replicaCount": 1}]},
      "one image per job"),
     ({"workerPoolSpecs": [{**POOL, "nfsMounts": [{"server": "10.0.0.2"}]}]}, "nfsMounts are not supported"),
-    ({"workerPoolSpecs": [POOL], "scheduling": {"strategy": "FLEX_START"}}, "FLEX_START"),
     ({"workerPoolSpecs": [POOL], "tensorboard": "projects/p/locations/l/tensorboards/1"}, "tensorboard: is Vertex-only"),
     ({"studySpec": {"metrics": [{"metricId": "a", "goal": "MAXIMIZE"}, {"metricId": "b", "goal": "MINIMIZE"}],
                     "parameters": []}, "trialJobSpec": {"workerPoolSpecs": [POOL]}}, "trainctl tunes exactly one"),

@@ -163,6 +163,15 @@ def test_spot_gke_node_pools_cannot_ask_for_a_reservation() -> None:
     assert not fired("spot-no-reservation", Resource(T_NODEPOOL, "p", {"name": "s-gpu", "nodeConfig": on_demand}))
 
 
+def test_a_flex_start_vm_without_a_max_run_duration_is_refused() -> None:
+    scheduling = {"provisioningModel": "FLEX_START", "automaticRestart": False, "onHostMaintenance": "TERMINATE",
+                  "instanceTerminationAction": "DELETE"}
+    (v,) = fired("flex-start-time-limited", instance(machineType="g2-standard-8", scheduling=scheduling))
+    assert "set scheduling.max_run_duration" in v.message  # the other refusals: test_flex_start_rule.py
+    timed = {**scheduling, "maxRunDuration": {"seconds": 3600}}
+    assert not fired("flex-start-time-limited", instance(machineType="g2-standard-8", scheduling=timed))
+
+
 @pytest.mark.parametrize("allow", [{"protocol": "tcp", "ports": ["22"]}, {"protocol": "tcp"},
                                    {"protocol": "all"}, {"protocol": "tcp", "ports": ["20-30"]}])
 @pytest.mark.parametrize("anywhere", ["0.0.0.0/0", "::/0"])

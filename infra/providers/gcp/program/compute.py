@@ -14,6 +14,8 @@ from infra.spec.cluster import ClusterSpec
 
 
 def scheduling(spec: ClusterSpec) -> gcp.compute.InstanceSchedulingArgs:
+    if spec.flex_start:
+        return flex_start_scheduling(spec)
     if spec.spot:
         return gcp.compute.InstanceSchedulingArgs(
             provisioning_model="SPOT", preemptible=True, automatic_restart=False,
@@ -23,6 +25,30 @@ def scheduling(spec: ClusterSpec) -> gcp.compute.InstanceSchedulingArgs:
     return gcp.compute.InstanceSchedulingArgs(
         provisioning_model="STANDARD", automatic_restart=True,
         on_host_maintenance="TERMINATE" if spec.gpu else "MIGRATE")
+
+
+def flex_start_scheduling(spec: ClusterSpec) -> gcp.compute.InstanceSchedulingArgs:
+    """GCE's FLEX_START model as pulumi-gcp's InstanceScheduling docstring states it: no automatic
+    restart, termination action DELETE, a max run duration (the stack's TTL: the VMs go when the
+    stack would be reaped anyway)."""
+    return gcp.compute.InstanceSchedulingArgs(
+        provisioning_model="FLEX_START", automatic_restart=False, on_host_maintenance="TERMINATE",
+        instance_termination_action="DELETE",
+        max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=max_run_seconds(spec)))
+
+
+def max_run_seconds(spec: ClusterSpec) -> int:
+    return int(spec.ttl_hours * 3600)
+
+
+def waiting_for_capacity(spec: ClusterSpec, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    """A flex-start VM waits in PENDING for its grant; the provider waits for RUNNING as long as the
+    create timeout lets it, so the stack's deadline is the create timeout (what `pulumi up` by hand
+    also honours). The VM it gave up on stays in the state, for `down` to delete."""
+    if not spec.flex_start:
+        return opts
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
+        custom_timeouts=pulumi.CustomTimeouts(create=f"{round(spec.flex_start_deadline_minutes * 60)}s")))
 
 
 def guest_accelerators(spec: ClusterSpec) -> list[gcp.compute.InstanceGuestAcceleratorArgs] | None:
@@ -106,7 +132,7 @@ class GpuVmGroup(pulumi.ComponentResource):
                 service_account=gcp.compute.InstanceServiceAccountArgs(
                     email=service_account, scopes=["cloud-platform"]),
                 allow_stopping_for_update=True,
-                opts=child,
+                opts=waiting_for_capacity(spec, child),
             )
             for i in range(first, first + spec.node_count)
         ]

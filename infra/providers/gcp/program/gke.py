@@ -13,7 +13,7 @@ import pulumi_gcp as gcp
 from infra.spec import catalog, gpu_networks
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
 from infra.providers.gcp.program.gpu_network import ExtraNic
-from infra.providers.gcp.program.compute import CONSUME_TYPES, RESERVATION_NAME_KEY
+from infra.providers.gcp.program.compute import CONSUME_TYPES, RESERVATION_NAME_KEY, max_run_seconds
 from infra.spec.cluster import ClusterSpec
 
 
@@ -115,6 +115,9 @@ def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
                 gpu_driver_version="LATEST"))]
     if gpu_networks.gpudirect(spec.machine_type):
         config["gvnic"] = gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True)
+    if spec.flex_start:  # node_config's own fields (pulumi-gcp NodePoolNodeConfigArgs)
+        config["flex_start"] = True
+        config["max_run_duration"] = f"{max_run_seconds(spec)}s"
     if spec.reservation in CONSUME_TYPES:
         config["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type=CONSUME_TYPES[spec.reservation])

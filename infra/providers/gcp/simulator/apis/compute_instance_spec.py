@@ -197,6 +197,7 @@ def build(world: World, now: float, project: str, zone: str, body: dict[str, Any
     stamp(inst, world, "compute#instance", path, now)
     inst["fingerprint"] = fingerprint(inst)
     inst["_sim"] = {"zone": zone, "machine_type": m.name, "gpus": gpus, "spot": scheduling["preemptible"],
+                    "flex_start": scheduling["provisioningModel"] == "FLEX_START",
                     "disk": disk, "subnets": [public(s)["selfLink"] for _, s in nics], "next": None}
     return inst
 

@@ -17,7 +17,16 @@ https://cloud.google.com/compute/docs/instances/instance-life-cycle
   - delete: STOPPING at once (the machine goes), gone when done, its addresses and auto-delete
     boot disk released then (its subnetwork stays in use until then); deletionProtection
     refuses it.
-Delay keys: instance_insert, instance_boot, instance_stop, instance_start, instance_delete.
+  - flex-start VMs (scheduling.provisioningModel FLEX_START): quota is checked at insert, a
+    stockout is not (Dynamic Workload Scheduler queues the request); the instance exists at once
+    in PENDING, the status GCE documents for "waiting for available capacity from DWS"
+    (compute v1 discovery document, Instance.status), until it is granted `flex_start_grant`
+    seconds later while its zone has capacity for it (a stockout keeps it PENDING, as long as it
+    lasts), then PROVISIONING -> STAGING -> RUNNING. The simulator does not fail a request whose
+    wait ran out (requestValidForDuration, which pulumi-gcp cannot send; GCE's error body for it
+    is not documented): trainctl's deadline gives up on it, and deletes it.
+Delay keys: instance_insert, instance_boot, instance_stop, instance_start, instance_delete,
+flex_start_grant.
 """
 
 from __future__ import annotations
@@ -50,10 +59,11 @@ def _project(world: World, project: str) -> dict[str, Any]:
 
 
 def placement_error(world: World, project: str, inst: dict[str, Any]) -> ApiError | None:
-    """Why GCE would fail this instance's insert or start now (quota, then capacity), or None."""
+    """Why GCE would fail this instance's insert or start now (quota, then capacity), or None.
+    A flex-start VM waits for capacity instead of failing (see the module docstring)."""
     p = _project(world, project)
     quota = compute_quotas.check(world, p, inst)
-    if quota is not None:
+    if quota is not None or inst["_sim"].get("flex_start"):
         return quota
     if compute_reservations.consume(world, project, inst) is not None:
         return None  # reserved capacity: no stockout
@@ -78,8 +88,23 @@ def create(world: World, now: float, project: str, zone: str, body: dict[str, An
         return inst, failure
     admit(world, now, project, inst)
     instances(world, project)[f"{zone}/{name}"] = inst
-    _boot(world, project, inst, now)
+    if inst["_sim"].get("flex_start"):
+        _queue(world, project, inst, now)
+    else:
+        _boot(world, project, inst, now)
     return inst, None
+
+
+def _queue(world: World, project: str, inst: dict[str, Any], now: float) -> None:
+    """A flex-start VM waits in PENDING until its grant is due and its zone has capacity."""
+    inst["status"] = "PENDING"
+    inst["_sim"]["next"] = None
+    inst["_sim"]["granted_at"] = now + operations.delay(world, project, "flex_start_grant")
+
+
+def _grant_if_due(world: World, project: str, inst: dict[str, Any], now: float) -> None:
+    if now >= inst["_sim"]["granted_at"] and compute_capacity.instance_stockout(_project(world, project), inst) is None:
+        _boot(world, project, inst, now)
 
 
 @handles("compute.instances.insert")
@@ -187,6 +212,8 @@ def _deleted(world: World, op: dict[str, Any], _at: float) -> None:
 
 def step(world: World, project: str, inst: dict[str, Any], now: float) -> None:
     """The instance reaches the states that are due (STAGING -> RUNNING takes `instance_boot`)."""
+    if inst["status"] == "PENDING":
+        _grant_if_due(world, project, inst, now)
     due = inst["_sim"].get("next")
     while due and due[1] <= now:
         inst["status"], at = due

@@ -63,11 +63,12 @@ def _metric(project: dict[str, Any], region: str, metric: str, spot: bool) -> st
 def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str, str], float]:
     """What one instance holds: {(scope, metric): amount}, scope "global" or a region."""
     sim = instance["_sim"]
+    preemptible = sim["spot"] or bool(sim.get("flex_start"))  # flex-start VMs take preemptible quota too
     region = region_of(sim["zone"])
     shape = catalog.MACHINES.get(sim["machine_type"])
     vcpus = float(shape.vcpus if shape else catalog.TPU_HOST_MACHINES[sim["machine_type"]][0])
     cpu = catalog.cpu_quota_metric(sim["machine_type"])
-    cpu = _metric(project, region, "CPUS", sim["spot"]) if cpu == "CPUS" else cpu
+    cpu = _metric(project, region, "CPUS", preemptible) if cpu == "CPUS" else cpu
     out = {("global", catalog.CPUS_ALL_REGIONS): vcpus, (region, cpu): vcpus, (region, "INSTANCES"): 1.0}
     if "disk" in sim:  # the boot disk an insert is about to create (an existing one is counted as a disk)
         key = (region, _disk_metric(sim["disk"]))
@@ -76,7 +77,7 @@ def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str,
     if gpus:
         out[("global", catalog.GPUS_ALL_REGIONS)] = float(gpus)
     for gpu, count in sim["gpus"].items():
-        key = (region, _metric(project, region, catalog.GPUS[gpu].quota_metric, sim["spot"]))
+        key = (region, _metric(project, region, catalog.GPUS[gpu].quota_metric, preemptible))
         out[key] = out.get(key, 0.0) + count
     if sim.get("external"):
         out[(region, "IN_USE_ADDRESSES")] = 1.0

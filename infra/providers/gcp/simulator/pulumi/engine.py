@@ -197,6 +197,8 @@ class Deployment:
         self.display.step(op, goal.type, goal.name)
         try:
             with self.journal.operation("creating", new_state(goal, "", {})):
+                if goal.create_timeout is not None:  # the engine passes it on with the Create call
+                    rtype.create_timeout = goal.create_timeout
                 id_, outputs = rtype.create(inputs_of(goal.inputs))
         except Exception as exc:  # noqa: BLE001 - any provider failure fails this step only
             # a resource that exists although its create failed stays in the state, with the error

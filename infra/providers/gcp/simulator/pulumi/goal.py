@@ -26,3 +26,4 @@ class Goal:
     import_id: str = ""
     additional_secret_outputs: list[str] = field(default_factory=list)
     declared: dict[str, Any] = field(default_factory=dict)  # inputs before the provider's check
+    create_timeout: float | None = None  # customTimeouts.create, seconds: the provider's create timeout

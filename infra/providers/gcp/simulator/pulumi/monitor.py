@@ -2,11 +2,12 @@
 (pulumi/runtime/mocks.py), answered by the engine instead of by mocks. Each RegisterResource
 request carries what the real engine's monitor receives over gRPC (inputs with secrets, parent,
 provider reference, dependencies, protect, retainOnDelete, deleteBeforeReplace, ignoreChanges,
-replaceOnChanges, importId, additionalSecretOutputs); the answer is the resource's id and
+replaceOnChanges, importId, additionalSecretOutputs, customTimeouts.create); the answer is the resource's id and
 outputs once its step is done, which is what lets the program's outputs resolve."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pulumi.runtime.mocks import MockMonitor
@@ -25,7 +26,16 @@ def goal_of(urn: str, request: Any) -> Goal:
         protect=bool(request.protect), retain_on_delete=bool(request.retainOnDelete),
         delete_before_replace=request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
         ignore_changes=list(request.ignoreChanges), replace_on_changes=list(request.replaceOnChanges),
-        import_id=request.importId, additional_secret_outputs=list(request.additionalSecretOutputs))
+        import_id=request.importId, additional_secret_outputs=list(request.additionalSecretOutputs),
+        create_timeout=go_duration(request.customTimeouts.create))
+
+
+def go_duration(text: str) -> float | None:
+    """Seconds of a Go duration string ("60m", "1h30m", "90s"), as customTimeouts carry them."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s)", text or "")
+    if not parts:
+        return None
+    return sum(float(n) * {"h": 3600, "m": 60, "s": 1}[unit] for n, unit in parts)
 
 
 class EngineMonitor(MockMonitor):

@@ -69,6 +69,7 @@ def node_config(config: dict[str, Any] | None) -> dict[str, Any]:
         "resourceLabels": config.get("resourceLabels"), "tags": config.get("tags"), "spot": config.get("spot"),
         "workloadMetadataConfig": config.get("workloadMetadataConfig"),
         "reservationAffinity": config.get("reservationAffinity"),  # the API's fields and names
+        "flexStart": config.get("flexStart"), "maxRunDuration": config.get("maxRunDuration"),
         "accelerators": [drop_empty({"acceleratorCount": a.get("count"), "acceleratorType": a.get("type"),
                                      "gpuDriverInstallationConfig": a.get("gpuDriverInstallationConfig")})
                          for a in config.get("guestAccelerators") or [] if a.get("count")]})

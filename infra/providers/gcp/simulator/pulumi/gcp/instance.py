@@ -4,8 +4,10 @@ Create: the boot disk's type is looked up (diskTypes.get, readDiskType), the ins
 with everything in one body (machine type, disk, interfaces, accelerators, scheduling,
 metadata, tags, labels with the attribution label, service account with canonical scopes), the
 zone operation waited on ("instance to create"; on failure nothing is kept), then the instance
-polled until RUNNING, then read. Read gets the instance and its boot disk (disks.get; if that
-fails the program's initialize_params are kept, as the provider does). Update, field by field
+polled until RUNNING within the create timeout (customTimeouts.create; one that does not get there
+stays in the state with the error, as the provider sets its id before it waits), then read. Read
+gets the instance and its boot disk (disks.get; if that fails the program's initialize_params are
+kept, as the provider does). Update, field by field
 as the provider does: metadata (setMetadata with the current fingerprint), labels (setLabels),
 tags (setTags), scheduling (setScheduling), deletion protection; a machine type or service
 account change needs the instance stopped, which only allow_stopping_for_update permits
@@ -20,7 +22,7 @@ from typing import Any
 
 from infra.providers.gcp.simulator.pulumi.gcp import instance_fields as f
 from infra.providers.gcp.simulator.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last
-from infra.providers.gcp.simulator.pulumi.gcp.rest import poll
+from infra.providers.gcp.simulator.pulumi.gcp.rest import DEFAULT_TIMEOUT_SECONDS, poll
 from infra.providers.gcp.simulator.pulumi.plugins import Diff, ProviderError
 
 NEEDS_STOP = ("machineType", "serviceAccount", "minCpuPlatform")
@@ -82,14 +84,18 @@ class Instance(GcpResource):
             op = self.rest.call("POST", self.url(f"projects/{project}/zones/{zone}/instances"), body)
         id_ = f"projects/{project}/zones/{zone}/instances/{inputs['name']}"
         self.wait_compute(op, project, "instance to create")
-        self._wait_status(id_, "RUNNING")
+        try:
+            # within the create timeout (a flex-start VM's wait for its grant counts toward it)
+            self._wait_status(id_, "RUNNING", self.create_timeout or DEFAULT_TIMEOUT_SECONDS)
+        except ProviderError as exc:  # the instance exists: it stays in the state, for destroy
+            raise ProviderError(str(exc), (id_, inputs)) from None
         return id_, self.read(id_, inputs, inputs) or inputs
 
-    def _wait_status(self, id_: str, status: str) -> None:
+    def _wait_status(self, id_: str, status: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
         def fetch() -> dict[str, Any]:
             return self.rest.get(self.url(id_))
         with failing_as(f"Error waiting for instance to reach desired status {status}"):
-            poll(fetch, lambda i: i.get("status") == status, f"instance to reach {status}")
+            poll(fetch, lambda i: i.get("status") == status, f"instance to reach {status}", timeout)
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
         found = self.fetch(self.url(id_), f"Instance {id_!r}")

@@ -112,6 +112,10 @@ def scheduling(inputs: dict[str, Any]) -> dict[str, Any]:
     for key in ("preemptible", "onHostMaintenance", "provisioningModel", "instanceTerminationAction"):
         if key in given:
             out[key] = given[key]
+    if given.get("maxRunDuration"):
+        duration = given["maxRunDuration"]
+        out["maxRunDuration"] = {"seconds": str(duration["seconds"]), **({"nanos": duration["nanos"]}
+                                                                        if duration.get("nanos") else {})}
     return out
 
 
@@ -120,7 +124,10 @@ def flatten_scheduling(found: dict[str, Any]) -> dict[str, Any]:
     return {"automaticRestart": s.get("automaticRestart", True), "preemptible": bool(s.get("preemptible")),
             "onHostMaintenance": s.get("onHostMaintenance"),
             "provisioningModel": s.get("provisioningModel", "STANDARD"),
-            "instanceTerminationAction": s.get("instanceTerminationAction")}
+            "instanceTerminationAction": s.get("instanceTerminationAction"),
+            **({"maxRunDuration": {"seconds": int(s["maxRunDuration"]["seconds"]),
+                                   **({"nanos": s["maxRunDuration"]["nanos"]} if s["maxRunDuration"].get("nanos")
+                                      else {})}} if s.get("maxRunDuration") else {})}
 
 
 def reservation_affinity(inputs: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,0 +1,45 @@
+"""A flex-start stack (`provisioning: flex-start`) on the simulated project: its VMs are inserted
+with GCE's FLEX_START scheduling, wait in PENDING (the Instance status GCE documents for a
+flex-start VM waiting for Dynamic Workload Scheduler capacity) while `up` shows their state and
+the time waited, and run once granted; a zone without capacity past the stack's deadline makes
+`up` give up and remove everything it made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.providers.gcp import realizer
+from infra.providers.gcp.flex_start import FlexStartNotGranted
+from infra.providers.stack_home import state_dir
+from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
+
+FLEX: dict[str, Any] = {"spot": False, "provisioning": "flex-start", "ttl_hours": 6, "nodes": 1}
+
+
+def test_up_awaits_the_flex_start_grant_showing_the_wait(make_gcp) -> None:  # noqa: F811
+    gcp: Project = make_gcp(delays={"flex_start_grant": 4.0})
+    spec = gcp.stack("gpu-l4-spot", **FLEX)
+    realizer.up(spec, gcp.progress)
+    vm = gcp.instance("gpu-l4-spot-node-0")
+    assert vm is not None and vm["status"] == "RUNNING"
+    assert vm["scheduling"]["provisioningModel"] == "FLEX_START"
+    assert vm["scheduling"]["instanceTerminationAction"] == "DELETE"
+    assert vm["scheduling"]["automaticRestart"] is False
+    assert int(vm["scheduling"]["maxRunDuration"]["seconds"]) == 6 * 3600  # the stack's TTL
+    waits = [line for line in gcp.said if line.startswith("flex-start: gpu-l4-spot-node-0 PENDING")]
+    assert waits and "waited 0m" in waits[0] and "of 60m" in waits[0]
+    assert realizer.down(spec.name, progress=gcp.progress) is True
+
+
+def test_no_grant_before_the_deadline_gives_up_and_leaves_nothing(make_gcp) -> None:  # noqa: F811
+    gcp: Project = make_gcp(stockouts=[{"zone": "us-central1-a", "machine_type": "g2-standard-8"}])
+    spec = gcp.stack("gpu-l4-spot", **FLEX, flex_start_deadline_minutes=0.05)  # 3 s
+    with pytest.raises(FlexStartNotGranted, match="granted no flex-start capacity for gpu-l4-spot-node-0"):
+        realizer.up(spec, gcp.progress)
+    gcp.next_command()
+    assert gcp.instances() == {}
+    assert any("removing what the stack made" in line for line in gcp.said)
+    assert gcp.names("networks") == set() and gcp.names("firewalls") == set()
+    assert not state_dir(spec.name).exists()

@@ -1,0 +1,34 @@
+"""What a flex-start stack's plan declares: GKE node pools with node_config.flex_start and a max run
+duration (the stack's TTL), VMs with FLEX_START scheduling and the deadline as their create timeout,
+and capacity needed from the preemptible quota, as GCE meters flex-start VMs."""
+
+from __future__ import annotations
+
+from infra.providers.gcp.program.mocks import evaluate
+from infra.providers.gcp.quota_needs import per_pool
+from infra.spec.cluster import ClusterSpec
+
+BASE = {"name": "f", "provider": "gcp", "project": "my-project", "zone": "us-central1-a", "nodes": 2,
+        "machine_type": "g2-standard-8", "provisioning": "flex-start", "ttl_hours": 10,
+        "ssh": {"source_ranges": ["203.0.113.7/32"]}}
+
+
+def test_a_gke_flex_start_stack_declares_flex_start_node_pools_limited_to_the_ttl() -> None:
+    spec = ClusterSpec.model_validate({**BASE, "kind": "gke"})
+    (pool,) = evaluate(spec).of_type("container/nodePool:NodePool")
+    config = pool.inputs["nodeConfig"]
+    assert config["flexStart"] is True and config["maxRunDuration"] == "36000s"
+    assert not config.get("spot")
+
+
+def test_a_standard_gke_pool_declares_no_flex_start() -> None:
+    spec = ClusterSpec.model_validate({**BASE, "kind": "gke", "provisioning": "standard"})
+    (pool,) = evaluate(spec).of_type("container/nodePool:NodePool")
+    assert "flexStart" not in pool.inputs["nodeConfig"] and "maxRunDuration" not in pool.inputs["nodeConfig"]
+
+
+def test_flex_start_vms_are_planned_as_flex_start_on_preemptible_quota() -> None:
+    (pool,) = per_pool(ClusterSpec.model_validate(BASE))
+    assert pool.provisioning == "flex-start"
+    metrics = {need.metric for need in pool.needs}
+    assert "PREEMPTIBLE_NVIDIA_L4_GPUS" in metrics and "NVIDIA_L4_GPUS" not in metrics
