@@ -25,7 +25,7 @@ from infra.providers.gcp.program.storage import ADOPT_ENV
 from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, program_env, pulumi_stack,
                                                   read_meta, write_meta)
 from infra.providers.gcp.zone_failover import (place, record_placement, refusal_of, regions_with_quota,
-                                               stay_where_landed)
+                                               stay_where_landed, ZoneAttempt)
 from infra.providers.inventory import Inventory, Node, Registry
 from infra.providers.protocol import Capabilities, PlanRow, Progress, StackInfo
 from infra.providers.realizers import unsupported
@@ -120,14 +120,14 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     spec, skipped = regions_with_quota(spec, lambda placed: preflight(placed, progress), progress)
     reservations.check(spec, progress)
     try:
-        return _up(spec, progress)
+        return _up(spec, progress, skipped)
     except FlexStartNotGranted:  # what waited in vain goes, with everything made for it
         progress(f"flex-start: no grant within {spec.flex_start_deadline_minutes:g}m; removing what the stack made")
         down(spec.name, progress=progress)
         raise
 
 
-def _up(spec: ClusterSpec, progress: Progress) -> Inventory:
+def _up(spec: ClusterSpec, progress: Progress, skipped: list[ZoneAttempt]) -> Inventory:
     from infra.providers.gcp.flex_start import await_grant
 
     sdir = state_dir(spec.name)
