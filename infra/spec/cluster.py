@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from infra.spec import catalog
 from infra.spec.accelerator import Cpu, Gpu, Tpu
+from infra.spec.budget import Budget
 from infra.spec.cluster_sections import (BucketSpec, GpuRequest, NetworkSpec, SshSpec, TpuRequest,
                                          check_reservation_value)
 from infra.spec.model import SpecModel, resolve
@@ -91,6 +92,8 @@ class ClusterSpec(SpecModel):
     # Worker pools with roles (chief, worker, ps, evaluator), each with its own machines; without
     # them the cluster is one group whose first node is the chief.
     pools: tuple[PoolSpec, ...] = ()
+    # What the stack may cost: an hourly cap `plan` checks, a total a run stops before (budget.py).
+    budget: Budget | None = None
 
     @field_validator("name")
     @classmethod

@@ -33,11 +33,22 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
         raise ValueError(f"kind {spec.kind!r} needs provider gcp; the local stack has kind 'vm'")
     if spec.reservation is not None or any(p.reservation for p in spec.pools):
         raise ValueError("the local stack has no reserved capacity: remove reservation")
+    _check_stand_in_machines(spec)
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
     if nodes > catalog.LOCAL_MAX_NODES:
         raise ValueError(f"nodes {nodes} is more than the local stack supports "
                          f"(1-{catalog.LOCAL_MAX_NODES})")
     return {"nodes": nodes, "processes_per_node": spec.processes_per_node or 1}
+
+
+def _check_stand_in_machines(spec: ClusterSpec) -> None:
+    """A local node runs on this machine whatever it names; a machine type it names is the GCE
+    machine it stands in for, which prices it (budgets can be tried here), so it must exist."""
+    named = [("", spec.machine_type), *((f"pools[{p.role}]: ", p.machine_type) for p in spec.pools)]
+    for where, machine_type in named:
+        if machine_type and machine_type not in catalog.MACHINES:
+            raise ValueError(f"{where}unknown machine_type {machine_type!r} (on the local stack it prices "
+                             f"the nodes as that GCE machine); valid: {catalog.choices(catalog.MACHINES, limit=20)}")
 
 
 def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
