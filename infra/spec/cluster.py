@@ -94,6 +94,9 @@ class ClusterSpec(SpecModel):
     pools: tuple[PoolSpec, ...] = ()
     # What the stack may cost: an hourly cap `plan` checks, a total a run stops before (budget.py).
     budget: Budget | None = None
+    # A stack stood up by `trainctl up` goes down by itself after this long unused and idle
+    # (fractions allowed: 0.25 is 15 s); ttl_hours stays the backstop.
+    idle_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
 
     @field_validator("name")
     @classmethod

@@ -16,6 +16,7 @@ from pathlib import Path
 from infra.providers.inventory import Inventory
 from infra.providers.local.create import create, inventory
 from infra.providers.local.destroy import destroy, destroy_discovered, discover
+from infra.providers.local.idle import idle_hours, start_watch
 from infra.providers.local.layout import Names
 from infra.providers.local.plan import plan
 from infra.providers.local.spot import instance_status, preempt, repair
@@ -69,6 +70,8 @@ def up(spec: ClusterSpec, progress: Progress = lambda _: None) -> Inventory:
             raise
         state.data["status"] = "ready"
         state.save()
+        if spec.idle_minutes is not None and not spec.ephemeral:  # a run's own stack goes with the run
+            start_watch(spec.name, spec.node_count, spec.idle_minutes)
         return inventory
 
 
@@ -134,7 +137,7 @@ def info(stack: str) -> StackInfo:
     except (ConfigError, KeyError, TypeError, ValueError):
         return StackInfo(stack, "local", 0, 0.0, 0.0, 0.0, broken=True)
     return StackInfo(stack, "local", spec.node_count, age_h, spec.ttl_hours - age_h,
-                     estimate(spec).per_hour * age_h)
+                     estimate(spec).per_hour * age_h, idle_h=idle_hours(stack))
 
 
 def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]:
