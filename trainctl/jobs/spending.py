@@ -31,6 +31,7 @@ class Spending:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self.declined: list[str] = []  # what was not started because the budget could not pay for it
+        self.usd_at_stop: float | None = None  # what was spent when the stop began
 
     @property
     def elapsed(self) -> float:
@@ -76,6 +77,7 @@ class Spending:
 
     def _reach(self) -> None:
         with self._lock:
+            self.usd_at_stop = self.usd
             self.reached.set()
             launching = self._launching > 0
         self.echo(f"[trainctl] budget reached: {self.describe()}: "
@@ -91,5 +93,9 @@ class Spending:
                   f"after ${self.usd:.4f} spent would leave max_usd ${self.budget.max_usd:g} too little for the stop")
 
     def stopped(self, run_id: str) -> BudgetReached:
+        """What is said at the end: when the stop began, and what the stack cost by the end."""
+        assert self.budget is not None and self.budget.max_usd is not None  # only stopped with a limit
+        began = "" if self.usd_at_stop is None else f"stopping at ${self.usd_at_stop:.4f}, "
         held = f"; not started: {', '.join(self.declined)}" if self.declined else ""
-        return BudgetReached(f"{run_id} stopped before exceeding its budget: {self.describe()}{held}")
+        return BudgetReached(f"{run_id} stopped so as not to exceed its budget's max_usd ${self.budget.max_usd:g}: "
+                             f"{began}${self.usd:.4f} spent with the teardown at ${self.per_hour:.4f}/hour{held}")
