@@ -98,9 +98,15 @@ sweep:
     output = done.stdout + done.stderr
     sweep_id = run_id_of(output)
     assert done.returncode == 4, output[-4000:]
+    # It stops starting trials: one it cannot pay for is not started (said), or, where a trial
+    # took longer than any before it, the budget ends that one; either way no trial starts after.
     declined = re.findall(r"\[trainctl\] budget: not starting trial \d+ of the 30 to go: another (\d+) s", output)
-    assert declined and all(int(s) > 0 for s in declined), output[-4000:]  # judged by the trials' own time
-    assert "stopped at its budget" in done.stderr and "not started: trial" in done.stderr
+    assert all(int(s) > 0 for s in declined)  # judged by the trials' own time
+    stop = min((output.find(mark) for mark in ("[trainctl] budget: not starting", "[trainctl] budget reached")
+                if mark in output), default=-1)
+    assert stop > 0 and "job dir gs://" not in output[stop:].split("[trainctl] down")[0], output[-4000:]
+    assert "stopped at its budget" in done.stderr and f"max_usd ${max_usd:g}" in done.stderr
+    assert not declined or "not started: trial" in done.stderr
     with open(runs / sweep_id / "trials.csv") as fh:
         rows = list(csv.DictReader(fh))
     complete = [r for r in rows if r["state"] == "COMPLETE"]

@@ -49,7 +49,7 @@ def test_an_idle_local_stack_goes_down_by_itself_but_not_while_used_or_busy(tmp_
     assert used.returncode == 0, used.stdout + used.stderr
     assert still_up(stack)
     listed = trainctl("ls")
-    row = next(line for line in listed.stdout.splitlines() if line.strip().startswith(stack))
+    row = next((line for line in listed.stdout.splitlines() if f" {stack} " in line), listed.stdout)
     assert "idle" in listed.stdout and " min" in row and "$0.00" in row, listed.stdout
 
     # No session, but a program left running keeps its CPU busy: it stays up.

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
-import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -194,9 +193,9 @@ def new_reports(reports: list[dict[str, Any]], last: dict[str, Any] | None) -> l
 
 class TrialClock:
     """How long this sweep's trials take, for the budget to judge whether another one fits: no
-    trial starts that the budget cannot pay for (before any has finished nothing is known, and
-    the first ones start), and those in flight when it runs out are stopped and queued to run
-    again, as interrupted ones are."""
+    trial starts that the budget cannot pay for were it as long as the longest so far (before any
+    has finished nothing is known, and the first ones start), and those in flight when it runs
+    out are stopped and queued to run again, as interrupted ones are."""
 
     def __init__(self, spending: Spending | None) -> None:
         self.spending = spending
@@ -213,7 +212,7 @@ class TrialClock:
         return self.spending.launching() if self.spending else contextlib.nullcontext()
 
     def affords_next(self, which: str) -> bool:
-        expected = statistics.fmean(self.seconds) if self.seconds else 0.0
+        expected = max(self.seconds, default=0.0)
         if self.spending is None or self.spending.affords(expected):
             return True
         if not self.spending.reached.is_set():
