@@ -12,8 +12,8 @@ import typer
 from infra.errors import ConfigError
 from infra.providers import realizers
 from trainctl.cli import gcloud_options as gcloud
-from trainctl.cli.options import (BudgetOpt, RunsDirOpt, budget_option, SimulatedProjectOpt, SimulateOpt, run_id_argument, runs_root,
-                                  simulate_if_asked, stack_argument, validated)
+from trainctl.cli.options import (BudgetOpt, RunsDirOpt, SimulatedProjectOpt, SimulateOpt, budget_option,
+                                  run_id_argument, runs_root, simulate_if_asked, stack_argument, validated)
 from trainctl.cli.output import out, say
 
 if TYPE_CHECKING:

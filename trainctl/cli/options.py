@@ -52,6 +52,8 @@ SimulateOpt = Annotated[bool, typer.Option(
 SimulatedProjectOpt = Annotated[Optional[Path], typer.Option(
     "--simulated-project", help="YAML describing the simulated project (APIs off, quotas, "
                                 "stockouts); implies --simulate")]
+
+
 def budget_option(value: str | None) -> Budget | None:
     """`--budget max_usd=5,max_usd_per_hour=2`: a Budget, or exit 2 naming what is wrong."""
     if value is None:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from infra.providers import realizers
-from trainctl.cli.options import (BudgetOpt, RunsDirOpt, budget_option, SimulatedProjectOpt, SimulateOpt, StackOpt, nodes_over_ssh,
-                                  run_id_argument, runs_root, simulate_if_asked)
+from trainctl.cli.options import (BudgetOpt, RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt, budget_option,
+                                  nodes_over_ssh, run_id_argument, runs_root, simulate_if_asked)
 from trainctl.cli.output import out, result, say, show, table
 
 if TYPE_CHECKING:
@@ -35,7 +35,8 @@ def _within_budget(spec: ClusterSpec, cost: Estimate, flag: str | None, stack: s
     from infra.spec.budget import refuse_over_hourly
     from infra.spec.stack_config import stack_path
 
-    refuse_over_hourly(spec.budget, cost, spec.name, "--budget" if flag else f"trainctl:budget in {stack_path(stack)}")
+    source = "--budget" if flag else f"trainctl:budget in {stack_path(stack)}"
+    refuse_over_hourly(spec.budget, cost, spec.name, source)
 
 
 @verbs.command()
@@ -72,7 +73,7 @@ def plan(stack: StackOpt = "local",
            f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
     if spec.budget and spec.budget.max_usd and cost.per_hour > 0:
         result(f"budget max_usd ${spec.budget.max_usd:g} pays for {spec.budget.max_usd / cost.per_hour:.2f} h "
-               "of this stack; a run stops, checkpointed, before it is spent")
+               "of this stack; `trainctl run` stops, checkpointed, before it is spent")
 
 
 @verbs.command()
