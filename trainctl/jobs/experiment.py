@@ -291,19 +291,22 @@ def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> No
 def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExecutor) -> None:
     report, echo = run.report, run.echo
     collector = Collector(inventory)
-    with run.phase("train"), run.spending.launching() as over_budget:
-        report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
-                                         report.run_dir / "logs" / "launch", echo, cancel=over_budget,
-                                         recovery=recovery(run.run_id, run.bspec, report.run_dir, echo))
-    if run.spec.has_spot:
-        report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
-        record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
-    with run.phase("collect"):
-        missing = collector.collect(job_dir(inventory, run.run_id), run.exp.artifacts, report.run_dir,
-                                    run_id=run.run_id, image=run.lspec.image)
-        said = missing_artifacts(run.exp, missing)
-        if said:
-            echo(f"[trainctl] {said}")
+    # Once the job runs, the budget's end stops it (cancel); a job that ended by itself is
+    # collected whatever the clock says: interrupting that would only lose what was paid for.
+    with run.spending.launching() as over_budget:
+        with run.phase("train"):
+            report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
+                                             report.run_dir / "logs" / "launch", echo, cancel=over_budget,
+                                             recovery=recovery(run.run_id, run.bspec, report.run_dir, echo))
+        if run.spec.has_spot:
+            report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
+            record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
+        with run.phase("collect"):
+            missing = collector.collect(job_dir(inventory, run.run_id), run.exp.artifacts, report.run_dir,
+                                        run_id=run.run_id, image=run.lspec.image)
+            said = missing_artifacts(run.exp, missing)
+            if said:
+                echo(f"[trainctl] {said}")
     # The picture is drawn while the stack comes down; the numbers are already here.
     drawer.submit(draw_loss, report.run_dir)
     metrics_path = report.run_dir / "metrics.json"
