@@ -3,6 +3,7 @@
   ConfigError     2  bad input, refused before anything is created; the message names the input
   ProvisionError  3  creating or removing resources failed (a realizer); `down` cleans up
   RemoteError     1  work on the nodes failed (bootstrap, a job, a teardown of a job)
+  BudgetReached   4  a run or sweep stopped (checkpointed) so as not to exceed its budget's max_usd
   interrupted   130  Ctrl-C, SIGTERM, SIGHUP (not an exception class: KeyboardInterrupt)
 Anything else is a bug in trainctl and keeps its traceback.
 """
@@ -36,3 +37,11 @@ class CapacityUnavailable(ProvisionError):
     a spot stockout): worth trying again later, unlike other provisioning errors."""
 
     title = "no capacity"
+
+
+class BudgetReached(TrainctlError):
+    """A run or sweep stopped itself, its checkpoint saved, before spending more than its
+    budget's max_usd: not a failure of the work, and not the user's interrupt."""
+
+    exit_code = 4
+    title = "stopped at its budget"

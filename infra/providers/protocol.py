@@ -128,6 +128,7 @@ class StackInfo:
     ttl_left_h: float
     cost_so_far: float
     broken: bool = False  # its state could not be read: `down --force` is the way out
+    idle_h: float | None = None  # how long it has sat unused and idle, where its idle_minutes are watched
 
 
 class Realizer(Protocol):

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from infra.spec import catalog
 from infra.spec.accelerator import Cpu, Gpu, Tpu
+from infra.spec.budget import Budget
 from infra.spec.cluster_sections import (BucketSpec, GpuRequest, NetworkSpec, SshSpec, TpuRequest,
                                          check_reservation_value)
 from infra.spec.model import SpecModel, resolve
@@ -103,6 +104,11 @@ class ClusterSpec(SpecModel):
     # Worker pools with roles (chief, worker, ps, evaluator), each with its own machines; without
     # them the cluster is one group whose first node is the chief.
     pools: tuple[PoolSpec, ...] = ()
+    # What the stack may cost: an hourly cap `plan` checks, a total a run stops before (budget.py).
+    budget: Budget | None = None
+    # A stack stood up by `trainctl up` goes down by itself after this long unused and idle
+    # (fractions allowed: 0.25 is 15 s); ttl_hours stays the backstop.
+    idle_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
 
     @field_validator("name")
     @classmethod

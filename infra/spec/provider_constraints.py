@@ -44,11 +44,22 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
     if spec.flex_start:
         raise ValueError("the local stack has no flex-start capacity (a GCE provisioning model): "
                          "remove provisioning, or use a gcp stack")
+    _check_stand_in_machines(spec)
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
     if nodes > catalog.LOCAL_MAX_NODES:
         raise ValueError(f"nodes {nodes} is more than the local stack supports "
                          f"(1-{catalog.LOCAL_MAX_NODES})")
     return {"nodes": nodes, "processes_per_node": spec.processes_per_node or 1}
+
+
+def _check_stand_in_machines(spec: ClusterSpec) -> None:
+    """A local node runs on this machine whatever it names; a machine type it names is the GCE
+    machine it stands in for, which prices it (budgets can be tried here), so it must exist."""
+    named = [("", spec.machine_type), *((f"pools[{p.role}]: ", p.machine_type) for p in spec.pools)]
+    for where, machine_type in named:
+        if machine_type and machine_type not in catalog.MACHINES:
+            raise ValueError(f"{where}unknown machine_type {machine_type!r} (on the local stack it prices "
+                             f"the nodes as that GCE machine); valid: {catalog.choices(catalog.MACHINES, limit=20)}")
 
 
 def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
@@ -63,6 +74,9 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
                          "reach port 22 (there is no 0.0.0.0/0 default)")
     _check_reservations(spec)
+    if spec.idle_minutes is not None:
+        raise ValueError("idle_minutes is watched on local stacks only so far (no watch runs on GCP "
+                         "nodes yet); remove it and let ttl_hours bound the stack, which the reaper enforces")
     if spec.kind == "tpu" or (spec.kind == "gke" and spec.tpu):
         updates = _check_tpu(spec)
     elif spec.pools:

@@ -12,8 +12,8 @@ import typer
 from infra.errors import ConfigError
 from infra.providers import realizers
 from trainctl.cli import gcloud_options as gcloud
-from trainctl.cli.options import (RunsDirOpt, SimulatedProjectOpt, SimulateOpt, run_id_argument, runs_root,
-                                  simulate_if_asked, stack_argument, validated)
+from trainctl.cli.options import (BudgetOpt, RunsDirOpt, SimulatedProjectOpt, SimulateOpt, budget_option,
+                                  run_id_argument, runs_root, simulate_if_asked, stack_argument, validated)
 from trainctl.cli.output import out, say
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ def run(ctx: typer.Context, experiment: ExperimentArg, keep: KeepOpt = False, ru
         master_image_uri: gcloud.MasterImageUri = None, region: gcloud.Region = None,
         worker_pool_spec: gcloud.WorkerPoolSpec = None, args_: gcloud.Args = None,
         python_package_uris: gcloud.PythonPackageUris = None, display_name: gcloud.DisplayName = None,
+        budget: BudgetOpt = None,
         simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.cli.run_output import show_report
@@ -67,6 +68,9 @@ def run(ctx: typer.Context, experiment: ExperimentArg, keep: KeepOpt = False, ru
     notes: list[str] = []
     exp = load_experiment(experiment, stack=stack, code=code, requirements=requirements,
                           framework=framework, notes=notes, flags=flags)
+    flagged = budget_option(budget)
+    if flagged is not None:
+        exp = exp.with_budget(flagged, "--budget")
     if show_plan:
         _show_plan(exp, notes)
         return

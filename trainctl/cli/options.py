@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from infra.providers.inventory import Inventory
+    from infra.spec.budget import Budget
     from infra.spec.cluster import ClusterSpec
 
 Model = TypeVar("Model", bound="BaseModel")
@@ -51,6 +52,21 @@ SimulateOpt = Annotated[bool, typer.Option(
 SimulatedProjectOpt = Annotated[Optional[Path], typer.Option(
     "--simulated-project", help="YAML describing the simulated project (APIs off, quotas, "
                                 "stockouts); implies --simulate")]
+
+
+def budget_option(value: str | None) -> Budget | None:
+    """`--budget max_usd=5,max_usd_per_hour=2`: a Budget, or exit 2 naming what is wrong."""
+    if value is None:
+        return None
+    from infra.spec.budget import parse_budget_option
+
+    return parse_budget_option(value)
+
+
+BudgetOpt = Annotated[Optional[str], typer.Option(
+    "--budget", metavar="max_usd=USD,max_usd_per_hour=USD",
+    help="over the file's budget: refuse a cluster over max_usd_per_hour (list prices); stop a run "
+         "or sweep, checkpointed, before it spends more than max_usd")]
 RunsDirOpt = Annotated[Optional[Path], typer.Option(help="where runs/<run-id>/ are (default: runs/ in the project root)")]
 
 

@@ -34,13 +34,15 @@ def ls_() -> None:
         say("No stack is up. Start one with `trainctl up --stack local`, "
             "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")
         return
-    stacks = table("stack", "provider", "nodes", "age", "TTL left", "cost so far")
+    stacks = table("stack", "provider", "nodes", "age", "TTL left", "idle", "cost so far")
     for r in sorted(rows, key=lambda r: r.stack):
         if r.broken:
-            stacks.add_row(r.stack, r.provider, "?", "?", "?", "state unreadable: down --force")
+            stacks.add_row(r.stack, r.provider, "?", "?", "?", "?", "state unreadable: down --force")
             continue
         left = f"{r.ttl_left_h:.2f} h" if r.ttl_left_h > 0 else "[red]expired[/]"
-        stacks.add_row(r.stack, r.provider, str(r.nodes), f"{r.age_h:.2f} h", left, f"${r.cost_so_far:.2f}")
+        idle = "-" if r.idle_h is None else f"{r.idle_h * 60:.1f} min"  # "-": no idle_minutes watch
+        stacks.add_row(r.stack, r.provider, str(r.nodes), f"{r.age_h:.2f} h", left, idle,
+                       f"${r.cost_so_far:.4f}" if 0 < r.cost_so_far < 0.01 else f"${r.cost_so_far:.2f}")
     show("stacks", stacks)
 
 

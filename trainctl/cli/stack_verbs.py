@@ -9,23 +9,35 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from infra.providers import realizers
-from trainctl.cli.options import (RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt, nodes_over_ssh,
-                                  run_id_argument, runs_root, simulate_if_asked)
+from trainctl.cli.options import (BudgetOpt, RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt, budget_option,
+                                  nodes_over_ssh, run_id_argument, runs_root, simulate_if_asked)
 from trainctl.cli.output import out, result, say, show, table
 from trainctl.cli.placement_output import show_placement
 
 if TYPE_CHECKING:
+    from infra.spec.budget import Budget
     from infra.spec.cluster import ClusterSpec
+    from infra.spec.cost import Estimate
 
 verbs = typer.Typer()
 
 NodeCountOpt = Annotated[Optional[int], typer.Option(help="override the node count")]
 
 
-def _load(stack: str, nodes: int | None) -> ClusterSpec:
+def _load(stack: str, nodes: int | None, budget: Budget | None = None) -> ClusterSpec:
     from infra.spec.stack_config import load_stack
 
-    return load_stack(stack, overrides=None if nodes is None else {"nodes": nodes}, overrides_from="--nodes")
+    overrides = {**({} if nodes is None else {"nodes": nodes}), **({} if budget is None else {"budget": budget})}
+    return load_stack(stack, overrides=overrides or None, overrides_from="--nodes")
+
+
+def _within_budget(spec: ClusterSpec, cost: Estimate, flag: str | None, stack: str) -> None:
+    """Refuse (exit 2) a cluster over its budget's hourly cap, naming where the budget was set."""
+    from infra.spec.budget import refuse_over_hourly
+    from infra.spec.stack_config import stack_path
+
+    source = "--budget" if flag else f"trainctl:budget in {stack_path(stack)}"
+    refuse_over_hourly(spec.budget, cost, spec.name, source)
 
 
 @verbs.command()
@@ -33,13 +45,15 @@ def plan(stack: StackOpt = "local",
          nodes: NodeCountOpt = None,
          as_json: Annotated[bool, typer.Option("--json", help="the plan as one JSON document on stdout "
                                                              "(docs/plan-json.md), for policies in CI")] = False,
+         budget: BudgetOpt = None,
          simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Show what `up` would create, without creating anything."""
-    spec = _load(stack, nodes)
+    spec = _load(stack, nodes, budget_option(budget))
     simulate_if_asked(spec, simulate, simulated_project)  # a named reservation is read from the project
     realizer = realizers.for_spec(spec)
-    rows = realizer.plan(spec)
     cost = realizer.estimate(spec)
+    _within_budget(spec, cost, budget, stack)
+    rows = realizer.plan(spec)
     notes = [f"bucket gs://{r.name} is kept by `trainctl down` (a named stack's checkpoints outlive "
              f"it) and adopted by the next `up` of this stack; delete it with "
              f"`gcloud storage rm -r gs://{r.name}`" for r in rows if r.kept_on_down]
@@ -65,15 +79,20 @@ def plan(stack: StackOpt = "local",
         result(f"  {what}: ${per_hour:.2f}/hour")
     result(f"estimated ${cost.per_hour:.2f}/hour; ${cost.for_hours(spec.ttl_hours):.2f} for the "
            f"{spec.ttl_hours:g} h TTL (list prices, before discounts and egress)")
+    if spec.budget and spec.budget.max_usd and cost.per_hour > 0:
+        result(f"budget max_usd ${spec.budget.max_usd:g} pays for {spec.budget.max_usd / cost.per_hour:.2f} h "
+               "of this stack; `trainctl run` stops, checkpointed, before it is spent")
 
 
 @verbs.command()
 def up(stack: StackOpt = "local",
        nodes: NodeCountOpt = None,
+       budget: BudgetOpt = None,
        simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Create the stack's cluster."""
-    spec = _load(stack, nodes)
+    spec = _load(stack, nodes, budget_option(budget))
     simulate_if_asked(spec, simulate, simulated_project)
+    _within_budget(spec, realizers.for_spec(spec).estimate(spec), budget, stack)
     start = time.monotonic()
     inventory = realizers.for_spec(spec).up(spec, say)
     show_placement(inventory.placement)

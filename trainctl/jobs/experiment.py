@@ -23,12 +23,14 @@ from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap, no_report
 from infra.errors import ConfigError, RemoteError
 from infra.providers.inventory import Inventory
+from infra.spec.budget import STOP_RESERVE_SECONDS, refuse_over_hourly, spend_seconds
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import recovery
+from trainctl.jobs.spending import Spending
 from trainctl.launchers.interrupts import (
     interrupt_main,
     raise_if_pending,
@@ -209,12 +211,30 @@ class StackRun:
     report: RunReport
     phase: PhaseClock
     echo: Callable[[str], None]
+    spending: Spending
+
+
+def budgeted(exp: Experiment, spec: ClusterSpec, echo: Callable[[str], None]) -> Spending:
+    """The run's spending clock; a cluster over the budget's hourly cap, or one whose max_usd
+    would not even pay for its stop, is refused before anything exists."""
+    cost = realizers.for_spec(spec).estimate(spec)
+    source = exp.budget_from if exp.budget else f"stack {exp.stack}'s trainctl:budget"
+    refuse_over_hourly(spec.budget, cost, exp.stack, source)
+    limit = spend_seconds(spec.budget, cost.per_hour)
+    if limit is not None and limit <= 0:
+        assert spec.budget is not None and spec.budget.max_usd is not None  # a limit needs both
+        raise ConfigError(f"budget max_usd ${spec.budget.max_usd:g} ({source}) pays for "
+                          f"{limit + STOP_RESERVE_SECONDS:.0f} s of stack {exp.stack} at ${cost.per_hour:.4f}/hour, "
+                          f"less than stopping it takes ({STOP_RESERVE_SECONDS:.0f} s): raise max_usd")
+    return Spending(spec.budget, cost.per_hour, echo)
 
 
 def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[str], None]) -> StackRun:
     """Validate everything before anything exists; then the run's folder."""
+    budget = {"budget": exp.budget} if exp.budget else {}
     spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
-                      overrides={**exp.overrides, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+                      overrides={**exp.overrides, **budget, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+    spending = budgeted(exp, spec, echo)
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
     refuse_framework_mismatch(spec, lspec.framework)
@@ -226,7 +246,7 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     report = RunReport(run_id, runs_dir / run_id)
     report.run_dir.mkdir(parents=True, exist_ok=True)
     return StackRun(exp, run_id, spec, bspec, lspec, launcher, needs_bootstrap, report,
-                    PhaseClock(report, echo), echo)
+                    PhaseClock(report, echo), echo, spending)
 
 
 def up_with_image(run: StackRun, builder: ThreadPoolExecutor, image_log: Path) -> Inventory:
@@ -261,35 +281,44 @@ def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> No
     report = run.report
     with run.phase("sweep"):
         report.trials = run_sweep(run.spec, inventory, run.launcher, sweep, run.lspec, run.run_id,
-                                  report.run_dir, run.echo, run.exp.artifacts)
+                                  report.run_dir, run.echo, run.exp.artifacts, run.spending)
     top = best(report.trials, sweep)
-    if top is None:
+    over_budget = run.spending.reached.is_set() or run.spending.declined
+    if top is None and not over_budget:
         raise RunFailed(f"sweep {run.run_id}: no trial completed")
-    shutil.copytree(report.run_dir / f"trial-{top.number}", report.run_dir / "best",
-                    ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
+    if top is not None:
+        shutil.copytree(report.run_dir / f"trial-{top.number}", report.run_dir / "best",
+                        ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
+    if over_budget:
+        raise run.spending.stopped(f"sweep {run.run_id}")
 
 
 def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExecutor) -> None:
     report, echo = run.report, run.echo
     collector = Collector(inventory)
-    with run.phase("train"):
-        report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
-                                         report.run_dir / "logs" / "launch", echo,
-                                         recovery=recovery(run.run_id, run.bspec, report.run_dir, echo))
-    if run.spec.has_spot:
-        report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
-        record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
-    with run.phase("collect"):
-        missing = collector.collect(job_dir(inventory, run.run_id), run.exp.artifacts, report.run_dir,
-                                    run_id=run.run_id, image=run.lspec.image)
-        said = missing_artifacts(run.exp, missing)
-        if said:
-            echo(f"[trainctl] {said}")
+    # Once the job runs, the budget's end stops it (cancel); a job that ended by itself is
+    # collected whatever the clock says: interrupting that would only lose what was paid for.
+    with run.spending.launching() as over_budget:
+        with run.phase("train"):
+            report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
+                                             report.run_dir / "logs" / "launch", echo, cancel=over_budget,
+                                             recovery=recovery(run.run_id, run.bspec, report.run_dir, echo))
+        if run.spec.has_spot:
+            report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
+            record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
+        with run.phase("collect"):
+            missing = collector.collect(job_dir(inventory, run.run_id), run.exp.artifacts, report.run_dir,
+                                        run_id=run.run_id, image=run.lspec.image)
+            said = missing_artifacts(run.exp, missing)
+            if said:
+                echo(f"[trainctl] {said}")
     # The picture is drawn while the stack comes down; the numbers are already here.
     drawer.submit(draw_loss, report.run_dir)
     metrics_path = report.run_dir / "metrics.json"
     if metrics_path.exists():
         report.metrics = json.loads(metrics_path.read_text())
+    if report.result.cancelled and run.spending.reached.is_set():
+        raise run.spending.stopped(f"run {run.run_id}")
     if not report.result.ok:
         raise RunFailed(report.result.describe_failures())
 
@@ -318,7 +347,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
     echo(f"[trainctl] run {run_id}: {run.spec.node_count} node(s) on stack {exp.stack} "
          f"({run.spec.provider}), artifacts → {run.report.run_dir}")
     try:
-        with signals_as_interrupt(), ttl_guard(exp.ttl_hours, echo):
+        with signals_as_interrupt(), ttl_guard(exp.ttl_hours, echo), run.spending.watching():
             try:
                 inventory = up_with_image(run, builder, run.report.run_dir / "logs" / "image" / "build.log")
                 bootstrap_nodes(run, inventory, board)
@@ -328,6 +357,10 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                     train_and_collect(run, inventory, drawer)
             finally:
                 tear_down(run, keep)
+    except KeyboardInterrupt:
+        if run.spending.reached.is_set():  # the budget ran out before the job started
+            raise run.spending.stopped(f"run {run_id}") from None
+        raise
     finally:
         drawer.shutdown(wait=True)  # draw_loss never raises: a failed picture only warns
         builder.shutdown(wait=True, cancel_futures=True)

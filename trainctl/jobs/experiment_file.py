@@ -48,4 +48,5 @@ def load_experiment(path: Path, *, stack: str | None = None, code: Path | None =
         overrides_from = f"{path}: overrides"
     exp = build_experiment(data, path)
     exp._overrides_from = overrides_from
+    exp._budget_from = f"{path}: budget"
     return exp

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from infra.spec.budget import Budget
 from infra.spec.cluster import Role, validate_name
 from infra.spec.stack_config import ConfigError, format_validation_error
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
@@ -156,11 +157,14 @@ class Experiment(Model):
     artifacts: tuple[str, ...] = ("metrics.json", "model/")
     sweep: SweepSection | None = None
     container: ContainerSection | None = None
+    budget: Budget | None = None  # over the stack file's (infra/spec/budget.py)
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
     # Where the overrides were written, for errors the stack's validation finds in them.
     _overrides_from: str = PrivateAttr("overrides")
+    # Where the budget was written (the file, or --budget), for a refusal to name it.
+    _budget_from: str = PrivateAttr("the experiment's budget")
 
     @field_validator("name")
     @classmethod
@@ -198,6 +202,15 @@ class Experiment(Model):
     @property
     def overrides_from(self) -> str:
         return self._overrides_from
+
+    @property
+    def budget_from(self) -> str:
+        return self._budget_from
+
+    def with_budget(self, budget: Budget, given_as: str) -> Experiment:
+        changed = self.model_copy(update={"budget": budget})
+        changed._overrides_from, changed._budget_from = self._overrides_from, given_as
+        return changed
 
 
 def build_experiment(data: dict[str, Any], path: Path) -> Experiment:

@@ -13,13 +13,15 @@ When the first trials a sweep runs all fail the same way, it starts no more: the
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import optuna
 
@@ -34,6 +36,9 @@ from trainctl.launchers.interrupts import raise_if_pending
 from trainctl.launchers.cluster_env import job_dir
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.protocol import Launcher, Slot
+
+if TYPE_CHECKING:
+    from trainctl.jobs.spending import Spending
 
 POLL_SECONDS = 2.0
 RETRY_OF = "retry_of"  # user attribute of a queued trial: the number of the one it replaces
@@ -107,6 +112,19 @@ def requeue(study: optuna.Study, number: int, params: dict[str, Any]) -> None:
     study.enqueue_trial(params, user_attrs={RETRY_OF: number}, skip_if_exists=False)
 
 
+class OverBudget(Exception):
+    """A trial was stopped because the sweep's budget ran out."""
+
+
+def requeue_stopped(study: optuna.Study, lock: threading.Lock, number: int, params: dict[str, Any],
+                    stopped: BaseException, echo: Callable[[str], None]) -> None:
+    """A trial stopped from outside (Ctrl-C, the budget) runs again with the same parameters."""
+    with lock:
+        requeue(study, number, params)
+    how = "stopped at the budget" if isinstance(stopped, OverBudget) else "interrupted"
+    echo(f"[sweep] trial {number} {how}: {params} → queued to run again")
+
+
 def interrupted_numbers(study: optuna.Study) -> set[int]:
     return {t.user_attrs[RETRY_OF] for t in study.trials if RETRY_OF in t.user_attrs}
 
@@ -173,9 +191,49 @@ def new_reports(reports: list[dict[str, Any]], last: dict[str, Any] | None) -> l
     return reports if last is None else [r for r in reports if r["seq"] > last["seq"]]
 
 
+class TrialClock:
+    """How long this sweep's trials take, for the budget to judge whether another one fits: no
+    trial starts that the budget cannot pay for were it as long as the longest so far (before any
+    has finished nothing is known, and the first ones start), and those in flight when it runs
+    out are stopped and queued to run again, as interrupted ones are."""
+
+    def __init__(self, spending: Spending | None) -> None:
+        self.spending = spending
+        self.seconds: list[float] = []
+
+    @contextlib.contextmanager
+    def timed(self) -> Any:
+        start = time.monotonic()
+        yield
+        self.seconds.append(time.monotonic() - start)
+
+    def running(self) -> contextlib.AbstractContextManager[Any]:
+        """While trials run, the budget's end stops them (`over_budget`), not the sweep."""
+        return self.spending.launching() if self.spending else contextlib.nullcontext()
+
+    def affords_next(self, which: str) -> bool:
+        expected = max(self.seconds, default=0.0)
+        if self.spending is None or self.spending.affords(expected):
+            return True
+        if not self.spending.reached.is_set():
+            self.spending.decline(which, expected)
+        return False
+
+    @property
+    def over_budget(self) -> threading.Event | None:
+        return None if self.spending is None else self.spending.reached
+
+
+def trial_results(study: optuna.Study, sweep_id: str) -> list[TrialResult]:
+    interrupted = interrupted_numbers(study)
+    return [TrialResult(t.number, t.params, t.value, "INTERRUPTED" if t.number in interrupted else t.state.name,
+                        f"{sweep_id}-t{t.number}") for t in study.trials]
+
+
 def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sweep: SweepSection,
               base: LaunchSpec, sweep_id: str, run_dir: Path, echo: Callable[[str], None],
-              artifacts: tuple[str, ...] = ("metrics.json",)) -> list[TrialResult]:
+              artifacts: tuple[str, ...] = ("metrics.json",), spending: Spending | None = None) -> list[TrialResult]:
+    """The sweep's trials; with `spending`, within its budget (TrialClock)."""
     study = study_for(sweep, sweep_id, run_dir)
     requeue_orphans(study)
     done = finished_trials(study)
@@ -187,10 +245,11 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
     slot_lock = threading.Lock()
     tell_lock = threading.Lock()
     first = FirstTrials(succeeded_before=any(t.state != optuna.trial.TrialState.FAIL for t in done))
+    clock = TrialClock(spending)
 
-    def one_trial(_: int) -> None:
+    def one_trial(n: int) -> None:
         raise_if_pending()  # Ctrl-C came while this trial waited for a slot: never start it
-        if first.halted:
+        if first.halted or not clock.affords_next(f"trial {n + 1} of the {remaining} to go"):
             return
         with tell_lock:
             trial = study.ask()
@@ -199,16 +258,18 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
             slot = slots.pop()
         group = slot[1]
         try:
-            state, value, failure = _run_trial(launcher, slot, sweep, base, sweep_id, trial, params, run_dir, echo)
-            if state == optuna.trial.TrialState.COMPLETE:
-                # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
-                collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts,
-                        run_dir / f"trial-{trial.number}", run_id=f"{sweep_id}-t{trial.number}", image=base.image)
-        except KeyboardInterrupt:
-            with tell_lock:
-                requeue(study, trial.number, params)
-            echo(f"[sweep] trial {trial.number} interrupted: {params} → queued to run again")
-            raise
+            with clock.timed():
+                state, value, failure = _run_trial(launcher, slot, sweep, base, sweep_id, trial, params, run_dir,
+                                                   echo, clock.over_budget)
+                if state == optuna.trial.TrialState.COMPLETE:
+                    # Kept locally at once: a resumed sweep runs on a new stack with a new bucket.
+                    collect(group, job_dir(group, f"{sweep_id}-t{trial.number}"), artifacts, run_dir / f"trial-{trial.number}",
+                            run_id=f"{sweep_id}-t{trial.number}", image=base.image)
+        except (KeyboardInterrupt, OverBudget) as stopped:  # as interrupted: runs again on --resume
+            requeue_stopped(study, tell_lock, trial.number, params, stopped, echo)
+            if not isinstance(stopped, OverBudget):
+                raise
+            return
         finally:
             with slot_lock:
                 slots.append(slot)
@@ -220,13 +281,9 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
         if stops:
             echo(f"[sweep] its first {FIRST_TRIALS} trials failed the same way: starting no more")
 
-    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool, clock.running():
         list(pool.map(one_trial, range(max(0, remaining))))
-    interrupted = interrupted_numbers(study)
-    results = [TrialResult(t.number, t.params, t.value,
-                           "INTERRUPTED" if t.number in interrupted else t.state.name,
-                           f"{sweep_id}-t{t.number}")
-               for t in study.trials]
+    results = trial_results(study, sweep_id)
     write_results(results, sweep, run_dir)
     if first.halted:
         raise SweepStopped(f"sweep {sweep_id}: its first {FIRST_TRIALS} trials all failed with "
@@ -235,8 +292,10 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
 
 
 def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: LaunchSpec, sweep_id: str,
-               trial: optuna.Trial, params: dict[str, Any], run_dir: Path,
-               echo: Callable[[str], None]) -> tuple[optuna.trial.TrialState, float | None, Failure | None]:
+               trial: optuna.Trial, params: dict[str, Any], run_dir: Path, echo: Callable[[str], None],
+               over_budget: threading.Event | None = None,
+               ) -> tuple[optuna.trial.TrialState, float | None, Failure | None]:
+    """The trial's end: its state, value and failure; OverBudget when the budget stopped it."""
     cluster, group = slot
     run_id = f"{sweep_id}-t{trial.number}"
     spec = base.model_copy(update={
@@ -246,30 +305,37 @@ def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: Launch
     })
     trial_dir = job_dir(group, run_id)
     pruned = threading.Event()
+    stop = threading.Event()  # pruned, or over budget: launch stops the run and does not rerun it
     finished = threading.Event()
 
     def watch() -> None:
         last: dict[str, Any] | None = None
         while not finished.wait(POLL_SECONDS):
+            if over_budget is not None and over_budget.is_set():
+                stop.set()
+                return
             reports = [r for r in read_reports(launcher, group, trial_dir, run_id) if r["tag"] == sweep.metric]
             for r in new_reports(reports, last):
                 last = r
                 trial.report(r["value"], r["step"])
                 if trial.should_prune():
                     echo(f"[sweep] pruning trial {trial.number} at step {r['step']}")
-                    pruned.set()  # launch stops the trial's run and does not rerun it
+                    pruned.set()
+                    stop.set()
                     return
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
         result = launcher.run(launcher.dryrun(cluster, group, spec), run_dir / f"trial-{trial.number}" / "logs",
-                              echo, cancel=pruned)
+                              echo, cancel=stop)
     finally:
         finished.set()
         watcher.join()
     if pruned.is_set():
         return optuna.trial.TrialState.PRUNED, None, None
+    if stop.is_set():
+        raise OverBudget()
     reports = [r for r in read_reports(launcher, group, trial_dir, run_id) if r["tag"] == sweep.metric]
     if not result.ok:
         return optuna.trial.TrialState.FAIL, None, result.failure() or Failure("failed")

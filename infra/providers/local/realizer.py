@@ -16,12 +16,14 @@ from pathlib import Path
 from infra.providers.inventory import Inventory
 from infra.providers.local.create import create, inventory
 from infra.providers.local.destroy import destroy, destroy_discovered, discover
+from infra.providers.local.idle import idle_hours, start_watch
 from infra.providers.local.layout import Names
 from infra.providers.local.plan import plan
 from infra.providers.local.spot import instance_status, preempt, repair
 from infra.providers.local.state import load_state, new_state
 from infra.providers.protocol import Capabilities, Progress, StackInfo
 from infra.spec.cluster import ClusterSpec
+from infra.spec import cost
 from infra.spec.cost import Estimate
 from infra.spec.stack_config import ConfigError
 from infra.providers.stack_home import (kill_clients, mark_deleting, recorded_provider, stack_lock,
@@ -68,6 +70,8 @@ def up(spec: ClusterSpec, progress: Progress = lambda _: None) -> Inventory:
             raise
         state.data["status"] = "ready"
         state.save()
+        if spec.idle_minutes is not None and not spec.ephemeral:  # a run's own stack goes with the run
+            start_watch(spec.name, spec.node_count, spec.idle_minutes)
         return inventory
 
 
@@ -105,7 +109,15 @@ def down(stack: str, *, force: bool = False,
 
 
 def estimate(spec: ClusterSpec) -> Estimate:
-    return Estimate([("local stack (this machine)", 0.0)])
+    """Nothing is billed here. A stack that names the GCE machine type its nodes stand in for is
+    priced as GCP lists that machine, so that budgets and `ls`'s cost can be tried locally."""
+    machines = [view.machine_type or spec.machine_type for _, _, view in spec.groups()]
+    if not all(machines):
+        return Estimate([("local stack (this machine)", 0.0)])
+    priced = spec.model_copy(update={"pools": tuple(p.model_copy(update={"machine_type": m})
+                                                    for p, m in zip(spec.pools, machines))})
+    return Estimate([(f"{what} (GCP list price; stood in for here)", usd)
+                     for what, usd in cost.estimate(priced).lines])
 
 
 def spec(stack: str) -> ClusterSpec:
@@ -124,7 +136,8 @@ def info(stack: str) -> StackInfo:
         age_h = (time.time() - float(state.data["created_at"])) / 3600
     except (ConfigError, KeyError, TypeError, ValueError):
         return StackInfo(stack, "local", 0, 0.0, 0.0, 0.0, broken=True)
-    return StackInfo(stack, "local", spec.node_count, age_h, spec.ttl_hours - age_h, 0.0)
+    return StackInfo(stack, "local", spec.node_count, age_h, spec.ttl_hours - age_h,
+                     estimate(spec).per_hour * age_h, idle_h=idle_hours(stack))
 
 
 def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]:

@@ -1,0 +1,101 @@
+"""A run's spending against its budget's max_usd, from the moment its stack starts coming up.
+
+When the money left only covers the stop (infra/spec/budget.py: STOP_RESERVE_SECONDS), the run
+stops: while the job runs, through the launcher's cancel, so every node's program gets SIGTERM
+and saves its checkpoint, and what was trained is collected; before that (up, bootstrap), as
+an interrupt at the next phase boundary, since nothing was trained yet. A sweep asks before each
+trial whether another one, as long as its trials took so far, still fits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Callable, Iterator
+
+from infra.errors import BudgetReached
+from infra.spec.budget import Budget, affordable, spend_seconds, spent
+from trainctl.launchers.interrupts import interrupt_main
+
+
+class Spending:
+    """The clock of one stack's cost; `reached` is set once the budget only covers the stop."""
+
+    def __init__(self, budget: Budget | None, per_hour: float, echo: Callable[[str], None]) -> None:
+        self.budget, self.per_hour, self.echo = budget, per_hour, echo
+        self.limit = spend_seconds(budget, per_hour)
+        self.reached = threading.Event()
+        self._started = time.monotonic()
+        self._launching = 0
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self.declined: list[str] = []  # what was not started because the budget could not pay for it
+        self.usd_at_stop: float | None = None  # what was spent when the stop began
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    @property
+    def usd(self) -> float:
+        return spent(self.per_hour, self.elapsed)
+
+    def describe(self) -> str:
+        assert self.budget is not None and self.budget.max_usd is not None  # only said with a limit
+        return (f"${self.usd:.4f} spent of max_usd ${self.budget.max_usd:g} at ${self.per_hour:.4f}/hour; "
+                "the rest pays for the stop (checkpoint, teardown)")
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[Spending]:
+        """Start the clock now (the stack is about to come up) until the block ends."""
+        self._started = time.monotonic()
+        if self.limit is not None:
+            self._timer = threading.Timer(max(0.0, self.limit), self._reach)
+            self._timer.daemon = True
+            self._timer.start()
+        try:
+            yield self
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+
+    @contextlib.contextmanager
+    def launching(self) -> Iterator[threading.Event]:
+        """While a job runs it is stopped through the cancel this yields, not interrupted."""
+        with self._lock:
+            self._launching += 1
+        try:
+            yield self.reached
+        finally:
+            with self._lock:
+                self._launching -= 1
+
+    def affords(self, seconds: float) -> bool:
+        """Whether `seconds` more of the stack still end within max_usd, stop included."""
+        return not self.reached.is_set() and affordable(self.budget, self.per_hour, self.elapsed, seconds)
+
+    def _reach(self) -> None:
+        with self._lock:
+            self.usd_at_stop = self.usd
+            self.reached.set()
+            launching = self._launching > 0
+        self.echo(f"[trainctl] budget reached: {self.describe()}: "
+                  + ("checkpointing and stopping the job" if launching else "stopping before the job starts"))
+        if not launching:
+            interrupt_main("budget reached")
+
+    def decline(self, what: str, seconds: float) -> None:
+        """Say that `what`, expected to take `seconds`, is not started: it would overspend."""
+        self.declined.append(what)
+        assert self.budget is not None and self.budget.max_usd is not None  # nothing is declined without
+        self.echo(f"[trainctl] budget: not starting {what}: another {seconds:.0f} s at ${self.per_hour:.4f}/hour "
+                  f"after ${self.usd:.4f} spent would leave max_usd ${self.budget.max_usd:g} too little for the stop")
+
+    def stopped(self, run_id: str) -> BudgetReached:
+        """What is said at the end: when the stop began, and what the stack cost by the end."""
+        assert self.budget is not None and self.budget.max_usd is not None  # only stopped with a limit
+        began = "" if self.usd_at_stop is None else f"stopping at ${self.usd_at_stop:.4f}, "
+        held = f"; not started: {', '.join(self.declined)}" if self.declined else ""
+        return BudgetReached(f"{run_id} stopped so as not to exceed its budget's max_usd ${self.budget.max_usd:g}: "
+                             f"{began}${self.usd:.4f} spent with the teardown at ${self.per_hour:.4f}/hour{held}")
