@@ -53,4 +53,5 @@ def test_terminate_maintenance_drains_the_node_and_the_run_ends_as_an_undisturbe
                       ("node2", TERMINATE, "drained")]
     assert output.count("stopping run") == 1 and "host maintenance ahead on node2" in output
     assert "waiting for the host maintenance to stop it" in output
+    assert "host maintenance announced 3 time(s):" in output  # the run's summary says so too
     assert leftovers(run_id) == []
