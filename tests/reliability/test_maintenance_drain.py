@@ -8,15 +8,11 @@ tests/reliability/test_spot_recovery.py."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
-from conftest import REPO, Streamed, experiment, leftovers
+from conftest import Streamed, experiment, leftovers
 from infra.providers.local import realizer
-from tests.reliability.test_spot_recovery import EPOCHS, SPOT
+from tests.reliability.test_spot_recovery import EPOCHS, SPOT, finished_as_undisturbed, undisturbed_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -24,11 +20,7 @@ MIGRATE, TERMINATE = "MIGRATE_ON_HOST_MAINTENANCE", "TERMINATE_ON_HOST_MAINTENAN
 
 
 def test_terminate_maintenance_drains_the_node_and_the_run_ends_as_an_undisturbed_one(trainctl_home, tmp_path):
-    calm = subprocess.run([sys.executable, "-m", "trainctl.cli", "run",
-                           str(experiment(tmp_path, EPOCHS, nodes=3, name="calm", extra=SPOT)),
-                           "--runs-dir", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True)
-    assert calm.returncode == 0, calm.stdout + calm.stderr
-    undisturbed = json.loads(next((tmp_path / "runs").glob("calm-*/metrics.json")).read_text())
+    undisturbed = undisturbed_metrics(experiment(tmp_path, EPOCHS, nodes=3, name="calm", extra=SPOT), tmp_path / "runs")
 
     # a pause between epochs leaves room for both notices inside the run
     maintained = experiment(tmp_path, f"{EPOCHS} --epoch-sleep 2", nodes=3, name="maint", extra=SPOT)
@@ -38,13 +30,7 @@ def test_terminate_maintenance_drains_the_node_and_the_run_ends_as_an_undisturbe
     run.wait_for(rf"node1: {MIGRATE} announced: no drain")
     assert realizer.host_maintenance(run_id, "node2", TERMINATE, notice=3, grace=2) == "TERMINATED"
     run.wait_for(r"recovery 1: recreating node2")
-    output = run.finish(timeout=300)
-    assert run.proc.returncode == 0, output
-
-    run_dir = tmp_path / "runs" / run_id
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
-    result = json.loads((run_dir / "logs" / "launch" / "result.json").read_text())
+    output, result = finished_as_undisturbed(run, tmp_path / "runs" / run_id, undisturbed)
     assert result["ok"] and result["attempts"] == 2  # the migration stopped nothing; the drain one attempt
     assert [r["nodes"] for r in result["recoveries"]] == [["node2"]]
     assert result["recoveries"][0]["steps_redone"] == 0, output  # drained: checkpointed where it stopped

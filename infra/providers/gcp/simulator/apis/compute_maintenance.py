@@ -17,10 +17,10 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from infra.providers.gcp.simulator.apis.compute_common import admin_project, collection
 from infra.providers.gcp.simulator.apis.compute_common import backend as machine_backend
-from infra.providers.gcp.simulator.apis.compute_instance_spec import instance_path, machine
+from infra.providers.gcp.simulator.apis.compute_instance_spec import machine
 from infra.providers.gcp.simulator.apis.compute_instances import halt, step
+from infra.providers.gcp.simulator.apis.compute_spot import named_instance
 from infra.providers.gcp.simulator.errors import ApiError
 from infra.providers.gcp.simulator.routes import admin
 from infra.providers.gcp.simulator.state import World, ticker
@@ -35,9 +35,7 @@ NOTICE_SECONDS, GPU_NOTICE_SECONDS = 60.0, 3600.0
 @admin("POST", "projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<instance>[^/:]+):maintenance")
 def announce(sim: Simulator, m: re.Match[str], body: Any) -> Any:
     with sim.store.transaction() as world:
-        project = admin_project(world, m["project"])
-        inst = collection(world, project["id"], "instances").get(f"{m['zone']}/{m['instance']}")
-        path = instance_path(project["id"], m["zone"], m["instance"])
+        project, inst, path = named_instance(world, m)
         if inst is None:
             raise ApiError(404, f"The resource '{path}' was not found")
         if inst["status"] != "RUNNING" or inst["_sim"].get("maintenance"):
