@@ -29,10 +29,10 @@ def spot_experiment(tmp_path, name: str, pause: str = ""):
     return path
 
 
-def undisturbed_metrics(experiment_file, runs) -> dict:
-    """metrics.json of the experiment run with nothing in its way."""
-    calm = subprocess.run([sys.executable, "-m", "trainctl.cli", "run", str(experiment_file), "--runs-dir", str(runs)],
-                          cwd=REPO, capture_output=True, text=True)
+def undisturbed_metrics(experiment_file, runs, *flags: str) -> dict:
+    """metrics.json of the experiment run with nothing in its way (`flags`: of `trainctl run`)."""
+    calm = subprocess.run([sys.executable, "-m", "trainctl.cli", "run", str(experiment_file), "--runs-dir", str(runs),
+                           *flags], cwd=REPO, capture_output=True, text=True)
     assert calm.returncode == 0, calm.stdout + calm.stderr
     return json.loads(next(runs.glob(f"{experiment_file.stem}-*/metrics.json")).read_text())
 
