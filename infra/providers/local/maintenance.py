@@ -19,7 +19,7 @@ from infra.providers.local.spot import running_node, shut_down
 from infra.providers.protocol import Progress
 from infra.spec.stack_config import ConfigError
 
-MIGRATE, TERMINATE = "MIGRATE_ON_HOST_MAINTENANCE", "TERMINATE_ON_HOST_MAINTENANCE"
+MIGRATE, TERMINATE = MAINTENANCE_EVENTS[1:]
 NOTICE_SECONDS = 60.0  # GCE's notice for a VM without GPUs
 SHUTDOWN_GRACE_SECONDS = 30.0  # what a stopping VM's programs get between SIGTERM and the stop
 
@@ -28,7 +28,7 @@ def host_maintenance(stack: str, node: str, event: str, *, notice: float = NOTIC
                      grace: float = SHUTDOWN_GRACE_SECONDS, progress: Progress = lambda _: None) -> str:
     """Announce `event` on the node, wait out the notice, then migrate it (it keeps running) or
     stop it. Returns what became of the node: MIGRATED or TERMINATED."""
-    if event not in MAINTENANCE_EVENTS[1:]:
+    if event not in (MIGRATE, TERMINATE):
         raise ConfigError(f"maintenance event {event!r}: {MIGRATE} or {TERMINATE}")
     state, _cluster, _names, index = running_node(stack, node)
     admin = metadata_admin_for(stack)

@@ -24,11 +24,12 @@ from infra.providers.gcp.simulator.apis.compute_spot import named_instance
 from infra.providers.gcp.simulator.errors import ApiError
 from infra.providers.gcp.simulator.routes import admin
 from infra.providers.gcp.simulator.state import World, ticker
+from infra.providers.local.metadata import MAINTENANCE_EVENTS
 
 if TYPE_CHECKING:
     from infra.providers.gcp.simulator.server import Simulator
 
-EVENTS = {"MIGRATE": "MIGRATE_ON_HOST_MAINTENANCE", "TERMINATE": "TERMINATE_ON_HOST_MAINTENANCE"}
+EVENTS = dict(zip(("MIGRATE", "TERMINATE"), MAINTENANCE_EVENTS[1:]))  # by scheduling.onHostMaintenance
 NOTICE_SECONDS, GPU_NOTICE_SECONDS = 60.0, 3600.0
 
 
