@@ -28,6 +28,7 @@ def test_terminate_maintenance_drains_the_node_and_the_run_ends_as_an_undisturbe
     run.wait_for(r"epoch 2/6")
     assert realizer.host_maintenance(run_id, "node1", MIGRATE, notice=1) == "MIGRATED"
     run.wait_for(rf"node1: {MIGRATE} announced: no drain")
+    run.wait_for(r"node1: the host maintenance is over")  # seen by trainctl before the next notice
     assert realizer.host_maintenance(run_id, "node2", TERMINATE, notice=3, grace=2) == "TERMINATED"
     run.wait_for(r"recovery 1: recreating node2")
     output, result = finished_as_undisturbed(run, tmp_path / "runs" / run_id, undisturbed)
