@@ -51,6 +51,9 @@ class RecordingBackend(ApiOnly):
     def announce_preemption(self, key: str) -> None:
         self.calls.append(("announce_preemption", key))
 
+    def announce_maintenance(self, key: str, event: str) -> None:
+        self.calls.append(("announce_maintenance", (key, event)))
+
     def set_metadata(self, machine: Machine) -> None:
         self.calls.append(("set_metadata", machine.key))
         self.machines[machine.key] = machine

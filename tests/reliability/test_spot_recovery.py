@@ -29,11 +29,26 @@ def spot_experiment(tmp_path, name: str, pause: str = ""):
     return path
 
 
-def test_a_spot_run_preempted_twice_finishes_as_an_undisturbed_one(trainctl_home, tmp_path):
-    calm = subprocess.run([sys.executable, "-m", "trainctl.cli", "run", str(spot_experiment(tmp_path, "calm")),
-                           "--runs-dir", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True)
+def undisturbed_metrics(experiment_file, runs, *flags: str) -> dict:
+    """metrics.json of the experiment run with nothing in its way (`flags`: of `trainctl run`)."""
+    calm = subprocess.run([sys.executable, "-m", "trainctl.cli", "run", str(experiment_file), "--runs-dir", str(runs),
+                           *flags], cwd=REPO, capture_output=True, text=True)
     assert calm.returncode == 0, calm.stdout + calm.stderr
-    undisturbed = json.loads(next((tmp_path / "runs").glob("calm-*/metrics.json")).read_text())
+    return json.loads(next(runs.glob(f"{experiment_file.stem}-*/metrics.json")).read_text())
+
+
+def finished_as_undisturbed(run: Streamed, run_dir, undisturbed: dict) -> tuple[str, dict]:
+    """The disturbed run's output and result.json, once it has ended as the undisturbed one did:
+    successfully, with the same step count and test accuracy."""
+    output = run.finish(timeout=300)
+    assert run.proc.returncode == 0, output
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
+    return output, json.loads((run_dir / "logs" / "launch" / "result.json").read_text())
+
+
+def test_a_spot_run_preempted_twice_finishes_as_an_undisturbed_one(trainctl_home, tmp_path):
+    undisturbed = undisturbed_metrics(spot_experiment(tmp_path, "calm"), tmp_path / "runs")
 
     run, run_id = Streamed.run(spot_experiment(tmp_path, "spot", "--epoch-sleep 1"), tmp_path / "runs")
     run.wait_for(r"epoch 2/6")
@@ -44,12 +59,7 @@ def test_a_spot_run_preempted_twice_finishes_as_an_undisturbed_one(trainctl_home
     assert realizer.preempt(run_id, "node2", grace=2, action="DELETE", unavailable_for=8) == "DELETE"
     run.wait_for(r"recovery 2: recreating node2")
     run.wait_for(r"no capacity for node2 .*: trying again in 5 s")
-    output = run.finish(timeout=300)
-    assert run.proc.returncode == 0, output
-    run_dir = tmp_path / "runs" / run_id
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
-    result = json.loads((run_dir / "logs" / "launch" / "result.json").read_text())
+    output, result = finished_as_undisturbed(run, tmp_path / "runs" / run_id, undisturbed)
     assert result["ok"] and [r["nodes"] for r in result["recoveries"]] == [["node1"], ["node2"]]
     tries = [r["tries"] for r in result["recoveries"]]
     assert tries[0] == 1 and tries[1] >= 2  # the stockout was waited out

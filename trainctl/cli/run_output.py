@@ -3,7 +3,7 @@ would get (stdout); after a run, its phases, sweep trials, recoveries and saving
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from trainctl.cli.output import console, out, say
 
@@ -40,6 +40,8 @@ def show_report(exp: Experiment, report: RunReport) -> None:
         _show_trials(exp, report)
     if report.result and report.result.recoveries:
         _show_recoveries(report.result.recoveries)
+    if report.result and report.result.maintenance_events:
+        _show_maintenance(report.result.maintenance_events)
     if report.spot_saving_usd is not None:
         say(f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
             f"${report.spot_saving_usd:.2f}" + (" (local stack: nothing is billed)"
@@ -76,6 +78,12 @@ def _show_trials(exp: Experiment, report: RunReport) -> None:
                        *(str(t.params.get(n)) for n in names))
     console().print(trials)
     say(f"best: {(report.run_dir / 'best.json').read_text()}; plot: {report.run_dir / 'sweep.png'}")
+
+
+def _show_maintenance(events: list[dict[str, Any]]) -> None:
+    say(f"host maintenance announced {len(events)} time(s):")
+    for e in events:
+        say(f"  {e['node']}: {e['event']}: {e['action']}")
 
 
 def _show_recoveries(recoveries: list[RecoveryRecord]) -> None:

@@ -11,6 +11,7 @@ from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainctl.launchers import torchrun_agents
 from trainctl.launchers.failures import Failure, classify
@@ -30,6 +31,8 @@ class NodeOutcome:
     released: bool = False  # a server stopped because the chief finished the job: not a failure
     preempted: bool = False  # its VM was reclaimed (spot): not the program's fault
     lost_at: float | None = None  # when trainctl learnt it was preempted (time.time())
+    drained: bool = False  # lost to host maintenance ahead: still up, so trainctl stops its programs
+    maintenance: list[dict[str, Any]] = field(default_factory=list)  # its maintenance-event changes
     last_step: int | None = None  # the furthest step its program printed
     agent_state: torchrun_agents.AgentState | None = None  # its torchrun agent's, as it logged it
     worker_exit_code: int | None = None  # its program's last exit code (torchrun's agent: a worker's)
@@ -46,6 +49,7 @@ class LaunchResult:
     permanent_failure: int | None = None  # a worker exit code from the permanent set
     cancelled: bool = False  # stopped on the caller's request (a pruned trial): never rerun
     recoveries: list[RecoveryRecord] = field(default_factory=list)  # preempted nodes brought back
+    maintenance_events: list[dict[str, Any]] = field(default_factory=list)  # every attempt's, in order
 
     def worker_exit_codes(self) -> set[int]:
         """Exit codes of the failed programs, as torchrun's error summary reports them."""
@@ -66,6 +70,10 @@ class LaunchResult:
 
     def preempted(self) -> list[str]:
         return [o.node for o in self.outcomes if o.preempted]
+
+    def maintenance_notices(self) -> list[dict[str, Any]]:
+        """This attempt's host maintenance announcements, in the order they came."""
+        return sorted((n for o in self.outcomes for n in o.maintenance), key=lambda n: n["at"])
 
     def lost_at(self) -> float:
         return min((o.lost_at for o in self.outcomes if o.lost_at), default=time.time())
@@ -135,11 +143,13 @@ def write_interrupted(log_dir: Path, run_id: str, why: str) -> None:
 
 
 def write_result(log_dir: Path, result: LaunchResult) -> None:
-    """Marks the run finished for `trainctl logs --follow` and `trainctl status --run`."""
+    """Marks the run finished for `trainctl logs --follow` and `trainctl status --run`; host
+    maintenance announced during the run is kept there too (only where there was some)."""
+    events = {"maintenance_events": result.maintenance_events} if result.maintenance_events else {}
     (log_dir / RESULT_FILE).write_text(json.dumps({
         "run_id": result.run_id, "ok": result.ok, "attempts": result.attempts,
         "recoveries": [{"nodes": r.nodes, "seconds": r.seconds, "tries": r.tries,
                         "resumed_from_step": r.resumed_from_step, "steps_redone": r.steps_redone}
                        for r in result.recoveries],
         "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
-                     for o in result.failures()]}, indent=2))
+                     for o in result.failures()], **events}, indent=2))

@@ -15,8 +15,9 @@ instance's values. It answers as GCE's does:
     with PUT, as GCE's guest agent writes `hostkeys/`.
 
 The controller has a second listener on the bucket's bridge address (its iptables admit only the
-controller): it reads guest attributes in the shape of Compute's `getGuestAttributes`, and
-preempts or resets a node. State lives in this process; the realizer restarts it with the stack.
+controller): it reads guest attributes in the shape of Compute's `getGuestAttributes`,
+preempts or resets a node, and announces host maintenance (`instance/maintenance-event`).
+State lives in this process; the realizer restarts it with the stack.
 Run: python -m infra.providers.local.metadata --config FILE --listen IP:PORT --admin IP:PORT
 """
 
@@ -40,6 +41,8 @@ ADMIN_PORT = 8089
 ROOT = "/computeMetadata/v1"
 DEFAULT_WAIT_SECONDS = 60 * 60  # GCE holds a wait_for_change up to its own limit; so do we
 FLAVOR = {"Metadata-Flavor": "Google"}
+# `instance/maintenance-event`'s values (cloud.google.com/compute/docs/metadata/getting-live-migration-notice)
+MAINTENANCE_EVENTS = ("NONE", "MIGRATE_ON_HOST_MAINTENANCE", "TERMINATE_ON_HOST_MAINTENANCE")
 
 
 def instance_tree(node: dict[str, Any], project: dict[str, Any]) -> dict[str, Any]:
@@ -284,6 +287,16 @@ class AdminEndpoints:
         await self.instances.notify()
         return web.json_response({"preempted": "TRUE"})
 
+    async def maintenance(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
+        event = (await request.json()).get("event")
+        if event not in MAINTENANCE_EVENTS:
+            raise web.HTTPBadRequest(text=f"event {event!r}: one of {', '.join(MAINTENANCE_EVENTS)}\n")
+        self.instance_of(request)["maintenance-event"] = event
+        await self.instances.notify()
+        return web.json_response({"maintenance-event": event})
+
     async def boot(self, request: web.Request) -> web.Response:
         """A node created again under its name (repair): values of a fresh instance."""
         from aiohttp import web
@@ -332,6 +345,7 @@ def admin_app(instances: Instances) -> web.Application:
     app.router.add_get("/nodes/{node}", endpoints.instance)
     app.router.add_get("/nodes/{node}/guest-attributes", endpoints.guest_attributes)
     app.router.add_post("/nodes/{node}/preempt", endpoints.preempt)
+    app.router.add_put("/nodes/{node}/maintenance-event", endpoints.maintenance)
     app.router.add_put("/nodes/{node}", endpoints.boot)
     app.router.add_delete("/nodes/{node}", endpoints.remove)
     app.router.add_put("/nodes/{node}/attributes", endpoints.set_attributes)

@@ -1,5 +1,6 @@
 """The controller's side of the local metadata server (infra/providers/local/metadata.py): read a node's
-guest attributes in the shape of Compute's getGuestAttributes, preempt a node, boot one again;
+guest attributes in the shape of Compute's getGuestAttributes, preempt a node, announce host
+maintenance on one, boot one again;
 for the GCP simulator also change metadata (instance and project) and remove a deleted node."""
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def instance(admin: str, node: str) -> dict[str, Any]:
 
 def preempt(admin: str, node: str) -> None:
     _call(f"{admin}/nodes/{node}/preempt", "POST", {})
+
+
+def announce_maintenance(admin: str, node: str, event: str) -> None:
+    """`instance/maintenance-event` of the node becomes `event` (NONE: the maintenance is over)."""
+    _call(f"{admin}/nodes/{node}/maintenance-event", "PUT", {"event": event})
 
 
 def boot(admin: str, record: dict[str, Any], handle: str | None = None) -> None:

@@ -3,7 +3,8 @@
 This is the module the realizer registry loads (infra/providers/protocol.py documents the
 interface). It checks, locks and records; the work is beside it: what a stack is made of is
 declared in plan.py and made by create.py, its names and addresses are layout.py's, removal is
-destroy.py's, and spot nodes (preempt, status, repair) are spot.py's.
+destroy.py's, spot nodes (preempt, status, repair) are spot.py's, host maintenance is
+maintenance.py's.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from infra.providers.local.create import create, inventory
 from infra.providers.local.destroy import destroy, destroy_discovered, discover
 from infra.providers.local.idle import idle_hours, start_watch
 from infra.providers.local.layout import Names
+from infra.providers.local.maintenance import host_maintenance
 from infra.providers.local.plan import plan
 from infra.providers.local.spot import instance_status, preempt, repair
 from infra.providers.local.state import load_state, new_state
@@ -30,8 +32,8 @@ from infra.providers.stack_home import (kill_clients, mark_deleting, recorded_pr
                                         stacks_with_state, state_dir)
 
 # The registry asks this module for every function of the interface; these are made beside it.
-__all__ = ["capabilities", "down", "estimate", "info", "instance_status", "inventory", "plan", "preempt",
-           "reap", "repair", "require_root", "simulate", "simulate_project", "spec", "stand_in_image", "up"]
+__all__ = ["capabilities", "down", "estimate", "host_maintenance", "info", "instance_status", "inventory", "plan",
+           "preempt", "reap", "repair", "require_root", "simulate", "simulate_project", "spec", "stand_in_image", "up"]
 
 
 def require_root() -> None:

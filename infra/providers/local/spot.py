@@ -15,7 +15,7 @@ from infra.providers.local.create import inventory, start_node
 from infra.providers.local.instance_metadata import (metadata_admin_for, metadata_admin_url, metadata_record,
                                                      published_host_keys)
 from infra.providers.local.layout import Addresses, LocalStackError, Names
-from infra.providers.local.state import load_state
+from infra.providers.local.state import StackState, load_state
 from infra.providers.protocol import Progress
 from infra.providers.stack_home import discard, stack_lock
 from infra.spec.cluster import ClusterSpec
@@ -31,6 +31,23 @@ def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
     stopped (STOP: its disk stays) or deleted (DELETE), as the stack's instance_termination_action
     says. `unavailable_for` seconds the zone then has no spot capacity for it (a stockout):
     repair refuses until then. Returns the action taken."""
+    state, cluster, names, index = running_node(stack, node)
+    if not cluster.node_is_spot(index):
+        raise ConfigError(f"{node} of stack {stack} is not a spot VM: only spot VMs are preempted "
+                          f"(set spot: true)")
+    # `action` overrides the stack's choice (a test preempting once each way)
+    action = action or cluster.instance_termination_action or "DELETE"
+    if action not in ("STOP", "DELETE"):
+        raise ConfigError(f"termination action {action!r}: STOP or DELETE")
+    metadata_admin.preempt(metadata_admin_for(stack), node)
+    progress(f"{node}: preempted; shutting down (grace {grace:g} s), then {action}")
+    shut_down(stack, state, node, index, action, grace, unavailable_for)
+    progress(f"{node}: {'stopped' if action == 'STOP' else 'deleted'}")
+    return action
+
+
+def running_node(stack: str, node: str) -> tuple[StackState, ClusterSpec, Names, int]:
+    """The stack's state, spec, names and the node's index; refused unless the node is running."""
     state = load_state(stack)
     if state is None:
         raise ConfigError(f"stack {stack!r} is not up")
@@ -39,18 +56,17 @@ def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
     index = next((i for i in range(cluster.node_count) if names.node(i) == node), None)
     if index is None:
         raise ConfigError(f"stack {stack} has no node {node!r}")
-    if not cluster.node_is_spot(index):
-        raise ConfigError(f"{node} of stack {stack} is not a spot VM: only spot VMs are preempted "
-                          f"(set spot: true)")
-    ns = names.node_netns(index)
     if state.data.get("node_status", {}).get(node, "RUNNING") != "RUNNING":
         raise ConfigError(f"node {node} of stack {stack} is not running")
-    # `action` overrides the stack's choice (a test preempting once each way)
-    action = action or cluster.instance_termination_action or "DELETE"
-    if action not in ("STOP", "DELETE"):
-        raise ConfigError(f"termination action {action!r}: STOP or DELETE")
-    metadata_admin.preempt(metadata_admin_for(stack), node)
-    progress(f"{node}: preempted; shutting down (grace {grace:g} s), then {action}")
+    return state, cluster, names, index
+
+
+def shut_down(stack: str, state: StackState, node: str, index: int, action: str, grace: float,
+              unavailable_for: float = 0.0) -> None:
+    """The VM goes as GCE takes one away: its programs get the shutdown's SIGTERM, after `grace`
+    seconds (or once they are gone) it is stopped (STOP: its disk stays) or deleted (DELETE)."""
+    names = Names(stack)
+    ns = names.node_netns(index)
     netns.terminate_workload(ns)  # ACPI shutdown: every program gets SIGTERM; sshd (PID 1) stays
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(inner != 1 for inner in netns.guest_pids(ns).values()):
@@ -66,8 +82,6 @@ def preempt(stack: str, node: str, *, grace: float = PREEMPT_GRACE_SECONDS,
         if unavailable_for > 0:
             state.data.setdefault("capacity_back_at", {})[node] = time.time() + unavailable_for
         state.save()
-    progress(f"{node}: {'stopped' if action == 'STOP' else 'deleted'}")
-    return action
 
 
 def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:

@@ -22,11 +22,16 @@ from trainctl.launchers.result import LaunchResult, NodeOutcome
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.ssh.attempt_stops import AttemptStops
 from trainctl.launchers.ssh.commands import node_command, plan, servers, uses_torchrun
+from trainctl.launchers.ssh.maintenance_watch import watch_maintenance
 from trainctl.launchers.ssh.session import (_stop_until_ended, heartbeat, is_preempted, mark_preempted, stop_run,
                                             watch_preemption)
 
 
 NOT_STARTED = "not started: the run was stopping"
+
+
+# hears the nodes lost (preempted, or drained for host maintenance), and which were drained
+OnLost = Callable[[list[str], frozenset[str]], None]
 
 
 @dataclass
@@ -93,11 +98,13 @@ def reach(attempt: Attempt, node: Node) -> tuple[Inventory | None, Node, str]:
 
 def run_command(attempt: Attempt, conn, node: Node, command: str, printer: LinePrinter,
                 done: threading.Event, direct: bool) -> None:
-    """The node's command on its session, watched by a heartbeat and for a preemption notice."""
+    """The node's command on its session, watched by a heartbeat and for a preemption or host
+    maintenance notice."""
     outcome, echo = attempt.outcomes[node.name], attempt.echo
     threading.Thread(target=heartbeat, args=(conn, node, outcome, done, echo), daemon=True).start()
-    threading.Thread(target=watch_preemption, args=(conn, node, outcome, done, attempt.first_failure.set, echo),
-                     daemon=True).start()
+    for watch in (watch_preemption, watch_maintenance):
+        threading.Thread(target=watch, args=(conn, node, outcome, done, attempt.first_failure.set, echo),
+                         daemon=True).start()
     result = conn.run(command, warn=True, hide=False, pty=False,
                       out_stream=printer, err_stream=printer, in_stream=False)
     outcome.exit_code = result.exited
@@ -160,15 +167,20 @@ def release_servers(attempt: Attempt) -> None:
     stop_run(attempt.inventory, attempt.spec.run_id, attempt.serving)
 
 
-def stop_after_failure(attempt: Attempt, sessions: list[Future], on_lost: Callable[[list[str]], None]) -> None:
+def stop_after_failure(attempt: Attempt, sessions: list[Future], on_lost: OnLost) -> None:
     """Stop the others; preempted nodes are left to their shutdown, and `on_lost` hears of them
-    first (their recreation starts while the others stop) unless nothing may follow."""
+    first (their recreation starts while the others stop) unless nothing may follow. Nodes
+    drained for host maintenance are still up: the run is stopped on them too."""
     attempt.stopping.set()
     lost = [o.node for o in attempt.outcomes.values() if o.preempted]
-    attempt.echo(f"[trainctl] {attempt.stops.why(lost)}: stopping run {attempt.spec.run_id} on the others")
+    drained = frozenset(o.node for o in attempt.outcomes.values() if o.drained)
+    why = attempt.stops.why(lost)
+    if drained and not attempt.stops.final:
+        why = f"host maintenance ahead on {', '.join(sorted(drained))}"
+    attempt.echo(f"[trainctl] {why}: stopping run {attempt.spec.run_id} on {'every node' if drained else 'the others'}")
     if lost and not attempt.stops.final:
-        on_lost(sorted(lost))
-    _stop_until_ended(attempt.inventory, attempt.spec.run_id, attempt.nodes, sessions, frozenset(lost))
+        on_lost(sorted(lost), drained)
+    _stop_until_ended(attempt.inventory, attempt.spec.run_id, attempt.nodes, sessions, frozenset(lost) - drained)
 
 
 def stop_everywhere(attempt: Attempt, sessions: list[Future], said: str) -> None:
@@ -177,8 +189,7 @@ def stop_everywhere(attempt: Attempt, sessions: list[Future], said: str) -> None
     _stop_until_ended(attempt.inventory, attempt.spec.run_id, attempt.nodes, sessions)
 
 
-def watch(attempt: Attempt, sessions: list[Future], cancel: threading.Event | None,
-          on_lost: Callable[[list[str]], None]) -> None:
+def watch(attempt: Attempt, sessions: list[Future], cancel: threading.Event | None, on_lost: OnLost) -> None:
     """Until every session has ended: stop them all on a cancel or the first failure, the
     servers once the chief is done."""
     while not all(f.done() for f in sessions):
@@ -198,11 +209,12 @@ def watch(attempt: Attempt, sessions: list[Future], cancel: threading.Event | No
 def launch_once(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
                 echo: Callable[[str], None], attempt: int,
                 cancel: threading.Event | None = None,
-                on_lost: Callable[[list[str]], None] = lambda _: None,
+                on_lost: OnLost = lambda _lost, _drained: None,
                 joining: Mapping[str, Future[Inventory]] | None = None,
                 commands: Mapping[str, str] | None = None) -> LaunchResult:
     """Run the plan on every node; on the first failure stop the rest. Blocks until done.
-    `on_lost` hears of preempted nodes before the others are stopped. A node in `joining`
+    `on_lost` hears of preempted nodes (and which of them are drained for host maintenance)
+    before the others are stopped. A node in `joining`
     starts when its future gives the inventory that has it recreated and bootstrapped (its
     host keys, its address), the others at once. `commands`: each node's command line as a
     launch plan has it (default: this attempt's, made here)."""

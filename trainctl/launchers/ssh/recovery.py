@@ -7,7 +7,7 @@ import time
 from concurrent.futures import Future
 from typing import Callable
 
-from infra.errors import CapacityUnavailable
+from infra.errors import CapacityUnavailable, RemoteError
 from infra.providers.inventory import Inventory
 from trainctl.launchers.interrupts import raise_if_pending
 from trainctl.launchers.protocol import Recovery
@@ -17,6 +17,12 @@ from trainctl.launchers.ssh.session import mark_preempted
 
 # Waits between tries to recreate preempted nodes while the provider has no capacity.
 CAPACITY_BACKOFF_SECONDS = (5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 300.0)
+
+
+# GCE stops a VM at most an hour after announcing its host maintenance (GPU VMs; 60 s otherwise),
+# then within its shutdown's ~30 s: a drained node is waited for that long.
+MAINTENANCE_STOP_TIMEOUT_SECONDS = 3600.0 + 120.0
+MAINTENANCE_POLL_SECONDS = 0.5
 
 
 # recreated nodes' inventory, the tries it took, and their bootstrap under way
@@ -62,6 +68,21 @@ def recreate_with_backoff(recovery: Recovery, lost: list[str], echo: Callable[[s
             wait = CAPACITY_BACKOFF_SECONDS[min(tries, len(CAPACITY_BACKOFF_SECONDS)) - 1]
             echo(f"[trainctl] no capacity for {', '.join(lost)} ({exc}): trying again in {wait:g} s")
             sleep(wait)
+
+
+def await_maintenance_stop(recovery: Recovery, drained: list[str], echo: Callable[[str], None],
+                           sleep: Callable[[float], None],
+                           timeout: float = MAINTENANCE_STOP_TIMEOUT_SECONDS) -> None:
+    """Nodes drained for host maintenance are still up until the host stops them: their
+    recreation (a start on another host) begins once the provider reports them stopped."""
+    echo(f"[trainctl] {', '.join(drained)}: waiting for the host maintenance to stop "
+         f"{'it' if len(drained) == 1 else 'them'} (GCE: within 60 s of the notice, an hour on GPU VMs)")
+    deadline = time.monotonic() + timeout
+    while not set(drained) <= set(recovery.reclaimed(drained)):
+        if time.monotonic() > deadline:
+            raise RemoteError(f"{', '.join(drained)} still running {timeout:.0f} s after its host maintenance "
+                              "notice; the provider has not stopped it")
+        sleep(MAINTENANCE_POLL_SECONDS)
 
 
 def interruptible_sleep(seconds: float) -> None:

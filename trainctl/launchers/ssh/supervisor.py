@@ -10,7 +10,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from infra.providers.inventory import Inventory
 from infra.providers.stack_home import stack_still_up
@@ -20,7 +20,8 @@ from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.ssh.attempt import launch_once
 from trainctl.launchers.ssh.commands import program_nodes, uses_torchrun
 from trainctl.launchers.cluster_env import torch_group
-from trainctl.launchers.ssh.recovery import Recovered, find_reclaimed, interruptible_sleep, once_joined, recreate_with_backoff
+from trainctl.launchers.ssh.recovery import (Recovered, await_maintenance_stop, find_reclaimed, interruptible_sleep,
+                                             once_joined, recreate_with_backoff)
 from trainctl.launchers.ssh.session import stop_run
 
 
@@ -38,6 +39,8 @@ class Job:
     background: ThreadPoolExecutor
     recoveries: list[RecoveryRecord] = field(default_factory=list)
     recreating: dict[tuple[str, ...], Future[Recovered]] = field(default_factory=dict)
+    draining: set[str] = field(default_factory=set)  # lost to host maintenance, still up
+    maintenance: list[dict[str, Any]] = field(default_factory=list)  # every attempt's notices
 
 
 # this attempt's recovery: its record, and the recreated nodes with their bootstrap
@@ -71,14 +74,21 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
 
 def recover(job: Job, lost: list[str]) -> Recovered:
     """Recreate, then start the nodes' bootstrap at once (the survivors may still be
-    stopping); it runs on while the job starts again on the others."""
+    stopping); it runs on while the job starts again on the others. Drained nodes are first
+    left to their host maintenance, which stops them."""
     assert job.recovery is not None  # asked for only when there is one
+    drained = [n for n in lost if n in job.draining]
+    if drained:
+        await_maintenance_stop(job.recovery, drained, job.echo, job.sleep)
+        job.draining.difference_update(drained)
     inventory, tries = recreate_with_backoff(job.recovery, lost, job.echo, job.sleep)
     return inventory, tries, job.background.submit(job.recovery.bootstrap, inventory, lost)
 
 
-def on_lost(job: Job, lost: list[str]) -> None:
-    """Nodes were preempted while the attempt runs: recreating them starts now."""
+def on_lost(job: Job, lost: list[str], drained: frozenset[str] = frozenset()) -> None:
+    """Nodes were preempted (or drained for host maintenance) while the attempt runs:
+    recreating them starts now."""
+    job.draining.update(drained)
     if job.recovery is None or (job.spec.max_recoveries is not None
                                 and len(job.recoveries) >= job.spec.max_recoveries):
         return
@@ -90,6 +100,7 @@ def on_lost(job: Job, lost: list[str]) -> None:
 def _launch_until_done(job: Job, first: Mapping[str, str] | None) -> LaunchResult:
     spec, heard = job.spec, partial(on_lost, job)
     result = launch_once(job.inventory, spec, job.log_dir, job.echo, 0, job.cancel, on_lost=heard, commands=first)
+    job.maintenance.extend(result.maintenance_notices())
     attempt = reruns = 0
     while not result.ok and not result.cancelled:
         joining: dict[str, Future[Inventory]] = {}
@@ -110,6 +121,7 @@ def _launch_until_done(job: Job, first: Mapping[str, str] | None) -> LaunchResul
         attempt += 1
         result = launch_once(job.inventory, spec, job.log_dir, job.echo, attempt, job.cancel, on_lost=heard,
                              joining=joining)
+        job.maintenance.extend(result.maintenance_notices())
         for joined in set(joining.values()):
             joined.result()  # a node that could not be recreated or bootstrapped ends the run
         if pending is not None:
@@ -118,6 +130,7 @@ def _launch_until_done(job: Job, first: Mapping[str, str] | None) -> LaunchResul
             record.resumed_from_step = result.resumed_step()
     result.attempts = attempt + 1
     result.recoveries = job.recoveries
+    result.maintenance_events = job.maintenance
     write_result(job.log_dir, result)
     return result
 

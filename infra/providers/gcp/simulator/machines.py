@@ -63,6 +63,9 @@ class MachineBackend(Protocol):
         """`instance/preempted` turns TRUE and the guest's processes get SIGTERM; the API
         stops or deletes it after the grace period."""
 
+    def announce_maintenance(self, key: str, event: str) -> None:
+        """`instance/maintenance-event` becomes `event` (NONE: the maintenance is over)."""
+
     def guest_attributes(self, key: str, query_path: str) -> list[dict[str, str]]:
         """Guest attribute items under `query_path` ("hostkeys/"): namespace, key, value."""
 
@@ -92,6 +95,9 @@ class ApiOnly:
         pass
 
     def announce_preemption(self, key: str) -> None:
+        pass
+
+    def announce_maintenance(self, key: str, event: str) -> None:
         pass
 
     def guest_attributes(self, key: str, query_path: str) -> list[dict[str, str]]:

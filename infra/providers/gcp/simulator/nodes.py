@@ -30,6 +30,7 @@ from typing import Any, Callable, TypeVar
 
 from infra.errors import ConfigError, ProvisionError
 from infra.providers.gcp.simulator import firewall, image, vpc
+from infra.providers.gcp.simulator.guest_notices import GuestNotices
 from infra.providers.gcp.simulator.ledger import Ledger
 from infra.providers.gcp.simulator.machines import FirewallRule, Machine
 from infra.providers.gcp.simulator.project import ProjectFile
@@ -78,7 +79,7 @@ def hidden_paths(home: Path) -> tuple[Path, ...]:
     return tuple(p for p in candidates if not any(n.is_relative_to(p) for n in needed))
 
 
-class NodeMachines:
+class NodeMachines(GuestNotices):
     """MachineBackend whose machines are real nodes (root: namespaces, iptables, sshd)."""
 
     def __init__(self, home: Path) -> None:
@@ -289,15 +290,6 @@ class NodeMachines:
             if net is not None and net["status"] == "created":
                 self._write_hosts(data, rec["network"])
             self.ledger.save()
-
-    def announce_preemption(self, key: str) -> None:
-        with self.ledger.edit() as data:
-            rec = data["machines"].get(key)
-            if rec is None or rec["status"] != "running":
-                return
-            admin = vpc.Link(data["networks"][rec["network"]]["link"]).admin_url
-            metadata_admin.preempt(admin, rec["handle"])
-        netns.terminate_workload(rec["netns"])
 
     def guest_attributes(self, key: str, query_path: str) -> list[dict[str, str]]:
         with self.ledger.edit() as data:

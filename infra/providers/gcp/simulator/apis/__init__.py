@@ -14,6 +14,7 @@ from infra.providers.gcp.simulator.apis import compute_instance_updates  # noqa:
 from infra.providers.gcp.simulator.apis import compute_reservations  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_capacity  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_spot  # noqa: F401
+from infra.providers.gcp.simulator.apis import compute_maintenance  # noqa: F401
 from infra.providers.gcp.simulator.apis import tpu  # noqa: F401
 from infra.providers.gcp.simulator.apis import tpu_nodes  # noqa: F401
 from infra.providers.gcp.simulator.apis import tpu_queued  # noqa: F401

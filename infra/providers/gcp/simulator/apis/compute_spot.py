@@ -30,9 +30,7 @@ if TYPE_CHECKING:
 @admin("POST", "projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/instances/(?P<instance>[^/:]+):preempt")
 def preempt(sim: Simulator, m: re.Match[str], body: Any) -> Any:
     with sim.store.transaction() as world:
-        project = admin_project(world, m["project"])
-        inst = collection(world, project["id"], "instances").get(f"{m['zone']}/{m['instance']}")
-        path = instance_path(project["id"], m["zone"], m["instance"])
+        project, inst, path = named_instance(world, m)
         grace = preemption(body, path, inst, "status", "RUNNING")
         assert inst is not None
         now = time.time()
@@ -42,6 +40,14 @@ def preempt(sim: Simulator, m: re.Match[str], body: Any) -> Any:
                          scope=f"zones/{m['zone']}", after=grace, now=now,
                          metadata={"operationType": "compute.instances.preempted", "targetId": inst["id"]})
         return {"instance": path, "action": _action(inst), "at": inst["_sim"]["preempt_at"]}
+
+
+def named_instance(world: World, m: re.Match[str]) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """The project, the instance (None: there is none) and its path, as an admin endpoint's
+    path (project, zone, instance) names them."""
+    project = admin_project(world, m["project"])
+    inst = collection(world, project["id"], "instances").get(f"{m['zone']}/{m['instance']}")
+    return project, inst, instance_path(project["id"], m["zone"], m["instance"])
 
 
 def _action(inst: dict[str, Any]) -> str:
