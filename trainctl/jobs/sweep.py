@@ -80,6 +80,8 @@ class TrialResult:
     value: float | None
     state: str  # COMPLETE, FAIL, PRUNED, INTERRUPTED (queued to run again)
     run_id: str
+    started: float | None = None  # unix seconds (the ledger prices the trial's nodes over them)
+    ended: float | None = None
 
 
 def suggest(trial: optuna.Trial, p: Parameter) -> Any:
@@ -225,13 +227,17 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
     interrupted = interrupted_numbers(study)
     results = [TrialResult(t.number, t.params, t.value,
                            "INTERRUPTED" if t.number in interrupted else t.state.name,
-                           f"{sweep_id}-t{t.number}")
+                           f"{sweep_id}-t{t.number}", _unix(t.datetime_start), _unix(t.datetime_complete))
                for t in study.trials]
     write_results(results, sweep, run_dir)
     if first.halted:
         raise SweepStopped(f"sweep {sweep_id}: its first {FIRST_TRIALS} trials all failed with "
                            f"{first.halted.describe()}; the others would too (results in {run_dir})")
     return results
+
+
+def _unix(moment: Any) -> float | None:
+    return None if moment is None else moment.timestamp()
 
 
 def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: LaunchSpec, sweep_id: str,

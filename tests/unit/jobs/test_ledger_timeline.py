@@ -1,0 +1,99 @@
+"""A run's timeline from what it records: the program's step journal cut into startup,
+productive training, wasted progress and recovery; phases and the gaps between them; a sweep's
+trials on their own nodes; every node's lane covering the wall time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.spec.ledger import NodeRate
+from trainctl.jobs.ledger_build import TrialWindow, build_ledger
+from trainctl.jobs.ledger_training import training
+from trainctl.launchers.lines import LinePrinter
+from trainctl.launchers.result import NodeOutcome, RecoveryRecord
+
+NODES = ("node0", "node1")
+RATES = tuple(NodeRate(name=n, capacity="spot", usd_per_hour=1.0, on_demand_usd_per_hour=2.5) for n in NODES)
+
+
+def kinds(intervals) -> list[tuple[str, float, float]]:
+    return [(i.kind, i.start, i.end) for i in intervals]
+
+
+def test_steps_before_the_first_report_are_productive_at_the_segments_pace_and_the_rest_is_startup():
+    # 10 steps a second between reports: the first 20 steps took 2 of the first report's 5 s.
+    done = training([{"t": 105, "step": 20}, {"t": 106, "step": 30}, {"t": 107, "step": 40}], 100, 110, NODES)
+    assert kinds(done.intervals) == [("program_startup", 100, 103), ("productive_training", 103, 105),
+                                     ("productive_training", 105, 106), ("productive_training", 106, 107),
+                                     ("other", 107, 110)]
+    assert done.steps == 40 and done.steps_redone is None and done.events == []
+
+
+def test_a_failure_turns_the_steps_after_the_checkpoint_into_wasted_progress_and_the_gap_into_recovery():
+    records = [{"t": 110, "step": 10}, {"t": 120, "step": 20}, {"t": 130, "step": 30},
+               {"t": 133, "failed": -9},  # torchrun saw a worker die, 3 s (3 steps) after step 30
+               {"t": 140, "resumed": 20}, {"t": 140.2, "resumed": 20},  # each local rank says so
+               {"t": 150, "step": 30}, {"t": 160, "step": 40}]
+    done = training(records, 100, 165, NODES)
+    assert kinds(done.intervals) == [
+        ("productive_training", 100, 110), ("productive_training", 110, 120),
+        ("wasted_progress_from_disruption", 120, 130),  # steps 20..30: trained again
+        ("wasted_progress_from_disruption", 130, 133),  # after the last report, until the failure
+        ("infrastructure_recovery_from_disruption", 133, 140),
+        ("productive_training", 140, 150), ("productive_training", 150, 160), ("other", 160, 165)]
+    assert done.steps_redone == 10 + 3
+    assert [(e.kind, e.time, e.note) for e in done.events] == [("restart", 140, "resumed from step 20")]
+    assert sum(i.seconds for i in done.intervals) == 65
+
+
+def test_a_program_that_reports_no_steps_is_all_startup():
+    assert kinds(training([], 0, 9, NODES).intervals) == [("program_startup", 0, 9)]
+
+
+def test_phases_gaps_and_recoveries_make_every_lane_cover_the_wall_time(tmp_path: Path):
+    logs = tmp_path / "launch"
+    logs.mkdir()
+    (logs / "node0.steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {"t": 15, "step": 10}, {"t": 20, "step": 20}, {"t": 30, "resumed": 20}, {"t": 40, "step": 40})))
+    lost = RecoveryRecord(["node1"], lost_at=22, resumed_at=28, tries=1, furthest_step=20, resumed_from_step=20)
+    ledger = build_ledger("r", RATES, 0.0, {"up": (0, 5), "bootstrap": (5, 9), "train": (10, 42), "down": (43, 50)},
+                          logs, "node0", [lost])
+    assert ledger.wall_seconds == 50
+    assert all(ledger.lane_seconds(n) == 50 for n in NODES)
+    assert ledger.seconds_by_kind()["idle"] == 2  # 9..10 and 42..43
+    assert ledger.seconds_by_kind()["wasted_progress_from_disruption"] == 2  # step 20 until the preemption
+    assert ledger.seconds_by_kind()["infrastructure_recovery_from_disruption"] == 8
+    assert [e.kind for e in ledger.events] == ["preemption", "restart"]
+    assert ledger.total_usd == pytest.approx(2 * 50 / 3600, abs=1e-4)
+    assert ledger.spot_saving_usd == pytest.approx(2 * 1.5 * 50 / 3600, abs=1e-4)
+
+
+def test_a_sweeps_trials_are_priced_on_their_own_nodes_and_the_rest_of_the_time_is_idle(tmp_path: Path):
+    trials = []
+    for number, node, (a, b) in ((0, "node0", (10, 30)), (1, "node1", (12, 22))):
+        logs = tmp_path / f"trial-{number}" / "logs"
+        logs.mkdir(parents=True)
+        (logs / f"{node}.log").write_text("")
+        (logs / f"{node}.steps.jsonl").write_text(json.dumps({"t": b - 1, "step": 5}) + "\n")
+        trials.append(TrialWindow(number, "COMPLETE", 0.9 + number / 100, a, b, logs))
+    ledger = build_ledger("s", RATES, 0.0, {"up": (0, 5), "sweep": (5, 35), "down": (35, 40)},
+                          tmp_path / "logs" / "launch", "node0", (), trials)
+    assert [(t.number, t.seconds) for t in ledger.trials] == [(0, 20), (1, 10)]
+    assert [t.usd for t in ledger.trials] == pytest.approx([20 / 3600, 10 / 3600], abs=1e-6)
+    assert all(ledger.lane_seconds(n) == 40 for n in NODES)
+    assert ledger.seconds_by_kind()["idle"] == (5 + 5 + 7 + 13) / 2  # node0: 5..10, 30..35; node1: 5..12, 22..35
+
+
+def test_the_launcher_journals_each_progress_line_with_its_time(tmp_path: Path):
+    outcome = NodeOutcome("node1", 1)
+    printer = LinePrinter("node1", tmp_path / "node1.log", lambda line: None, outcome)
+    printer.write("[node1 r1]:epoch 1/3 loss 0.5 step 15\n[node1 r1]:rank 1: resumed from epoch 1 (step 15)\n"
+                  "[node1] ERROR ... failed (exitcode: -9) local_rank: 0\n")
+    printer.close()
+    records = [json.loads(line) for line in (tmp_path / "node1.steps.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k != "t"} for r in records] == [
+        {"step": 15}, {"resumed": 15}, {"failed": -9}]
+    assert all(isinstance(r["t"], float) for r in records)
