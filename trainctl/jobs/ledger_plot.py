@@ -46,12 +46,14 @@ def plot_timeline(ledger: Ledger, out: Path) -> bool:
     from matplotlib.patches import Patch
 
     present = [k for k in KINDS if k in ledger.kinds()]
-    fig.legend(handles=[Patch(color=COLORS[k], label=k.replace("_", " ")) for k in present],
-               loc="upper center", ncol=min(4, len(present)), fontsize=7, frameon=False)
+    # Below the lanes, where it never hides one; the saved picture grows to hold it.
+    ax.legend(handles=[Patch(color=COLORS[k], label=k.replace("_", " ")) for k in present],
+              loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=min(4, len(present)), fontsize=7,
+              frameon=False)
     goodput = "n/a" if ledger.goodput is None else f"{ledger.goodput:.0%}"
-    ax.set_title(f"{ledger.run_id}: goodput {goodput}, ${ledger.total_usd:.2f}", fontsize=9, loc="left")
-    fig.subplots_adjust(top=0.7)
-    save_figure(fig, out, dpi=100)
+    ax.set_title(f"{ledger.run_id}: goodput {goodput}, ${ledger.total_usd:.2f} at list prices",
+                 fontsize=9, loc="left")
+    fig.savefig(out, dpi=100, bbox_inches="tight")
     return True
 
 

@@ -59,7 +59,7 @@ def _disrupted(failures: list[float], after: float, before: float) -> float:
     return min((t for t in failures if after <= t <= before), default=after)
 
 
-def segments(records: list[dict], start: float, end: float) -> list[Segment]:
+def segments(records: list[dict], start: float, end: float, failures: Sequence[float] = ()) -> list[Segment]:
     found = [Segment(start, 0)]
     for r in records:
         if "failed" in r or not start <= r["t"] <= end:
@@ -70,8 +70,11 @@ def segments(records: list[dict], start: float, end: float) -> list[Segment]:
                 found.append(Segment(r["t"], int(r["resumed"])))
             else:  # the first start restoring a checkpoint, or another local rank saying so
                 current.from_step = int(r["resumed"])
-        elif current.reports and r["step"] < current.reports[-1][1]:  # restarted from scratch
-            found.append(Segment(r["t"], 0, [(r["t"], int(r["step"]))]))
+        elif current.reports and r["step"] < current.reports[-1][1]:
+            # After a failure: the program started again from scratch. Otherwise another rank's
+            # count, behind this one's: not news.
+            if any(current.reports[-1][0] <= t <= r["t"] for t in failures):
+                found.append(Segment(r["t"], 0, [(r["t"], int(r["step"]))]))
         else:
             current.reports.append((r["t"], int(r["step"])))
     return found
@@ -113,7 +116,7 @@ def training(records: list[dict], start: float, end: float, nodes: tuple[str, ..
              failures: Sequence[float] = ()) -> Training:
     """`failures`: when workers failed or nodes were lost (unix seconds), seen on any node."""
     moments = sorted([*failures, *(r["t"] for r in records if "failed" in r)])
-    segs = segments(records, start, end)
+    segs = segments(records, start, end, moments)
     known = [p for p in map(_pace, (s for s in segs if s.reports)) if p]
     fallback = sum(known) / len(known) if known else None
     chunks: list[list] = []

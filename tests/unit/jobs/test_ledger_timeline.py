@@ -97,3 +97,15 @@ def test_the_launcher_journals_each_progress_line_with_its_time(tmp_path: Path):
     assert [{k: v for k, v in r.items() if k != "t"} for r in records] == [
         {"step": 15}, {"resumed": 15}, {"failed": -9}]
     assert all(isinstance(r["t"], float) for r in records)
+
+
+def test_a_lower_step_count_is_a_restart_from_scratch_only_after_a_failure():
+    behind = [{"t": 10, "step": 20}, {"t": 11, "step": 19}, {"t": 12, "step": 30}]  # another rank's count
+    assert [e.kind for e in training(behind, 0, 15, NODES).events] == []
+    crashed = [{"t": 10, "step": 20}, {"t": 10, "failed": 1}, {"t": 14, "step": 5}, {"t": 15, "step": 25}]
+    done = training(crashed, 0, 16, NODES)
+    assert [e.note for e in done.events] == ["resumed from step 0"]
+    assert done.steps_redone == 20  # no checkpoint: everything again
+    # 20 steps a second (the run's pace): its first 20 steps took the last second before step 20
+    assert kinds(done.intervals)[:3] == [("program_startup", 0, 9), ("wasted_progress_from_disruption", 9, 10),
+                                         ("infrastructure_recovery_from_disruption", 10, 14)]
