@@ -62,6 +62,7 @@ class RunReport:
     trials: list[TrialResult] = field(default_factory=list)
     spot_saving_usd: float | None = None  # against on-demand prices, for the training's duration
     windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # each phase's, unix seconds
+    bootstrapped: dict[str, float] = field(default_factory=dict)  # when each node's bootstrap ended
     ledger: Ledger | None = None
 
 
@@ -252,11 +253,16 @@ def bootstrap_nodes(run: StackRun, inventory: Inventory, board: Callable[[Invent
     if not run.needs_bootstrap:
         run.echo("[trainctl] nothing to bootstrap: the job's image holds code and environment")
         return
+    finished = run.report.bootstrapped
+
+    def timed(node: str, step: str, status: str, detail: str = "") -> None:
+        finished[node] = time.time()  # its last word: when the node was done (the ledger's lane)
+        (reporter or no_report)(node, step, status, detail)
+
     with run.phase("bootstrap"):
         reporter = board(inventory) if board else None
         with reporter or contextlib.nullcontext():
-            bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap",
-                      report=reporter or no_report)
+            bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap", report=timed)
 
 
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
@@ -303,7 +309,8 @@ def account(run: StackRun) -> Ledger | None:
     """The run's ledger as far as it went."""
     report = run.report
     return ledger_record.run_ledger(run.run_id, report.run_dir, run.spec, run.inventory, report.windows,
-                                    report.result, report.trials, run.exp.sweep.metric if run.exp.sweep else None)
+                                    report.result, report.trials, run.exp.sweep.metric if run.exp.sweep else None,
+                                    report.bootstrapped)
 
 
 def share_ledger(run: StackRun) -> None:

@@ -83,7 +83,9 @@ def trial_costs(rates: tuple[NodeRate, ...], trials: list[TrialWindow]) -> tuple
 
 def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: float,
                  windows: dict[str, tuple[float, float]], launch_logs: Path, chief: str,
-                 recoveries: Sequence[RecoveryRecord] = (), trials: Sequence[TrialWindow] = ()) -> Ledger:
+                 recoveries: Sequence[RecoveryRecord] = (), trials: Sequence[TrialWindow] = (),
+                 bootstrapped: dict[str, float] | None = None) -> Ledger:
+    """`bootstrapped`: when each node's bootstrap ended (its lane is idle until the phase's end)."""
     nodes = tuple(r.name for r in rates)
     started = min(a for a, _ in windows.values())
     ended = max(b for _, b in windows.values())
@@ -93,7 +95,10 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
     steps = redone = None
     costs: list[TrialCost] = []
     for name, (a, b) in windows.items():
-        if name in PHASE_KINDS:
+        if name == "bootstrap" and bootstrapped:  # each node's own; then it waits for the others
+            intervals += [Interval(kind="bootstrap", start=a, end=min(b, bootstrapped.get(n, b)), nodes=(n,))
+                          for n in nodes]
+        elif name in PHASE_KINDS:
             intervals.append(Interval(kind=PHASE_KINDS[name], start=a, end=b, nodes=nodes))
         elif name == "train":
             done = training(chief_journal(launch_logs, chief), a, b, nodes,

@@ -38,14 +38,15 @@ def trial_windows(run_dir: Path, trials: Sequence[TrialResult]) -> list[TrialWin
 
 def run_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Inventory | None,
                windows: dict[str, tuple[float, float]], result: LaunchResult | None,
-               trials: Sequence[TrialResult] = (), metric: str | None = None) -> Ledger | None:
+               trials: Sequence[TrialResult] = (), metric: str | None = None,
+               bootstrapped: dict[str, float] | None = None) -> Ledger | None:
     if not windows:
         return None
     priced = realizers.capabilities(spec).machine_types
     names = node_names(spec, inventory)
     ledger = build_ledger(run_id, node_rates(spec, names, priced), fixed_per_hour(spec, priced), windows,
                           run_dir / "logs" / "launch", names[0], result.recoveries if result else (),
-                          trial_windows(run_dir, trials))
+                          trial_windows(run_dir, trials), bootstrapped or {})
     costs = sorted(earlier_trials(run_dir, ledger) + ledger.trials, key=lambda t: t.number)
     return ledger.model_copy(update={"metric": metric, "trials": tuple(costs)})
 

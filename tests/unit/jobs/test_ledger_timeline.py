@@ -109,3 +109,11 @@ def test_a_lower_step_count_is_a_restart_from_scratch_only_after_a_failure():
     # 20 steps a second (the run's pace): its first 20 steps took the last second before step 20
     assert kinds(done.intervals)[:3] == [("program_startup", 0, 9), ("wasted_progress_from_disruption", 9, 10),
                                          ("infrastructure_recovery_from_disruption", 10, 14)]
+
+
+def test_each_node_bootstraps_in_its_own_lane_and_then_waits_for_the_others(tmp_path: Path):
+    ledger = build_ledger("r", RATES, 0.0, {"up": (0, 5), "bootstrap": (5, 9), "down": (9, 10)},
+                          tmp_path, "node0", bootstrapped={"node0": 7.5, "node1": 8.9})
+    lanes = {n: [(i.kind, i.start, i.end) for i in ledger.intervals if n in i.nodes] for n in NODES}
+    assert lanes["node0"] == [("provisioning", 0, 5), ("bootstrap", 5, 7.5), ("idle", 7.5, 9), ("teardown", 9, 10)]
+    assert lanes["node1"] == [("provisioning", 0, 5), ("bootstrap", 5, 8.9), ("idle", 8.9, 9), ("teardown", 9, 10)]
