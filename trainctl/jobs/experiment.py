@@ -309,7 +309,7 @@ def account(run: StackRun) -> Ledger | None:
     """The run's ledger as far as it went."""
     report = run.report
     return ledger_record.run_ledger(run.run_id, report.run_dir, run.spec, run.inventory, report.windows,
-                                    report.result, report.trials, run.exp.sweep.metric if run.exp.sweep else None,
+                                    report.result, run.exp.sweep.metric if run.exp.sweep else None,
                                     report.bootstrapped)
 
 

@@ -64,7 +64,10 @@ def priced(rates: Iterable[NodeRate], intervals: list[Interval]) -> float:
     return sum(i.seconds / 3600 * sum(by_name.get(n, 0.0) for n in i.nodes) for i in intervals)
 
 
-def trial_costs(rates: tuple[NodeRate, ...], trials: list[TrialWindow]) -> tuple[list[Interval], list[TrialCost]]:
+def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
+                window: tuple[float, float]) -> tuple[list[Interval], list[TrialCost]]:
+    """Every trial's cost; the timeline's intervals of those that ran in `window` (this run of
+    the sweep: a resumed sweep's earlier trials keep their cost, not their place on it)."""
     intervals: list[Interval] = []
     costs: list[TrialCost] = []
     for t in trials:
@@ -72,7 +75,8 @@ def trial_costs(rates: tuple[NodeRate, ...], trials: list[TrialWindow]) -> tuple
         done = training(chief_journal(t.log_dir, nodes[0]) if nodes else [], t.started, t.ended, nodes,
                         failure_times(t.log_dir))
         ran = [i.model_copy(update={"note": f"trial {t.number}"}) for i in done.intervals]
-        intervals += ran
+        if window[0] <= t.started <= window[1]:
+            intervals += ran
         wall = t.ended - t.started
         productive = sum(i.seconds for i in ran if i.kind == PRODUCTIVE)
         costs.append(TrialCost(number=t.number, state=t.state, value=t.value, seconds=round(wall, 2),
@@ -107,7 +111,7 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
             events += done.events
             steps, redone = done.steps, done.steps_redone
         elif name == "sweep":
-            ran, costs = trial_costs(rates, [t for t in trials if a <= t.started <= b])
+            ran, costs = trial_costs(rates, trials, (a, b))
             intervals += ran
     return Ledger(run_id=run_id, started=started, ended=ended, nodes=rates,
                   intervals=tuple(fill_idle(intervals, nodes, started, ended)),

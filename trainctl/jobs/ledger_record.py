@@ -12,12 +12,12 @@ from typing import Sequence
 from infra.providers import realizers
 from infra.providers.inventory import Inventory
 from infra.spec.cluster import ClusterSpec
-from infra.spec.ledger import Ledger, TrialCost
+from infra.spec.ledger import Ledger
 from infra.spec.ledger_prices import fixed_per_hour, node_rates
 from trainctl.jobs.collect import bucket_fs
 from trainctl.jobs.ledger_build import TrialWindow, build_ledger
 from trainctl.jobs.ledger_plot import draw_ledger
-from trainctl.jobs.sweep import TrialResult
+from trainctl.jobs.sweep import TrialResult, recorded_trials
 from trainctl.launchers.cluster_env import job_dir
 from trainctl.launchers.result import LaunchResult
 
@@ -38,26 +38,17 @@ def trial_windows(run_dir: Path, trials: Sequence[TrialResult]) -> list[TrialWin
 
 def run_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Inventory | None,
                windows: dict[str, tuple[float, float]], result: LaunchResult | None,
-               trials: Sequence[TrialResult] = (), metric: str | None = None,
-               bootstrapped: dict[str, float] | None = None) -> Ledger | None:
+               metric: str | None = None, bootstrapped: dict[str, float] | None = None) -> Ledger | None:
+    """`metric`: a sweep's (its trials, of every run of it, are read from its study)."""
     if not windows:
         return None
     priced = realizers.capabilities(spec).machine_types
     names = node_names(spec, inventory)
+    trials = trial_windows(run_dir, recorded_trials(run_id, run_dir)) if metric else []
     ledger = build_ledger(run_id, node_rates(spec, names, priced), fixed_per_hour(spec, priced), windows,
                           run_dir / "logs" / "launch", names[0], result.recoveries if result else (),
-                          trial_windows(run_dir, trials), bootstrapped or {})
-    costs = sorted(earlier_trials(run_dir, ledger) + ledger.trials, key=lambda t: t.number)
-    return ledger.model_copy(update={"metric": metric, "trials": tuple(costs)})
-
-
-def earlier_trials(run_dir: Path, ledger: Ledger) -> tuple[TrialCost, ...]:
-    """A resumed sweep's trials that finished in its earlier runs keep their cost (its timeline
-    and totals are this run's)."""
-    if not (run_dir / LEDGER).exists():
-        return ()
-    now = {t.number for t in ledger.trials}
-    return tuple(t for t in load(run_dir).trials if t.number not in now)
+                          trials, bootstrapped or {})
+    return ledger.model_copy(update={"metric": metric})
 
 
 def keep(ledger: Ledger, run_dir: Path) -> list[Path]:

@@ -224,16 +224,28 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
 
     with ThreadPoolExecutor(max_workers=len(groups)) as pool:
         list(pool.map(one_trial, range(max(0, remaining))))
-    interrupted = interrupted_numbers(study)
-    results = [TrialResult(t.number, t.params, t.value,
-                           "INTERRUPTED" if t.number in interrupted else t.state.name,
-                           f"{sweep_id}-t{t.number}", _unix(t.datetime_start), _unix(t.datetime_complete))
-               for t in study.trials]
+    results = results_of(study, sweep_id)
     write_results(results, sweep, run_dir)
     if first.halted:
         raise SweepStopped(f"sweep {sweep_id}: its first {FIRST_TRIALS} trials all failed with "
                            f"{first.halted.describe()}; the others would too (results in {run_dir})")
     return results
+
+
+def results_of(study: optuna.Study, sweep_id: str) -> list[TrialResult]:
+    interrupted = interrupted_numbers(study)
+    return [TrialResult(t.number, t.params, t.value, "INTERRUPTED" if t.number in interrupted else t.state.name,
+                        f"{sweep_id}-t{t.number}", _unix(t.datetime_start), _unix(t.datetime_complete))
+            for t in study.trials]
+
+
+def recorded_trials(sweep_id: str, run_dir: Path) -> list[TrialResult]:
+    """Every trial of the sweep's study, from all its runs (an interrupted one's too); none
+    without a study."""
+    db = run_dir / "optuna.db"
+    if not db.exists():
+        return []
+    return results_of(optuna.load_study(study_name=sweep_id, storage=f"sqlite:///{db}"), sweep_id)
 
 
 def _unix(moment: Any) -> float | None:

@@ -72,8 +72,10 @@ def test_phases_gaps_and_recoveries_make_every_lane_cover_the_wall_time(tmp_path
 
 
 def test_a_sweeps_trials_are_priced_on_their_own_nodes_and_the_rest_of_the_time_is_idle(tmp_path: Path):
+    """Trials of earlier runs of a resumed sweep keep their cost."""
     trials = []
-    for number, node, (a, b) in ((0, "node0", (10, 30)), (1, "node1", (12, 22))):
+    # Trial 2 ran in an earlier run of the sweep (resumed since): priced, not on this timeline.
+    for number, node, (a, b) in ((0, "node0", (10, 30)), (1, "node1", (12, 22)), (2, "node0", (-50, -10))):
         logs = tmp_path / f"trial-{number}" / "logs"
         logs.mkdir(parents=True)
         (logs / f"{node}.log").write_text("")
@@ -81,8 +83,8 @@ def test_a_sweeps_trials_are_priced_on_their_own_nodes_and_the_rest_of_the_time_
         trials.append(TrialWindow(number, "COMPLETE", 0.9 + number / 100, a, b, logs))
     ledger = build_ledger("s", RATES, 0.0, {"up": (0, 5), "sweep": (5, 35), "down": (35, 40)},
                           tmp_path / "logs" / "launch", "node0", (), trials)
-    assert [(t.number, t.seconds) for t in ledger.trials] == [(0, 20), (1, 10)]
-    assert [t.usd for t in ledger.trials] == pytest.approx([20 / 3600, 10 / 3600], abs=1e-6)
+    assert [(t.number, t.seconds) for t in ledger.trials] == [(0, 20), (1, 10), (2, 40)]
+    assert [t.usd for t in ledger.trials] == pytest.approx([20 / 3600, 10 / 3600, 40 / 3600], abs=1e-6)
     assert all(ledger.lane_seconds(n) == 40 for n in NODES)
     assert ledger.seconds_by_kind()["idle"] == (5 + 5 + 7 + 13) / 2  # node0: 5..10, 30..35; node1: 5..12, 22..35
 
