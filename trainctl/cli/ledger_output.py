@@ -47,10 +47,10 @@ def show_trials(ledger: Ledger) -> None:
 def summary_lines(ledger: Ledger) -> list[str]:
     lines = [f"goodput {_percent(ledger.goodput) or 'n/a'} of {ledger.wall_seconds:.0f} s; "
              f"${ledger.total_usd:.2f} at list prices"]
-    if ledger.steps_redone:
-        lines.append(f"lost work: {ledger.steps_redone} step(s) trained again after failures")
+    if ledger.steps_redone is not None:  # something failed and the program resumed
+        lines.append(f"lost work: {ledger.steps_redone} step(s) trained again after failures (at the program's pace)")
     if ledger.spot_saving_usd is not None:
-        lines.append(f"spot saved ${ledger.spot_saving_usd:.2f} against the same nodes on demand")
+        lines.append(f"spot saved ${ledger.spot_saving_usd:.2f} over the whole run against the same nodes on demand")
     return lines
 
 
