@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
+from infra.errors import ConfigError
 from infra.providers import realizers
 from infra.providers.inventory import Inventory
 from infra.spec.cluster import ClusterSpec
@@ -53,7 +54,9 @@ def run_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Invento
 
 def keep(ledger: Ledger, run_dir: Path) -> list[Path]:
     """ledger.json and the pictures in the run's folder."""
-    (run_dir / LEDGER).write_text(ledger.model_dump_json(indent=2))
+    partial = run_dir / f".{LEDGER}.partial"  # a kill mid-write leaves the last whole ledger
+    partial.write_text(ledger.model_dump_json(indent=2))
+    partial.replace(run_dir / LEDGER)
     return draw_ledger(ledger, run_dir)
 
 
@@ -69,4 +72,10 @@ def upload(ledger: Ledger, inventory: Inventory) -> str | None:
 
 
 def load(run_dir: Path) -> Ledger:
-    return Ledger.from_json((run_dir / LEDGER).read_text())
+    path = run_dir / LEDGER
+    try:
+        return Ledger.from_json(path.read_text())
+    except ValueError as exc:  # not JSON, or not a ledger's fields
+        first = str(exc).splitlines()[0]
+        raise ConfigError(f"{path} is not a ledger trainctl wrote ({first}); `trainctl run` writes "
+                          "a new one with every run") from None

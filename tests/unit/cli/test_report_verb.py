@@ -47,3 +47,12 @@ def test_report_on_a_run_without_a_ledger_is_refused_naming_it(tmp_path: Path):
     done = trainctl("report", "old-run", "--runs-dir", str(tmp_path))
     assert done.returncode == 2
     assert f"no ledger.json in {tmp_path / 'old-run'}" in done.stderr
+
+
+def test_report_on_a_damaged_ledger_is_refused_naming_the_file(tmp_path: Path):
+    (tmp_path / "cut-short").mkdir()
+    (tmp_path / "cut-short" / "ledger.json").write_text('{"run_id": "cut-short", "started": 0')
+    done = trainctl("report", "cut-short", "--runs-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert f"{tmp_path / 'cut-short' / 'ledger.json'} is not a ledger trainctl wrote" in done.stderr
+    assert "Traceback" not in done.stderr
