@@ -24,6 +24,7 @@ KINDS: tuple[str, ...] = (
     "provisioning",  # `up`: the stack's resources created (trainctl's own)
     "image",  # the experiment's image pushed to the stack's registry (trainctl's own)
     "bootstrap",  # code, environment and setup on the nodes (trainctl's own)
+    "data_staging",  # the experiment's data copied onto the nodes before training (trainctl's own)
     "program_startup",  # Google's PROGRAM_STARTUP: launch to the first step, less that step's share
     PRODUCTIVE,  # Google's GoodputType.TOTAL: steps that stayed in the model
     "wasted_progress_from_disruption",  # Google's: steps trained again after a failure

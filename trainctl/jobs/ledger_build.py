@@ -14,8 +14,9 @@ from trainctl.jobs.ledger_training import read_journal, training
 from trainctl.launchers.lines import journal_path
 from trainctl.launchers.result import RecoveryRecord
 
-PHASE_KINDS = {"up": "provisioning", "image": "image", "bootstrap": "bootstrap", "collect": "collect",
-               "down": "teardown"}
+# A phase named in neither map nor TRAINING_PHASES is an interval kind of its own name.
+PHASE_KINDS = {"up": "provisioning", "image": "image", "bootstrap": "bootstrap", "data staging": "data_staging",
+               "collect": "collect", "down": "teardown"}
 TRAINING_PHASES = ("train", "sweep")
 
 
@@ -102,8 +103,8 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
         if name == "bootstrap" and bootstrapped:  # each node's own; then it waits for the others
             intervals += [Interval(kind="bootstrap", start=a, end=min(b, bootstrapped.get(n, b)), nodes=(n,))
                           for n in nodes]
-        elif name in PHASE_KINDS:
-            intervals.append(Interval(kind=PHASE_KINDS[name], start=a, end=b, nodes=nodes))
+        elif name not in TRAINING_PHASES:
+            intervals.append(Interval(kind=PHASE_KINDS.get(name, name), start=a, end=b, nodes=nodes))
         elif name == "train":
             done = training(chief_journal(launch_logs, chief), a, b, nodes,
                             [*failure_times(launch_logs), *(r.lost_at for r in recoveries)])

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.spec.ledger import KINDS, PRODUCTIVE, Ledger
+from infra.spec.ledger import PRODUCTIVE, Ledger
 from trainctl.jobs.collect import draw_safely, new_figure, save_figure, takes_turns
 
 TIMELINE = "timeline.png"
 TRIAL_COST = "trial_cost.png"
 # Productive green, the program's own badput warm, trainctl's phases cool, idle grey.
 COLORS = {
-    "provisioning": "#6baed6", "image": "#9ecae1", "bootstrap": "#4292c6", "program_startup": "#fdae6b",
-    PRODUCTIVE: "#31a354", "wasted_progress_from_disruption": "#de2d26",
+    "provisioning": "#6baed6", "image": "#9ecae1", "bootstrap": "#4292c6", "data_staging": "#2171b5",
+    "program_startup": "#fdae6b", PRODUCTIVE: "#31a354", "wasted_progress_from_disruption": "#de2d26",
     "infrastructure_recovery_from_disruption": "#fb6a4a", "other": "#fdd0a2", "collect": "#807dba",
     "idle": "#d9d9d9", "teardown": "#54278f",
 }
+OTHER_PHASE = "#969696"  # a phase the ledger has no kind for
 MARKS = {"restart": ("#000000", "--"), "preemption": ("#de2d26", "-")}
 
 
@@ -32,7 +33,7 @@ def plot_timeline(ledger: Ledger, out: Path) -> bool:
     for row, node in enumerate(lanes):
         for i in (i for i in ledger.intervals if node in i.nodes):
             ax.broken_barh([(i.start - t0, i.seconds)], (row - 0.4, 0.8),
-                           facecolors=COLORS.get(i.kind, "#969696"))
+                           facecolors=COLORS.get(i.kind, OTHER_PHASE))
     for e in ledger.events:
         color, style = MARKS[e.kind]
         ax.axvline(e.time - t0, color=color, linestyle=style, linewidth=1)
@@ -45,9 +46,9 @@ def plot_timeline(ledger: Ledger, out: Path) -> bool:
     ax.set_xlabel("seconds since the run started")
     from matplotlib.patches import Patch
 
-    present = [k for k in KINDS if k in ledger.kinds()]
+    present = ledger.kinds()
     # Below the lanes, where it never hides one; the saved picture grows to hold it.
-    ax.legend(handles=[Patch(color=COLORS[k], label=k.replace("_", " ")) for k in present],
+    ax.legend(handles=[Patch(color=COLORS.get(k, OTHER_PHASE), label=k.replace("_", " ")) for k in present],
               loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=min(4, len(present)), fontsize=7,
               frameon=False)
     goodput = "n/a" if ledger.goodput is None else f"{ledger.goodput:.0%}"

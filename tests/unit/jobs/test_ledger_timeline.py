@@ -119,3 +119,10 @@ def test_each_node_bootstraps_in_its_own_lane_and_then_waits_for_the_others(tmp_
     lanes = {n: [(i.kind, i.start, i.end) for i in ledger.intervals if n in i.nodes] for n in NODES}
     assert lanes["node0"] == [("provisioning", 0, 5), ("bootstrap", 5, 7.5), ("idle", 7.5, 9), ("teardown", 9, 10)]
     assert lanes["node1"] == [("provisioning", 0, 5), ("bootstrap", 5, 8.9), ("idle", 8.9, 9), ("teardown", 9, 10)]
+
+
+def test_a_phase_the_ledger_does_not_know_is_an_interval_of_its_own_name(tmp_path: Path):
+    ledger = build_ledger("r", RATES, 0.0, {"up": (0, 5), "data staging": (5, 7), "warm caches": (7, 8),
+                                            "down": (8, 9)}, tmp_path, "node0")
+    assert ledger.kinds() == ["provisioning", "data_staging", "teardown", "warm caches"]
+    assert all(ledger.lane_seconds(n) == 9 for n in NODES)
