@@ -37,10 +37,10 @@ class StepJournal:
         self.path = path
         self.file: IO[str] | None = None
 
-    def record(self, key: str, step: int) -> None:
+    def record(self, key: str, value: int) -> None:
         if self.file is None:
             self.file = open(self.path, "a")
-        self.file.write(json.dumps({"t": round(time.time(), 3), key: step}) + "\n")
+        self.file.write(json.dumps({"t": round(time.time(), 3), key: value}) + "\n")
         self.file.flush()
 
     def close(self) -> None:
