@@ -66,10 +66,11 @@ def priced(rates: Iterable[NodeRate], intervals: list[Interval]) -> float:
 
 
 def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
-                window: tuple[float, float]) -> tuple[list[Interval], list[TrialCost]]:
-    """Every trial's cost; the timeline's intervals of those that ran in `window` (this run of
-    the sweep: a resumed sweep's earlier trials keep their cost, not their place on it)."""
+                window: tuple[float, float]) -> tuple[list[Interval], list[Event], list[TrialCost]]:
+    """Every trial's cost; the timeline's intervals and restarts of those that ran in `window`
+    (this run of the sweep: a resumed sweep's earlier trials keep their cost, not their place)."""
     intervals: list[Interval] = []
+    events: list[Event] = []
     costs: list[TrialCost] = []
     for t in trials:
         nodes = trial_nodes(t.log_dir)
@@ -78,12 +79,13 @@ def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
         ran = [i.model_copy(update={"note": f"trial {t.number}"}) for i in done.intervals]
         if window[0] <= t.started <= window[1]:
             intervals += ran
+            events += [e.model_copy(update={"note": f"trial {t.number} {e.note}"}) for e in done.events]
         wall = t.ended - t.started
         productive = sum(i.seconds for i in ran if i.kind == PRODUCTIVE)
         costs.append(TrialCost(number=t.number, state=t.state, value=t.value, seconds=round(wall, 2),
                                usd=round(priced(rates, ran), 6),
                                goodput=round(productive / wall, 4) if wall > 0 else None))
-    return intervals, costs
+    return intervals, events, costs
 
 
 def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: float,
@@ -112,8 +114,9 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
             events += done.events
             steps, redone = done.steps, done.steps_redone
         elif name == "sweep":
-            ran, costs = trial_costs(rates, trials, (a, b))
+            ran, restarts, costs = trial_costs(rates, trials, (a, b))
             intervals += ran
+            events += restarts
     return Ledger(run_id=run_id, started=started, ended=ended, nodes=rates,
                   intervals=tuple(fill_idle(intervals, nodes, started, ended)),
                   events=tuple(sorted(events, key=lambda e: e.time)),

@@ -79,13 +79,16 @@ def test_a_sweeps_trials_are_priced_on_their_own_nodes_and_the_rest_of_the_time_
         logs = tmp_path / f"trial-{number}" / "logs"
         logs.mkdir(parents=True)
         (logs / f"{node}.log").write_text("")
-        (logs / f"{node}.steps.jsonl").write_text(json.dumps({"t": b - 1, "step": 5}) + "\n")
+        (logs / f"{node}.steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+            {"t": b - 4, "step": 5}, {"t": b - 3, "resumed": 0}, {"t": b - 1, "step": 5})))
         trials.append(TrialWindow(number, "COMPLETE", 0.9 + number / 100, a, b, logs))
     ledger = build_ledger("s", RATES, 0.0, {"up": (0, 5), "sweep": (5, 35), "down": (35, 40)},
                           tmp_path / "logs" / "launch", "node0", (), trials)
     assert [(t.number, t.seconds) for t in ledger.trials] == [(0, 20), (1, 10), (2, 40)]
     assert [t.usd for t in ledger.trials] == pytest.approx([20 / 3600, 10 / 3600, 40 / 3600], abs=1e-6)
     assert all(ledger.lane_seconds(n) == 40 for n in NODES)
+    assert [(e.time, e.note) for e in ledger.events] == [(19, "trial 1 resumed from step 0"),
+                                                         (27, "trial 0 resumed from step 0")]
     assert ledger.seconds_by_kind()["idle"] == (5 + 5 + 7 + 13) / 2  # node0: 5..10, 30..35; node1: 5..12, 22..35
 
 
