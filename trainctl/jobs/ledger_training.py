@@ -121,14 +121,14 @@ def training(records: list[dict], start: float, end: float, nodes: tuple[str, ..
     fallback = sum(known) / len(known) if known else None
     chunks: list[list] = []
     events: list[Event] = []
-    furthest, redone = None, 0
+    furthest, redone, reached = None, 0, None  # reached: the step the previous start got to
     for i, seg in enumerate(segs):
         following = segs[i + 1].begin if i + 1 < len(segs) else end
         if i:
             events.append(Event(kind="restart", time=seg.begin, nodes=nodes,
                                 note=f"resumed from step {seg.from_step}"))
-            if furthest is not None:
-                redone += max(0, furthest - seg.from_step)
+            if reached is not None:  # what this restart trains again (twice over if it must)
+                redone += max(0, reached - seg.from_step)
             _waste(chunks, seg.from_step)
         if not seg.reports:
             chunks.append([STARTUP, seg.begin, following, seg.from_step, seg.from_step])
@@ -136,7 +136,7 @@ def training(records: list[dict], start: float, end: float, nodes: tuple[str, ..
         pace = _pace(seg) or fallback
         chunks += [list(c) for c in _chunks(seg, pace)]
         last_t, last_step = seg.reports[-1]
-        furthest = max(furthest or 0, last_step)
+        furthest, reached = max(furthest or 0, last_step), last_step
         if i + 1 == len(segs):
             chunks.append([OTHER, last_t, following, last_step, last_step])
             continue

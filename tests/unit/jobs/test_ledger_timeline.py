@@ -129,3 +129,12 @@ def test_a_phase_the_ledger_does_not_know_is_an_interval_of_its_own_name(tmp_pat
                                             "down": (8, 9)}, tmp_path, "node0")
     assert ledger.kinds() == ["provisioning", "data_staging", "teardown", "warm caches"]
     assert all(ledger.lane_seconds(n) == 9 for n in NODES)
+
+
+def test_steps_trained_again_are_counted_at_every_restart():
+    # Step 30 reached, back to 20; step 25 reached, back to 20 again: 10 + 5 steps redone.
+    records = [{"t": 10, "step": 10}, {"t": 30, "step": 30}, {"t": 30, "failed": 1}, {"t": 35, "resumed": 20},
+               {"t": 40, "step": 25}, {"t": 40, "failed": 1}, {"t": 45, "resumed": 20}, {"t": 60, "step": 40}]
+    done = training(records, 0, 61, NODES)
+    assert done.steps == 40 and done.steps_redone == 15
+    assert [e.time for e in done.events] == [35, 45]
