@@ -6,7 +6,8 @@ times, from the launcher's step journal), as `ml-goodput-measurement` reads a jo
 - between step reports: productive training;
 - a `resumed from … step N` line starts a new segment. Every step trained beyond N before it is
   wasted progress (trained again), and so is the training between the last report and the
-  disruption (a worker's failure as torchrun reported it, a preemption), at the segment's pace;
+  disruption (a worker's failure as torchrun reported it, a preemption) unless the program
+  reported after it (it stopped and saved there), at the segment's pace;
   from the disruption to the resumed line is recovery (noticing it, restarting, restoring);
 - after the last report: other (the final evaluation, saving, exiting).
 
@@ -54,9 +55,15 @@ def read_journal(path: Path) -> list[dict]:
     return sorted(records, key=lambda r: r["t"])
 
 
-def _disrupted(failures: list[float], after: float, before: float) -> float:
-    """When the disruption between two segments happened (the last report, if unknown)."""
-    return min((t for t in failures if after <= t <= before), default=after)
+def _disrupted(failures: list[float], seg: Segment, before: float) -> float:
+    """When the training between two starts was lost: the first failure after the last report.
+    A failure the last report came after (`stopping at step N; checkpoint saved`: the program
+    answering it) lost nothing since; nor does one nobody saw."""
+    last = seg.reports[-1][0]
+    earlier = seg.reports[-2][0] if len(seg.reports) > 1 else seg.begin
+    if any(earlier <= t <= last for t in failures):
+        return last
+    return min((t for t in failures if last <= t <= before), default=last)
 
 
 def segments(records: list[dict], start: float, end: float, failures: Sequence[float] = ()) -> list[Segment]:
@@ -82,7 +89,9 @@ def segments(records: list[dict], start: float, end: float, failures: Sequence[f
 
 def _pace(seg: Segment) -> float | None:
     """Steps per second between the segment's reports (the first one includes startup)."""
-    (t1, s1), (tn, sn) = seg.reports[0], seg.reports[-1]
+    t1, s1 = seg.reports[0]
+    sn = max(step for _, step in seg.reports)
+    tn = next(t for t, step in seg.reports if step == sn)  # not a later line repeating the step
     return (sn - s1) / (tn - t1) if sn > s1 and tn > t1 else None
 
 
@@ -140,7 +149,7 @@ def training(records: list[dict], start: float, end: float, nodes: tuple[str, ..
         if i + 1 == len(segs):
             chunks.append([OTHER, last_t, following, last_step, last_step])
             continue
-        lost_at = _disrupted(moments, last_t, following)
+        lost_at = _disrupted(moments, seg, following)
         chunks += [[WASTED, last_t, lost_at, last_step, last_step],
                    [RECOVERY, lost_at, following, last_step, last_step]]
         redone += round((lost_at - last_t) * (pace or 0))

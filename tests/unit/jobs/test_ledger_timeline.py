@@ -138,3 +138,14 @@ def test_steps_trained_again_are_counted_at_every_restart():
     done = training(records, 0, 61, NODES)
     assert done.steps == 40 and done.steps_redone == 15
     assert [e.time for e in done.events] == [35, 45]
+
+
+def test_a_program_that_saved_its_step_after_the_failure_lost_nothing():
+    # As the reference trainer answers a lost peer: `stopping at step 45; checkpoint saved`.
+    records = [{"t": 10, "step": 15}, {"t": 12, "step": 30}, {"t": 14, "step": 45}, {"t": 14.9, "failed": -9},
+               {"t": 15, "step": 45}, {"t": 19, "failed": 1}, {"t": 29, "resumed": 45}, {"t": 31, "step": 60}]
+    done = training(records, 0, 32, NODES)
+    assert done.steps_redone == 0
+    assert "wasted_progress_from_disruption" not in {i.kind for i in done.intervals}
+    assert ("infrastructure_recovery_from_disruption", 15, 29) in kinds(done.intervals)
+    assert ("other", 14, 15) in kinds(done.intervals)  # stopping and saving
