@@ -57,11 +57,13 @@ def read_journal(path: Path) -> list[dict]:
 
 def _disrupted(failures: list[float], seg: Segment, before: float) -> float:
     """When the training between two starts was lost: the first failure after the last report.
-    A failure the last report came after (`stopping at step N; checkpoint saved`: the program
-    answering it) lost nothing since; nor does one nobody saw."""
-    last = seg.reports[-1][0]
-    earlier = seg.reports[-2][0] if len(seg.reports) > 1 else seg.begin
-    if any(earlier <= t <= last for t in failures):
+    A last report that repeats its step, or that came after a failure (`stopping at step N;
+    checkpoint saved`: the program answering it), lost nothing since; nor does a failure nobody
+    saw. Lines from different nodes reach trainctl in their own time: a stop line seen before
+    the failed node's line leaves the moments between them counted as lost."""
+    last, step = seg.reports[-1]
+    earlier, before_step = seg.reports[-2] if len(seg.reports) > 1 else (seg.begin, None)
+    if step == before_step or any(earlier <= t <= last for t in failures):  # it stopped there
         return last
     return min((t for t in failures if last <= t <= before), default=last)
 

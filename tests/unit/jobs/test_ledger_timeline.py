@@ -149,3 +149,11 @@ def test_a_program_that_saved_its_step_after_the_failure_lost_nothing():
     assert "wasted_progress_from_disruption" not in {i.kind for i in done.intervals}
     assert ("infrastructure_recovery_from_disruption", 15, 29) in kinds(done.intervals)
     assert ("other", 14, 15) in kinds(done.intervals)  # stopping and saving
+
+
+def test_a_stop_line_repeating_its_step_lost_nothing_even_seen_before_the_failure():
+    records = [{"t": 10, "step": 15}, {"t": 12, "step": 30}, {"t": 13, "step": 30}, {"t": 13.2, "failed": -9},
+               {"t": 20, "resumed": 30}, {"t": 22, "step": 45}]
+    done = training(records, 0, 23, NODES)
+    assert done.steps_redone == 0
+    assert ("infrastructure_recovery_from_disruption", 13, 20) in kinds(done.intervals)
