@@ -37,8 +37,7 @@ def plot_timeline(ledger: Ledger, out: Path) -> bool:
     for e in ledger.events:
         color, style = MARKS[e.kind]
         ax.axvline(e.time - t0, color=color, linestyle=style, linewidth=1)
-        ax.annotate(e.kind, (e.time - t0, len(lanes) - 0.45), fontsize=7, color=color, rotation=90,
-                    va="top", ha="right")
+        ax.annotate(e.kind, (e.time - t0, -0.45), fontsize=7, color=color, rotation=90, va="top", ha="right")
     ax.set_yticks(range(len(lanes)), lanes)
     ax.set_ylim(-0.6, len(lanes) - 0.4)
     ax.invert_yaxis()
