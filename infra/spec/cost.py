@@ -53,3 +53,9 @@ def _group_lines(spec: ClusterSpec) -> list[tuple[str, float]]:
             disk = n * spec.boot_disk_gb * PD_BALANCED_PER_GB_MONTH / HOURS_PER_MONTH
             lines.append((f"{n} x {spec.boot_disk_gb} GB boot disk", disk))
     return lines
+
+
+def per_node_per_hour(group: ClusterSpec) -> float:
+    """One node's share of a pool's list price (a one-group spec, as `spec.groups()` yields it):
+    machine, attached GPUs, boot disk; a TPU slice's price shared by its hosts."""
+    return sum(v for _, v in _group_lines(group)) / max(1, group.node_count)

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from infra.spec.ledger import Ledger
 from tests.conftest import trainctl
 
 pytestmark = pytest.mark.e2e
@@ -53,3 +54,8 @@ def test_a_spot_gpu_stack_trains_in_a_simulated_project_and_leaves_nothing(simul
     metrics = json.loads((tmp_path / "runs" / run_id / "metrics.json").read_text())
     assert metrics["test_accuracy"] >= 0.95
     assert _leftovers(simulated_home) == []
+    # Two g2-standard-8 spot VMs at the catalog's list prices, and what on demand would have cost.
+    ledger = Ledger.from_json((tmp_path / "runs" / run_id / "ledger.json").read_text())
+    assert [(n.capacity, n.usd_per_hour < n.on_demand_usd_per_hour) for n in ledger.nodes] == [("spot", True)] * 2
+    assert ledger.total_usd > 0 and ledger.spot_saving_usd is not None and ledger.spot_saving_usd > 0
+    assert f"spot saved ${ledger.spot_saving_usd:.2f} over the whole run against the same nodes on demand" in log

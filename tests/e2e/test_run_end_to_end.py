@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from infra.spec.ledger import Ledger
+
 from conftest import REPO, Streamed, experiment, kill_on_node1, leftovers, run_id_of, trainctl
 
 pytestmark = pytest.mark.e2e
@@ -35,6 +37,26 @@ def test_run_trains_collects_and_tears_down(tmp_path, trainctl_home):
     assert {p.name for p in (out / "logs" / "launch").glob("*.log")} == {"node0.log", "node1.log"}
     assert json.loads((out / "logs" / "launch" / "result.json").read_text())["ok"] is True
     assert leftovers(run_id) == []
+    the_ledger_accounts_for_the_whole_run(out, metrics)
+
+
+def the_ledger_accounts_for_the_whole_run(out: Path, metrics: dict) -> None:
+    """Every node's lane covers the wall time, the wall time is the phases' (nothing counted
+    twice, nothing left out), and the training is cut by the program's own step reports."""
+    ledger = Ledger.from_json((out / "ledger.json").read_text())
+    wall = ledger.wall_seconds
+    assert [n.name for n in ledger.nodes] == ["node0", "node1"]
+    for node in ("node0", "node1"):
+        assert abs(ledger.lane_seconds(node) - wall) <= 0.02 * wall, (node, ledger.lane_seconds(node), wall)
+    phases = json.loads((out / "timings.json").read_text())
+    assert abs(sum(phases.values()) - wall) <= 0.02 * wall, (phases, wall)
+    assert ledger.steps == metrics["steps"]
+    assert 0 < ledger.node_seconds("productive_training") < ledger.node_seconds()
+    assert {"provisioning", "bootstrap", "program_startup", "productive_training", "collect",
+            "teardown"} <= set(ledger.kinds())
+    assert ledger.goodput is not None and 0 < ledger.goodput < 1
+    assert ledger.steps_redone is None  # nothing failed, nothing was trained twice
+    assert (out / "timeline.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_permanent_error_fails_fast_naming_the_node_and_still_tears_down(tmp_path, trainctl_home):
@@ -117,6 +139,15 @@ def test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count(tmp_path
     assert metrics["steps"] == metrics["epochs"] * metrics["steps_per_epoch"] == 6 * 15
     assert metrics["test_accuracy"] >= 0.95
     assert leftovers(run_id) == []
+    # The ledger counts the kill as badput: the time from the failure until the job ran again.
+    # Rank 0 saved the last complete step when its peer was lost, so at most the moments
+    # between its stop line and node1's failure line (whichever reached trainctl first) count
+    # as lost: never the epoch a checkpoint-per-epoch program would lose.
+    ledger = Ledger.from_json((runs / run_id / "ledger.json").read_text())
+    assert ledger.badput["infrastructure_recovery_from_disruption"] > 0
+    assert ledger.steps == 6 * 15 and ledger.steps_redone is not None and ledger.steps_redone < 15
+    assert [e.kind for e in ledger.events] == ["restart"]
+    assert re.search(r"lost work: \d+ step\(s\) trained again after failures", output)
 
 
 def test_tensorflow_multi_worker_run_reaches_the_accuracy_bar(tmp_path, trainctl_home):

@@ -74,3 +74,18 @@ def test_sweep_runs_splits_nodes_survives_crashes_and_resumes(tmp_path, trainctl
         logs = list((runs / sweep_id / f"trial-{r['trial']}" / "logs").glob("*.log"))
         assert len(logs) == 1
     assert leftovers(sweep_id) == []
+    each_trials_cost_is_reported(runs, sweep_id, finished)
+
+
+def each_trials_cost_is_reported(runs, sweep_id, finished):
+    """`trainctl report` on the sweep: every finished trial (of both runs of the sweep) with its
+    time and cost, and the picture of cost against the metric."""
+    report = trainctl("report", sweep_id, "--runs-dir", str(runs))
+    assert report.returncode == 0, report.stderr
+    table = report.stdout.split(f"sweep {sweep_id}: cost per trial", 1)[1]
+    shown = {cells[0]: cells for cells in ([c.strip() for c in line.split("│")[1:-1]]
+                                           for line in table.splitlines() if line.startswith("│"))}
+    for r in finished:
+        number, state, value, seconds, usd, _ = shown[r["trial"]]
+        assert state == r["state"] and float(seconds) > 0 and float(usd) == 0.0  # the local stack is free
+    assert (runs / sweep_id / "trial_cost.png").read_bytes()[:4] == b"\x89PNG"

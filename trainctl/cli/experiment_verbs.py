@@ -148,3 +148,27 @@ def logs(run_id: Annotated[str, typer.Argument(callback=run_id_argument, help="r
     from trainctl.launchers.run_logs import print_logs
 
     print_logs(runs_dir or runs_root(), run_id, out, node=node, follow=follow)
+
+
+@verbs.command()
+def report(run_id: Annotated[str, typer.Argument(callback=run_id_argument, help="run or sweep id (see runs/)")],
+           runs_dir: RunsDirOpt = None) -> None:
+    """Where a run's (or a sweep's) time and money went: goodput, badput by cause, cost per interval
+    kind and per trial; draws its timeline (timeline.png; a sweep's trial_cost.png too)."""
+    from trainctl.cli.ledger_output import show_breakdown, show_trials, summary_lines
+    from trainctl.cli.output import result
+    from trainctl.jobs.ledger_plot import draw_ledger
+    from trainctl.jobs.ledger_record import LEDGER, load
+
+    run_dir = (runs_dir or runs_root()) / run_id
+    if not (run_dir / LEDGER).exists():
+        raise ConfigError(f"no {LEDGER} in {run_dir}: `trainctl run` writes one for every run "
+                          "(runs made before the ledger existed have none)")
+    ledger = load(run_dir)
+    show_breakdown(ledger)
+    if ledger.trials:
+        show_trials(ledger)
+    for line in summary_lines(ledger):
+        result(line)
+    for picture in draw_ledger(ledger, run_dir):
+        result(f"picture: {picture}")

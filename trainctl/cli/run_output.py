@@ -46,6 +46,12 @@ def show_report(exp: Experiment, report: RunReport) -> None:
         say(f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
             f"${report.spot_saving_usd:.2f}" + (" (local stack: nothing is billed)"
                                                if report.spot_saving_usd == 0 else ""))
+    if report.ledger is not None:
+        from trainctl.cli.ledger_output import say_summary
+
+        say_summary(report.ledger)
+        say(f"where the time and money went: `trainctl report {report.run_id}` "
+            f"(ledger.json, timeline.png in {report.run_dir})")
     if report.metrics:
         say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
             f"artifacts in {report.run_dir}")

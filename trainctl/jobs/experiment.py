@@ -14,6 +14,7 @@ import secrets
 import shutil
 import threading
 import time
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,11 @@ from infra.errors import ConfigError, RemoteError
 from infra.providers.inventory import Inventory
 from infra.spec.budget import STOP_RESERVE_SECONDS, refuse_over_hourly, spend_seconds
 from infra.spec.cluster import ClusterSpec
+from infra.spec.ledger import Ledger
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
+from trainctl.jobs import ledger_record
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import recovery
 from trainctl.jobs.spending import Spending
@@ -63,6 +66,9 @@ class RunReport:
     error: str | None = None
     trials: list[TrialResult] = field(default_factory=list)
     spot_saving_usd: float | None = None  # against on-demand prices, for the training's duration
+    windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # each phase's, unix seconds
+    bootstrapped: dict[str, float] = field(default_factory=dict)  # when each node's bootstrap ended
+    ledger: Ledger | None = None
 
 
 @contextlib.contextmanager
@@ -158,11 +164,12 @@ class PhaseClock:
         if interruptible:
             raise_if_pending()
         self.echo(f"[trainctl] {name} …")
-        start = time.monotonic()
+        start, began = time.monotonic(), time.time()
         try:
             yield
         finally:
             self.report.phases[name] = round(time.monotonic() - start, 2)
+            self.report.windows[name] = (began, began + time.monotonic() - start)
         if interruptible:
             raise_if_pending()
 
@@ -212,6 +219,7 @@ class StackRun:
     phase: PhaseClock
     echo: Callable[[str], None]
     spending: Spending
+    inventory: Inventory | None = None  # once the stack is up
 
 
 def budgeted(exp: Experiment, spec: ClusterSpec, echo: Callable[[str], None]) -> Spending:
@@ -254,6 +262,7 @@ def up_with_image(run: StackRun, builder: ThreadPoolExecutor, image_log: Path) -
     built = start_image(run.exp, run.spec, run.bspec, image_log, builder, run.echo)
     with run.phase("up"):
         inventory = realizers.for_spec(run.spec).up(run.spec, lambda m: run.echo(f"[trainctl] {m}"))
+    run.inventory = inventory
     if inventory.placement:  # the zones tried before one held the cluster: kept with the run
         (run.report.run_dir / PLACEMENT_FILE).write_text(json.dumps(list(inventory.placement), indent=2))
     if built is not None:
@@ -269,11 +278,16 @@ def bootstrap_nodes(run: StackRun, inventory: Inventory, board: Callable[[Invent
     if not run.needs_bootstrap:
         run.echo("[trainctl] nothing to bootstrap: the job's image holds code and environment")
         return
+    finished = run.report.bootstrapped
+
+    def timed(node: str, step: str, status: str, detail: str = "") -> None:
+        finished[node] = time.time()  # its last word: when the node was done (the ledger's lane)
+        (reporter or no_report)(node, step, status, detail)
+
     with run.phase("bootstrap"):
         reporter = board(inventory) if board else None
         with reporter or contextlib.nullcontext():
-            bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap",
-                      report=reporter or no_report)
+            bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap", report=timed)
 
 
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
@@ -282,6 +296,7 @@ def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> No
     with run.phase("sweep"):
         report.trials = run_sweep(run.spec, inventory, run.launcher, sweep, run.lspec, run.run_id,
                                   report.run_dir, run.echo, run.exp.artifacts, run.spending)
+    share_ledger(run)
     top = best(report.trials, sweep)
     over_budget = run.spending.reached.is_set() or run.spending.declined
     if top is None and not over_budget:
@@ -312,6 +327,7 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
             said = missing_artifacts(run.exp, missing)
             if said:
                 echo(f"[trainctl] {said}")
+    share_ledger(run)
     # The picture is drawn while the stack comes down; the numbers are already here.
     drawer.submit(draw_loss, report.run_dir)
     metrics_path = report.run_dir / "metrics.json"
@@ -321,6 +337,36 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
         raise run.spending.stopped(f"run {run.run_id}")
     if not report.result.ok:
         raise RunFailed(report.result.describe_failures())
+
+
+def account(run: StackRun) -> Ledger | None:
+    """The run's ledger as far as it went."""
+    report = run.report
+    return ledger_record.run_ledger(run.run_id, report.run_dir, run.spec, run.inventory, report.windows,
+                                    report.result, run.exp.sweep.metric if run.exp.sweep else None,
+                                    report.bootstrapped)
+
+
+def share_ledger(run: StackRun) -> None:
+    """The ledger so far beside the checkpoints, while the bucket is still there."""
+    try:
+        ledger = account(run)
+    except Exception as exc:  # noqa: BLE001 - accounting never changes how a run ends
+        warnings.warn(f"could not account for {run.run_id}: {type(exc).__name__}: {exc}", stacklevel=2)
+        return
+    if ledger is not None and run.inventory is not None:
+        ledger_record.upload(ledger, run.inventory)
+
+
+def keep_ledger(run: StackRun) -> None:
+    """runs/<run>/ledger.json and timeline.png, however the run ended; a ledger that cannot be
+    made only warns: the run's outcome stands."""
+    try:
+        run.report.ledger = account(run)
+        if run.report.ledger is not None:
+            ledger_record.keep(run.report.ledger, run.report.run_dir)
+    except Exception as exc:  # noqa: BLE001 - accounting never changes how a run ended
+        warnings.warn(f"could not write the ledger of {run.run_id}: {type(exc).__name__}: {exc}", stacklevel=2)
 
 
 def tear_down(run: StackRun, keep: bool) -> None:
@@ -365,4 +411,5 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
         drawer.shutdown(wait=True)  # draw_loss never raises: a failed picture only warns
         builder.shutdown(wait=True, cancel_futures=True)
         (run.report.run_dir / "timings.json").write_text(json.dumps(run.report.phases, indent=2))
+        keep_ledger(run)
     return run.report

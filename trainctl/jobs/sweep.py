@@ -85,6 +85,8 @@ class TrialResult:
     value: float | None
     state: str  # COMPLETE, FAIL, PRUNED, INTERRUPTED (queued to run again)
     run_id: str
+    started: float | None = None  # unix seconds (the ledger prices the trial's nodes over them)
+    ended: float | None = None
 
 
 def suggest(trial: optuna.Trial, p: Parameter) -> Any:
@@ -224,12 +226,6 @@ class TrialClock:
         return None if self.spending is None else self.spending.reached
 
 
-def trial_results(study: optuna.Study, sweep_id: str) -> list[TrialResult]:
-    interrupted = interrupted_numbers(study)
-    return [TrialResult(t.number, t.params, t.value, "INTERRUPTED" if t.number in interrupted else t.state.name,
-                        f"{sweep_id}-t{t.number}") for t in study.trials]
-
-
 def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sweep: SweepSection,
               base: LaunchSpec, sweep_id: str, run_dir: Path, echo: Callable[[str], None],
               artifacts: tuple[str, ...] = ("metrics.json",), spending: Spending | None = None) -> list[TrialResult]:
@@ -283,12 +279,32 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
 
     with ThreadPoolExecutor(max_workers=len(groups)) as pool, clock.running():
         list(pool.map(one_trial, range(max(0, remaining))))
-    results = trial_results(study, sweep_id)
+    results = results_of(study, sweep_id)
     write_results(results, sweep, run_dir)
     if first.halted:
         raise SweepStopped(f"sweep {sweep_id}: its first {FIRST_TRIALS} trials all failed with "
                            f"{first.halted.describe()}; the others would too (results in {run_dir})")
     return results
+
+
+def results_of(study: optuna.Study, sweep_id: str) -> list[TrialResult]:
+    interrupted = interrupted_numbers(study)
+    return [TrialResult(t.number, t.params, t.value, "INTERRUPTED" if t.number in interrupted else t.state.name,
+                        f"{sweep_id}-t{t.number}", _unix(t.datetime_start), _unix(t.datetime_complete))
+            for t in study.trials]
+
+
+def recorded_trials(sweep_id: str, run_dir: Path) -> list[TrialResult]:
+    """Every trial of the sweep's study, from all its runs (an interrupted one's too); none
+    without a study."""
+    db = run_dir / "optuna.db"
+    if not db.exists():
+        return []
+    return results_of(optuna.load_study(study_name=sweep_id, storage=f"sqlite:///{db}"), sweep_id)
+
+
+def _unix(moment: Any) -> float | None:
+    return None if moment is None else moment.timestamp()
 
 
 def _run_trial(launcher: Launcher, slot: Slot, sweep: SweepSection, base: LaunchSpec, sweep_id: str,

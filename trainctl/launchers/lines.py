@@ -3,10 +3,12 @@ last lines, and read for what torchrun's agent and the program say about their p
 
 from __future__ import annotations
 
+import json
 import re
 import threading
+import time
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 from trainctl.launchers import torchrun_agents
 from trainctl.launchers.result import NodeOutcome
@@ -18,6 +20,32 @@ STEP_RE = re.compile(r"\bstep (\d+)\b")
 
 
 RESUMED_RE = re.compile(r"\bresumed from\b.*\bstep (\d+)\b")
+
+
+def journal_path(log_path: Path) -> Path:
+    """Beside the node's log: when each progress line came (`trainctl logs` reads *.log only)."""
+    return log_path.with_suffix(".steps.jsonl")
+
+
+class StepJournal:
+    """The times of a program's progress lines, one JSON line each ({"t", "step"},
+    {"t", "resumed"}, and {"t", "failed"} when torchrun reports a worker's failure), appended
+    across attempts: the ledger's productive time and lost work are read from them (the lines
+    themselves carry no time)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.file: IO[str] | None = None
+
+    def record(self, key: str, value: int) -> None:
+        if self.file is None:
+            self.file = open(self.path, "a")
+        self.file.write(json.dumps({"t": round(time.time(), 3), key: value}) + "\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
 
 
 class LinePrinter:
@@ -39,6 +67,7 @@ class LinePrinter:
         self.direct_prefix = f"[{node} r{direct_rank}]:" if direct_rank is not None else None
         self.node = node
         self.log = open(log_path, "a")
+        self.journal = StepJournal(journal_path(log_path))
         self.echo = echo
         self.outcome = outcome
         self.partial = ""
@@ -78,6 +107,7 @@ class LinePrinter:
             self.echo(shown)
         match = torchrun_agents.WORKER_EXIT_RE.search(line)
         if match:
+            self.journal.record("failed", int(match.group(1)))
             self.on_worker_exit(int(match.group(1)))
 
     def _progress(self, line: str) -> None:
@@ -87,9 +117,12 @@ class LinePrinter:
             if self.outcome.resumed_step is None:
                 self.outcome.resumed_step = step
             self.outcome.last_step = max(self.outcome.last_step or 0, step)
+            self.journal.record("resumed", step)
             return
-        for match in STEP_RE.finditer(line):
-            self.outcome.last_step = max(self.outcome.last_step or 0, int(match.group(1)))
+        steps = [int(match.group(1)) for match in STEP_RE.finditer(line)]
+        if steps:
+            self.outcome.last_step = max(self.outcome.last_step or 0, *steps)
+            self.journal.record("step", max(steps))
 
     def flush(self) -> None:
         self.log.flush()
@@ -100,3 +133,4 @@ class LinePrinter:
                 self._emit(self.partial)
                 self.partial = ""
         self.log.close()
+        self.journal.close()
