@@ -27,6 +27,7 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
+from trainctl.jobs.data_phase import refuse_unobtainable, stage_inputs
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import recovery
 from trainctl.launchers.interrupts import (
@@ -58,6 +59,7 @@ class RunReport:
     error: str | None = None
     trials: list[TrialResult] = field(default_factory=list)
     spot_saving_usd: float | None = None  # against on-demand prices, for the training's duration
+    staged: list[Any] = field(default_factory=list)  # each node's data staging (NodeStaging)
 
 
 @contextlib.contextmanager
@@ -218,6 +220,8 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     launcher = launcher_for_cluster(spec)
     needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
     refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)
+    refuse_unobtainable(exp.data, over_ssh=needs_bootstrap, reaches_google=realizers.capabilities(spec).reaches_google,
+                        image=exp.container is not None, stack=exp.stack)
     if exp.sweep:
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
@@ -249,6 +253,19 @@ def bootstrap_nodes(run: StackRun, inventory: Inventory, board: Callable[[Invent
         with reporter or contextlib.nullcontext():
             bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap",
                       report=reporter or no_report)
+
+
+def stage_data_inputs(run: StackRun, inventory: Inventory, board: Callable[[Inventory], Any] | None) -> None:
+    """The experiment's `data:` onto every node, after bootstrap (the stager's environment sits
+    beside the job's), timed as its own phase."""
+    if not run.exp.data:
+        return
+    with run.phase("data staging"):
+        reporter = board(inventory) if board else None
+        with reporter or contextlib.nullcontext():
+            run.report.staged = stage_inputs(inventory, run.exp.data, run.report.run_dir / "logs" / "data",
+                                             reaches_google=realizers.capabilities(run.spec).reaches_google,
+                                             echo=run.echo, report=reporter)
 
 
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
@@ -303,7 +320,7 @@ def tear_down(run: StackRun, keep: bool) -> None:
 
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board: Callable[[Inventory], Any] | None = None,
-                   resume: str | None = None) -> RunReport:
+                   resume: str | None = None, data_board: Callable[[Inventory], Any] | None = None) -> RunReport:
     """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens.
     `resume` reuses a sweep's id: its study continues without redoing finished trials."""
     run_id = resume or new_run_id(exp.name)
@@ -317,6 +334,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
             try:
                 inventory = up_with_image(run, builder, run.report.run_dir / "logs" / "image" / "build.log")
                 bootstrap_nodes(run, inventory, board)
+                stage_data_inputs(run, inventory, data_board)
                 if exp.sweep:
                     sweep_trials(run, inventory, exp.sweep)
                 else:

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from bootstrap.data_inputs import DataInput, overlapping
 from infra.spec.cluster import Role, validate_name
 from infra.spec.stack_config import ConfigError, format_validation_error
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
@@ -156,6 +157,8 @@ class Experiment(Model):
     artifacts: tuple[str, ...] = ("metrics.json", "model/")
     sweep: SweepSection | None = None
     container: ContainerSection | None = None
+    # gs:// prefixes copied to every node before training (bootstrap/data_inputs.py)
+    data: tuple[DataInput, ...] = ()
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -190,6 +193,14 @@ class Experiment(Model):
             checked[name] = artifact
         return tuple(("" if from_workdir(a) is None else WORKDIR) + name + ("/" if a.endswith("/") else "")
                      for name, a in checked.items())
+
+    @field_validator("data")
+    @classmethod
+    def separate_folders(cls, v: tuple[DataInput, ...]) -> tuple[DataInput, ...]:
+        problem = overlapping(v)
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @property
     def code_dir(self) -> Path:
