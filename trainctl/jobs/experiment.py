@@ -287,7 +287,8 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
     with run.phase("train"):
         report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
                                          report.run_dir / "logs" / "launch", echo,
-                                         recovery=recovery(run.run_id, run.bspec, report.run_dir, echo))
+                                         recovery=recovery(run.run_id, run.bspec, report.run_dir, echo,
+                                                           data=run.exp.data))
     if run.spec.has_spot:
         report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
         record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
