@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Callable
 
 from bootstrap.data_inputs import DataInput, stage_command, stager_spec
-from bootstrap.remote_stop import INTERRUPT_GRACE_SECONDS, Interrupt, marked, stop_marked
+from bootstrap.remote_stop import Interrupt, marked, stop_over
 from bootstrap.ssh import open_connection
 from bootstrap.uv_cache import prefetch
 from infra.errors import RemoteError
@@ -128,15 +128,7 @@ class NodeStager:
             self.report(self.node.name, STEP, "running", progress_detail(fields))
 
     def stop_steps(self, marker: str) -> None:
-        transport = self.conn.transport if self.conn is not None else None
-        if transport is None or not transport.is_active():
-            return
-        channel = transport.open_session(timeout=5)
-        try:
-            channel.exec_command(stop_marked(marker, INTERRUPT_GRACE_SECONDS))
-            channel.recv_exit_status()
-        finally:
-            channel.close()
+        stop_over(self.conn, marker, self.log)
 
 
 def summary(result: NodeStaging) -> str:
