@@ -137,7 +137,7 @@ def mount(source, dest):
     if os.path.ismount(dest):
         return {"source": source, "dest": dest, "how": "mounted", "copied": 0, "copied_bytes": 0,
                 "kept": 0, "removed": 0}
-    argv = ["gcsfuse", "--implicit-dirs", "-o", "ro"]
+    argv = ["gcsfuse", "--implicit-dirs", "--o", "ro"]  # gcsfuse cfg/params.yaml: flag "o", "For readonly, use --o ro"
     if prefix.strip("/"):
         argv += ["--only-dir", prefix.strip("/")]
     subprocess.run(argv + [bucket, dest], check=True)

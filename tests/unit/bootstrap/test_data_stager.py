@@ -44,11 +44,12 @@ def upload(bucket, objects: dict[str, bytes]) -> None:
         bucket.blob(name).upload_from_string(content)
 
 
-def stage(dest: Path, source: str = "gs://datasets/digits/") -> dict:
+def stage(dest: Path, source: str = "gs://datasets/digits/", mount: bool = False, path: str | None = None) -> dict:
     """One staging, as the node runs it; its summary for the one input."""
-    entries = json.dumps([{"source": source, "dest": str(dest)}])
+    entries = json.dumps([{"source": source, "dest": str(dest), "mount": mount}])
+    env = {**os.environ, **({"PATH": path} if path else {})}
     done = subprocess.run([sys.executable, "-c", STAGER_PROGRAM.read_text(), entries], capture_output=True,
-                          text=True, env=dict(os.environ), timeout=120)
+                          text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [json.loads(line[len(PROGRESS_MARK):]) for line in done.stdout.splitlines()
              if line.startswith(PROGRESS_MARK)]
@@ -107,3 +108,18 @@ def test_a_staging_cut_short_resumes_with_what_it_had_not_finished(bucket, tmp_p
     assert (resumed["copied"], resumed["kept"]) == (5, 7)
     assert all((tmp_path / "d" / f"{i:03d}.bin").read_bytes() == shard(i) for i in range(12))
     assert stage(tmp_path / "d")["copied"] == 0  # and the journal it left is whole
+
+
+def test_a_mount_input_is_mounted_read_only_where_the_node_has_gcsfuse_and_staged_where_not(bucket, tmp_path):
+    upload(bucket, {"digits/a.bin": b"a", "digits/b.bin": b"b"})
+    # gcsfuse cannot be installed here: a stand-in on PATH records the command line it gets
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gcsfuse").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/gcsfuse-args\n')
+    (bin_dir / "gcsfuse").chmod(0o755)
+    mounted = stage(tmp_path / "m", mount=True, path=f"{bin_dir}:{os.environ['PATH']}")
+    assert mounted["how"] == "mounted"
+    assert (tmp_path / "gcsfuse-args").read_text().split() == [
+        "--implicit-dirs", "--o", "ro", "--only-dir", "digits", "datasets", str(tmp_path / "m")]
+    staged = stage(tmp_path / "s", mount=True)
+    assert (staged["how"], staged["copied"]) == ("staged", 2)
