@@ -117,10 +117,3 @@ def stage_command(inventory: Inventory, node: Node, inputs: tuple[DataInput, ...
                json.dumps(entries(node, inputs), separators=(",", ":"))]
     return shell_env(inventory.node_env) + " && ".join(env) + " && " + " ".join(shlex.quote(a) for a in program)
 
-
-def describe(inventory: Inventory, inputs: tuple[DataInput, ...]) -> list[str]:
-    """What `--plan` shows: each input and where it lands (the program itself is long)."""
-    node = inventory.rank0
-    return [f"{i.source} → {data_dir(node)}/{i.path} on every node "
-            f"({'mounted with gcsfuse where the node has it, else staged' if i.mode == 'mount' else 'staged'})"
-            for i in inputs]
