@@ -304,3 +304,15 @@ def gpu_label_to_name(value: str) -> str:
         if key in (g.label.lower(), g.label.lower().replace(" ", "-"), g.name.split("-")[-1]):
             return g.name
     return value
+
+
+# All-reduce bus bandwidth (GB/s; NCCL-tests' busbw: bytes x 2(n-1)/n / time) that a healthy
+# cluster's network reaches, by machine type; the network pre-flight holds a run to a fraction
+# of it (trainctl/jobs/network_check.py). None: a local node, a namespace on a veth pair and a
+# bridge: gloo's TCP, 32 MiB all-reduces, measured on this project's 2-core machines.
+EXPECTED_BUSBW_GBPS: dict[str | None, float] = {None: 0.5}
+
+
+def expected_busbw_gbps(machine_type: str | None) -> float | None:
+    """What the network of nodes of this machine type should reach; None where not known."""
+    return EXPECTED_BUSBW_GBPS.get(machine_type)

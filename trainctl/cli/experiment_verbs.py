@@ -136,6 +136,30 @@ def stage(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its 
         out(f"{result.node}\tcopied {result.copied}\t{result.copied_bytes}\tkept {result.kept}")
 
 
+@verbs.command("check-network")
+def check_network(stack: Annotated[str, typer.Option("--stack", "-s", callback=stack_argument,
+                                                     help="a stack that is up and bootstrapped with torch")],
+                  min_fraction: Annotated[float, typer.Option(min=0.01, max=1.0, help="of the catalog's "
+                                                              "expected bus bandwidth")] = 0.5,
+                  warn: Annotated[bool, typer.Option("--warn", help="only warn when below")] = False,
+                  size_mb: Annotated[int, typer.Option(min=1, max=4096, help="MiB per all-reduce")] = 32,
+                  runs_dir: RunsDirOpt = None) -> None:
+    """The network pre-flight alone: an all-reduce across every node, its bus bandwidth against
+    what the catalog expects of the stack's network; exit 1 below --min-fraction of it."""
+    import secrets
+
+    from trainctl.jobs.network_check import preflight
+    from trainctl.launchers.registry import launcher_for_cluster
+
+    cluster = realizers.spec(stack)
+    run_id = f"netcheck-{secrets.token_hex(3)}"
+    figure = preflight(launcher_for_cluster(cluster), cluster, realizers.inventory(stack), run_id,
+                       (runs_dir or runs_root()) / run_id, say, min_fraction=min_fraction,
+                       below="warn" if warn else "refuse", size_mb=size_mb)
+    if figure is not None:
+        out(f"busbw_gbps\t{figure.gbps}\texpected\t{figure.expected_gbps}\ttransport\t{figure.transport}")
+
+
 @verbs.command()
 def build(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its code and requirements "
                                                        "become the image")],

@@ -60,6 +60,7 @@ class RunReport:
     trials: list[TrialResult] = field(default_factory=list)
     spot_saving_usd: float | None = None  # against on-demand prices, for the training's duration
     staged: list[Any] = field(default_factory=list)  # each node's data staging (NodeStaging)
+    network: Any = None  # the network pre-flight's figure (NetworkFigure), where one was measured
 
 
 @contextlib.contextmanager
@@ -268,6 +269,20 @@ def stage_data_inputs(run: StackRun, inventory: Inventory, board: Callable[[Inve
                                              echo=run.echo, report=reporter)
 
 
+def check_network(run: StackRun, inventory: Inventory) -> None:
+    """The network pre-flight, where the experiment asks for it: before step 0."""
+    section = run.exp.network_check
+    if section is None:
+        return
+    from trainctl.jobs.network_check import preflight
+
+    with run.phase("network check"):
+        run.report.network = preflight(run.launcher, run.spec, inventory, run.run_id,
+                                       run.report.run_dir / "logs" / "network-check", run.echo,
+                                       min_fraction=section.min_fraction, below=section.below,
+                                       size_mb=section.size_mb, iterations=section.iterations)
+
+
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
     """The sweep's trials; the best one's artifacts are copied to runs/<run>/best."""
     report = run.report
@@ -336,6 +351,7 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
                 inventory = up_with_image(run, builder, run.report.run_dir / "logs" / "image" / "build.log")
                 bootstrap_nodes(run, inventory, board)
                 stage_data_inputs(run, inventory, data_board)
+                check_network(run, inventory)
                 if exp.sweep:
                     sweep_trials(run, inventory, exp.sweep)
                 else:

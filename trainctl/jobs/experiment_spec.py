@@ -113,6 +113,16 @@ def in_artifact_registry(image: str) -> bool:
     return image.split("/", 1)[0].endswith("-docker.pkg.dev")
 
 
+class NetworkCheckSection(Model):
+    """The network pre-flight (trainctl/jobs/network_check.py): an all-reduce across all nodes
+    before training, held to `min_fraction` of the bus bandwidth the catalog expects."""
+
+    below: Literal["refuse", "warn"] = "refuse"
+    min_fraction: float = Field(0.5, gt=0, le=1)
+    size_mb: int = Field(32, ge=1, le=4096)
+    iterations: int = Field(5, ge=1, le=100)
+
+
 class SweepSection(Model):
     metric: str = "test_accuracy"
     goal: Literal["MAXIMIZE", "MINIMIZE"] = "MAXIMIZE"
@@ -159,6 +169,7 @@ class Experiment(Model):
     container: ContainerSection | None = None
     # gs:// prefixes copied to every node before training (bootstrap/data_inputs.py)
     data: tuple[DataInput, ...] = ()
+    network_check: NetworkCheckSection | None = None  # off unless named
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
