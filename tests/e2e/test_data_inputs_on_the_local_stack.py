@@ -10,6 +10,7 @@ import io
 import json
 import re
 import socket
+import subprocess
 
 import numpy as np
 import pytest
@@ -21,14 +22,26 @@ pytestmark = pytest.mark.e2e
 SHARD = 100  # samples per object: 1,797 digits make 18 objects
 
 
+# scikit-learn's digits as .npz shards: written by the trainers' interpreter, which has it.
+SHARDS = f"""
+import sys, numpy as np
+from sklearn.datasets import load_digits
+x, y = load_digits(return_X_y=True)
+for i in range(0, len(x), {SHARD}):
+    np.savez(f"{{sys.argv[1]}}/shard-{{i // {SHARD}:03d}}.npz", x=x[i:i + {SHARD}], y=y[i:i + {SHARD}])
+"""
+
+
 @pytest.fixture
-def user_bucket(monkeypatch):
+def user_bucket(monkeypatch, tmp_path, trainer_python):
     """The user's bucket `user-datasets`, holding digits/ as .npz shards, in a GCS emulator on
     loopback; STORAGE_EMULATOR_HOST names it for trainctl."""
     from gcp_storage_emulator.server import create_server
     from google.cloud import storage
-    from sklearn.datasets import load_digits
 
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    subprocess.run([str(trainer_python), "-c", SHARDS, str(shards)], check=True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -36,9 +49,8 @@ def user_bucket(monkeypatch):
     server.start()
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{port}")
     bucket = storage.Client().bucket("user-datasets")
-    x, y = load_digits(return_X_y=True)
-    for i in range(0, len(x), SHARD):
-        bucket.blob(f"digits/shard-{i // SHARD:03d}.npz").upload_from_string(npz(x[i:i + SHARD], y[i:i + SHARD]))
+    for shard in sorted(shards.iterdir()):
+        bucket.blob(f"digits/{shard.name}").upload_from_filename(str(shard))
     yield bucket
     server.stop()
 
