@@ -69,7 +69,9 @@ class DataInput(BaseModel):
 
     @property
     def prefix(self) -> str:
-        return self.source[len("gs://"):].partition("/")[2]
+        """The folder the source names: gs://b/digits is gs://b/digits/ (never digits2/)."""
+        prefix = self.source[len("gs://"):].partition("/")[2]
+        return prefix if not prefix or prefix.endswith("/") else prefix + "/"
 
 
 def overlapping(inputs: tuple[DataInput, ...]) -> str | None:

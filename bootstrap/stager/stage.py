@@ -33,8 +33,9 @@ def say(**fields):
 
 
 def split(source):
+    """(bucket, prefix); a prefix names a folder (gs://b/digits is gs://b/digits/, never digits2/)."""
     bucket, _, prefix = source[len("gs://"):].partition("/")
-    return bucket, prefix
+    return bucket, prefix if not prefix or prefix.endswith("/") else prefix + "/"
 
 
 def read_journal(dest):

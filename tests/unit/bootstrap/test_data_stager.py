@@ -62,12 +62,14 @@ def shard(i: int) -> bytes:
 
 def test_a_prefix_is_copied_whole_and_a_rerun_copies_nothing(bucket, tmp_path):
     upload(bucket, {f"digits/train/{i:03d}.bin": shard(i) for i in range(30)})
-    upload(bucket, {"digits/README": b"readme", "other/skip.bin": b"not under the prefix"})
-    first = stage(tmp_path / "digits")
+    upload(bucket, {"digits/README": b"readme", "other/skip.bin": b"not under the prefix",
+                    "digits2/skip.bin": b"another folder"})
+    first = stage(tmp_path / "digits", source="gs://datasets/digits")  # a folder, with or without its '/'
+
     assert (first["copied"], first["kept"]) == (31, 0)
     assert (tmp_path / "digits" / "train" / "007.bin").read_bytes() == shard(7)
     assert (tmp_path / "digits" / "README").read_bytes() == b"readme"
-    assert not (tmp_path / "digits" / "skip.bin").exists() and not list(tmp_path.rglob("*.part"))
+    assert not list(tmp_path.rglob("skip.bin")) and not list(tmp_path.rglob("*.part"))
     again = stage(tmp_path / "digits")
     assert (again["copied"], again["copied_bytes"], again["kept"]) == (0, 0, 31)
 
