@@ -81,6 +81,7 @@ restart: {{max_restarts: 0, job_retries: 0}}
 ttl_hours: 1
 data:
   - {{source: gs://user-datasets/digits/, path: digits}}
+network_check: {{below: warn, size_mb: 8}}
 """)
     runs = tmp_path / "runs"
     result = trainctl("run", str(exp), "--runs-dir", str(runs), "--keep")
@@ -91,7 +92,10 @@ data:
         for node in ("node0", "node1", "node2", "node3"):  # every rank read the staged shards
             log = (runs / run_id / "logs" / "launch" / f"{node}.log").read_text()
             assert "data: 1797 samples from digits" in log, log[-2000:]
-        assert "data staging" in json.loads((runs / run_id / "timings.json").read_text())
+        phases = list(json.loads((runs / run_id / "timings.json").read_text()))
+        assert phases[:5] == ["up", "bootstrap", "data staging", "network check", "train"], phases
+        network = json.loads((runs / run_id / "network.json").read_text())  # the pre-flight's figure
+        assert network["world"] == 4 and network["gbps"] > 0 and network["transport"] == "TCP (gloo)"
         assert json.loads((runs / run_id / "metrics.json").read_text())["world_size"] == 4
 
         again = trainctl("stage", str(exp), "--stack", run_id, "--runs-dir", str(runs))

@@ -281,6 +281,8 @@ def check_network(run: StackRun, inventory: Inventory) -> None:
                                        run.report.run_dir / "logs" / "network-check", run.echo,
                                        min_fraction=section.min_fraction, below=section.below,
                                        size_mb=section.size_mb, iterations=section.iterations)
+    if run.report.network is not None:  # kept with the run, beside timings.json
+        (run.report.run_dir / "network.json").write_text(json.dumps(vars(run.report.network), indent=2))
 
 
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
