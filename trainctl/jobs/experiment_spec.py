@@ -234,6 +234,9 @@ def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
     if exp.container and exp.setup:
         raise ConfigError(f"{path}: setup commands prepare the node's uv environment; with container, "
                           "build what they do into the image (its requirements) instead")
+    if exp.network_check and (exp.run.framework != "torch" or exp.container):
+        raise ConfigError(f"{path}: network_check runs its all-reduce with torch in the nodes' uv environment; "
+                          "it needs run.framework torch and no container")
     if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
         raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
     if exp.sweep and exp.sweep.parallel_mode == "split":

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from infra.errors import ConfigError
 from infra.spec import catalog
+from trainctl.jobs.experiment_file import load_experiment
 from trainctl.jobs.network_check import NCCL_NET, NetworkFigure, NetworkTooSlow, judge
 
 
@@ -39,3 +41,10 @@ def test_nccl_names_the_transport_it_picked():
 
 def test_the_catalog_expects_a_figure_of_local_nodes_and_none_it_never_measured():
     assert catalog.expected_busbw_gbps(None) and catalog.expected_busbw_gbps("a3-megagpu-8g") is None
+
+
+def test_a_network_check_without_torch_on_the_nodes_is_refused_before_anything_exists(tmp_path):
+    exp = tmp_path / "tf.yaml"
+    exp.write_text("name: tfnet\nrun: {framework: tensorflow, command: python train.py}\nnetwork_check: {}\n")
+    with pytest.raises(ConfigError, match="network_check runs its all-reduce with torch"):
+        load_experiment(exp)
