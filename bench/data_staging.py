@@ -2,19 +2,21 @@
 measured in this one run, from the same bucket (the stack's GCS emulator).
 
   dataset    2,000 objects of 100 kB (200 MB) under gs://<stack bucket>/bench-ds/
-  staging    trainctl's data staging (bootstrap/data_staging.py): every node at once, each
-             making its stager environment (offline, from the uv cache) and copying with
-             google-cloud-storage's transfer manager (16 threads)
   floor      the same objects copied on every node at once by a plain stdlib script over ssh:
              one JSON API listing, then 16 threads of urllib GETs of each object's media URL
-  rerun      staging again onto the same nodes (copies nothing: same generations) / the floor,
-             which has no cache and copies everything again
+             (median of 3, alternating with the stagings)
+  staging    trainctl's data staging (bootstrap/data_staging.py): every node at once, each
+             copying with google-cloud-storage's transfer manager (16 threads, checksums
+             checked): onto fresh nodes (their stager environment made first, offline from the
+             uv cache), into a fresh folder (environment there), and again (copies nothing:
+             same generations) / the floor, which has no cache and copies everything each time
 Run as root: TRAINCTL_HOME=/var/lib/trainctl-bench .venv/bin/python bench/data_staging.py
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,8 +102,8 @@ def _quote(text: str) -> str:
     return shlex.quote(text)
 
 
-def staging(inventory: Inventory, logs: Path) -> tuple[float, int]:
-    inputs = (DataInput(source=f"{inventory.bucket_uri}/{PREFIX}", path="ds"),)
+def staging(inventory: Inventory, logs: Path, path: str = "ds") -> tuple[float, int]:
+    inputs = (DataInput(source=f"{inventory.bucket_uri}/{PREFIX}", path=path),)
     start = time.monotonic()
     results = stage_data(inventory, inputs, logs)
     return time.monotonic() - start, sum(r.copied for r in results)
@@ -117,15 +119,22 @@ def main() -> None:
         print(f"dataset: {OBJECTS} objects x {SIZE // 1000} kB into {inventory.bucket_uri}/{PREFIX} "
               f"({time.monotonic() - started:.1f} s)")
         with tempfile.TemporaryDirectory() as logs:
-            floor = plain_copy(inventory)
+            # alternating, so neither side has the warmer machine
+            floors = [plain_copy(inventory)]
             first, copied = staging(inventory, Path(logs) / "first")
-            floor_again = plain_copy(inventory)
+            floors.append(plain_copy(inventory))
+            copy_only, copied_again = staging(inventory, Path(logs) / "fresh", path="ds-fresh")
+            floors.append(plain_copy(inventory))
             rerun, recopied = staging(inventory, Path(logs) / "rerun")
-        print(f"floor (plain parallel copy, {NODES} nodes): {floor:.1f} s, again {floor_again:.1f} s")
-        print(f"staging: {first:.1f} s, {copied} objects copied in all")
-        print(f"rerun:   {rerun:.1f} s, {recopied} objects copied in all")
-        print(f"staging / floor: {first / floor:.2f}")
-        print(f"rerun / floor:   {rerun / floor_again:.3f}")
+        floor = statistics.median(floors)
+        print(f"floor (plain parallel copy, {NODES} nodes): median {floor:.1f} s of "
+              + ", ".join(f"{f:.1f}" for f in floors))
+        print(f"staging, fresh nodes (stager environment made, then copied): {first:.1f} s, {copied} objects copied")
+        print(f"staging into a fresh folder (environment there): {copy_only:.1f} s, {copied_again} objects copied")
+        print(f"staging again (same generations): {rerun:.1f} s, {recopied} objects copied")
+        print(f"fresh nodes / floor:   {first / floor:.2f}")
+        print(f"fresh folder / floor:  {copy_only / floor:.2f}")
+        print(f"again / floor:         {rerun / floor:.3f}")
     finally:
         realizer.down(STACK, force=True)
 

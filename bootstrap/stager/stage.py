@@ -24,7 +24,7 @@ from google.cloud import storage
 from google.cloud.storage import transfer_manager
 
 JOURNAL = ".trainctl-staged"
-BATCH = 128  # objects per transfer-manager call: progress and the journal advance per batch
+BATCH = 500  # objects per transfer-manager call: progress and the journal advance per batch
 WORKERS = 16
 
 

@@ -20,21 +20,21 @@ def busbw(output: str) -> float:
     return float(match.group(1))
 
 
-def test_a_throttled_link_is_refused_and_an_unthrottled_one_passes(local_stack):
+def test_a_throttled_link_is_refused_and_an_unthrottled_one_passes(local_stack, tmp_path):
     from infra.providers.local.layout import Names
 
     stack = "netcheck"
     local_stack(stack, nodes=2)
     boot = trainctl("bootstrap", "--stack", stack, "--code", str(REPO), "--requirements", "trainers/requirements.txt")
     assert boot.returncode == 0, boot.stderr[-3000:]
-    healthy = trainctl("check-network", "--stack", stack, "--size-mb", "8")
+    healthy = trainctl("check-network", "--stack", stack, "--size-mb", "8", "--runs-dir", str(tmp_path))
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr[-3000:]
     assert "TCP (gloo)" in healthy.stdout and busbw(healthy.stdout) > 0
     veth = Names(stack).veth(1)  # node1's link, its bridge end
     subprocess.run(["tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate", "40mbit", "burst", "32kbit",
                     "latency", "100ms"], check=True)
     try:
-        slow = trainctl("check-network", "--stack", stack, "--size-mb", "8")
+        slow = trainctl("check-network", "--stack", stack, "--size-mb", "8", "--runs-dir", str(tmp_path))
     finally:
         subprocess.run(["tc", "qdisc", "del", "dev", veth, "root"], check=True)
     assert slow.returncode == 1, slow.stdout + slow.stderr[-3000:]
