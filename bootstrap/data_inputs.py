@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from bootstrap.plan import UV_INSTALLER, BootstrapSpec, node_paths
 from bootstrap.ssh import shell_env
 from infra.providers.inventory import Inventory, Node
-from infra.spec.cluster_sections import bucket_name_problem
+from infra.spec.cluster_sections import bucket_name_problems
 
 STAGER_DIR = Path(__file__).with_name("stager")
 STAGER_PROGRAM = STAGER_DIR / "stage.py"
@@ -49,9 +49,9 @@ class DataInput(BaseModel):
         if not v.startswith("gs://"):
             raise ValueError(f"source {v!r} must be a Cloud Storage URI, gs://<bucket>/<prefix>")
         bucket = v[len("gs://"):].split("/", 1)[0]
-        problem = bucket_name_problem(bucket)
-        if problem:
-            raise ValueError(f"source {v!r}: bucket name {bucket!r} {problem}")
+        problems = bucket_name_problems(bucket)
+        if problems:
+            raise ValueError(f"source {v!r}: bucket name {bucket!r} {'; '.join(problems)}")
         return v
 
     @field_validator("path")

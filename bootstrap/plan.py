@@ -4,6 +4,7 @@ Steps, in order, each idempotent: a fingerprint of its inputs is stored on the n
 succeeds, and a step whose fingerprint is unchanged is skipped in the same round trip.
   ready    SSH answers, the VM's own startup has finished, the accelerator is visible
   drivers  GPU nodes without a working nvidia-smi get the NVIDIA driver; others skip
+  gpunet   VMs of a GPUDirect family: the NCCL plugin for their GPU NICs (bootstrap/gpunet.py)
   sync     rsync of the code (from the controller), honouring .gitignore, deleting stale files
   env      a uv virtual environment with the project's requirements (before sync when there
            are none: it then needs nothing from the code)
@@ -26,12 +27,13 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bootstrap import containers
+from bootstrap.gpunet import gpunet_command
 from bootstrap.ssh import join, openssh_command, shell_env
 from bootstrap.treesync import list_tree, unpack_command
 from infra.errors import ConfigError
 from infra.providers.inventory import Inventory, Node
 
-STEPS = ("ready", "drivers", "sync", "env", "setup", "runtime", "pull")
+STEPS = ("ready", "drivers", "gpunet", "sync", "env", "setup", "runtime", "pull")
 FP_MARK = "TRAINCTL_FP"
 # Google's documented installer for Compute Engine (Ubuntu/Debian/RHEL images); it reboots
 # once for the kernel module, so it is rerun until nvidia-smi works.
@@ -295,9 +297,15 @@ def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[l
 
 def _first_steps(inventory: Inventory, node: Node) -> list[Step]:
     drivers, drivers_note = drivers_command(node)
-    return [Step("ready", "node", shell_env(inventory.node_env) + ready_command(node),
-                 note="SSH + startup finished + accelerator probe + stored fingerprints"),
-            Step("drivers", "node", drivers, note=drivers_note)]
+    steps = [Step("ready", "node", shell_env(inventory.node_env) + ready_command(node),
+                  note="SSH + startup finished + accelerator probe + stored fingerprints"),
+             Step("drivers", "node", drivers, note=drivers_note)]
+    gpunet = gpunet_command(node)
+    if gpunet is not None:
+        command, fingerprint = gpunet
+        steps.append(Step("gpunet", "node", recorded("gpunet", node, fingerprint, command),
+                          fingerprint=fingerprint, note="GPUDirect NCCL plugin for the GPU NICs"))
+    return steps
 
 
 def check_inputs(spec: BootstrapSpec) -> None:

@@ -1,13 +1,14 @@
 """Compute Engine's constraints: GPU VMs stop for host maintenance, bundled-GPU machine types
-declare no accelerators, spot scheduling is consistent, SSH is never open to the internet, and
-ssh-keys metadata comes with OS Login off."""
+declare no accelerators, spot scheduling is consistent, Spot VMs (and spot GKE nodes) ask for no
+reserved capacity, SSH is never open to the internet, and ssh-keys metadata comes with OS Login off."""
 
 from __future__ import annotations
 
 import ipaddress
 from typing import Any, Iterator, Mapping
 
-from policy.declared import T_FIREWALL, T_INSTANCE, T_TPU_VM, Resource, as_list, is_false_string, mapping
+from policy.declared import (T_FIREWALL, T_INSTANCE, T_NODEPOOL, T_TPU_VM, Resource, as_list, is_false_string,
+                             mapping)
 
 
 _BUNDLED_GPU_FAMILIES = ("a2", "a3", "a4", "g2", "g4")
@@ -59,6 +60,33 @@ def spot_scheduling(r: Resource) -> Iterator[str]:
         yield (f"standard VM {name!r} sets instance_termination_action "
                f"{s.get('instanceTerminationAction')!r} without a max run duration or termination "
                "time: it applies only to Spot VMs or time-limited VMs; remove it")
+
+
+def _spot_affinity(r: Resource) -> tuple[str, Mapping[str, Any]] | None:
+    """(what to call it, its reservation affinity) for a spot VM or a spot GKE node pool."""
+    if r.type == T_INSTANCE:
+        s = mapping(r.props.get("scheduling"))
+        if s.get("provisioningModel") == "SPOT" or s.get("preemptible") is True:
+            return f"spot VM {r.props.get('name', r.name)!r}", mapping(r.props.get("reservationAffinity"))
+    if r.type == T_NODEPOOL:
+        config = mapping(r.props.get("nodeConfig"))
+        if config.get("spot") is True or config.get("preemptible") is True:
+            return (f"spot GKE node pool {r.props.get('name', r.name)!r}",
+                    mapping(config.get("reservationAffinity")))
+    return None
+
+
+def spot_no_reservation(r: Resource) -> Iterator[str]:
+    found = _spot_affinity(r)
+    if found is None:
+        return
+    what, affinity = found
+    # an instance's affinity says `type`, a node pool's `consumeReservationType`
+    wanted = affinity.get("type") or affinity.get("consumeReservationType")
+    if wanted and wanted != "NO_RESERVATION":
+        yield (f"{what} asks for reserved capacity (reservation affinity {wanted}), and Compute Engine "
+               "cannot consume a reservation to create Spot VMs or preemptible instances: set the affinity "
+               "to NO_RESERVATION (trainctl: reservation: none), or make the VMs standard (spot: false)")
 
 
 def _ports_cover(ports: list[Any], port: int) -> bool:

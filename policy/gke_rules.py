@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Iterator, Sequence
 
+from infra.spec import catalog
 from policy.declared import T_CLUSTER, T_NODEPOOL, Resource, is_trainctl, mapping, number
 
 
@@ -66,14 +67,9 @@ def _topology_chips(topology: str) -> int | None:
 def tpu_topology_hosts(machine_type: str, topology: str) -> int | None:
     """Hosts of a multi-host TPU slice: from the catalog when it knows the pair, else from the
     topology's chip count over the machine type's chips per host (ct5lp-hightpu-4t → 4)."""
-    try:
-        from infra.spec import catalog
-
-        for tpu in catalog.TPUS.values():
-            if tpu.gke_machine_type == machine_type and tpu.multi_host and tpu.topology == topology:
-                return tpu.hosts
-    except ImportError:  # the pack may run where the repo's infra package is not importable
-        pass
+    for tpu in catalog.TPUS.values():
+        if tpu.gke_machine_type == machine_type and tpu.multi_host and tpu.topology == topology:
+            return tpu.hosts
     chips = _topology_chips(topology)
     per_host = re.search(r"-(\d+)t$", machine_type)
     if chips is None or per_host is None or int(per_host.group(1)) == 0:

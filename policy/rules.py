@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from policy import compute_rules, gke_rules, label_rules, service_rules, storage_rules
+from policy import compute_rules, gke_rules, gpudirect_rules, label_rules, service_rules, storage_rules
 from policy.declared import Resource
 
 ENFORCEMENT = "mandatory"
@@ -101,6 +101,25 @@ RULES: tuple[Rule, ...] = (
          "action; standard VMs: no termination action.",
          "https://cloud.google.com/compute/docs/instances/create-use-spot",
          check=compute_rules.spot_scheduling),
+    Rule("gpudirect-nics",
+         "A3 High/Mega, A3 Ultra and A4 VMs carry their family's GPU NICs: gVNICs on ordinary VPCs, then "
+         "4 (TCPX) or 8 (TCPXO) gVNICs, or 8 MRDMA NICs (RDMA), each on its own network.",
+         "https://cloud.google.com/compute/docs/gpus/gpu-network-bandwidth",
+         check=gpudirect_rules.gpudirect_nics),
+    Rule("hyperdisk-only-families",
+         "A3 Ultra and A4 VMs boot from Hyperdisk (hyperdisk-balanced).",
+         "https://cloud.google.com/compute/docs/accelerator-optimized-machines",
+         check=gpudirect_rules.hyperdisk_boot),
+    Rule("compact-placement-limits",
+         "A compact placement policy holds at most 150 VMs, of the families it supports, all set to "
+         "TERMINATE on host maintenance.",
+         "https://cloud.google.com/compute/docs/instances/define-instance-placement",
+         stack_check=gpudirect_rules.compact_placement_limits),
+    Rule("spot-no-reservation",
+         "Spot VMs and spot GKE node pools declare no reservation affinity other than NO_RESERVATION: "
+         "Compute Engine cannot consume a reservation to create Spot VMs or preemptible instances.",
+         "https://cloud.google.com/compute/docs/instances/reservations-consume#limitations",
+         check=compute_rules.spot_no_reservation),
     Rule("firewall-no-public-ssh",
          "No ingress firewall rule opens SSH (tcp:22 or all ports) to 0.0.0.0/0 or ::/0.",
          "https://cloud.google.com/compute/docs/connect/ssh-best-practices/network-access",

@@ -3,11 +3,10 @@ on purpose, and say so in a label), and bucket names follow Cloud Storage's nami
 
 from __future__ import annotations
 
-import re
 from typing import Iterator
 
+from infra.spec.cluster_sections import bucket_name_problems
 from policy.declared import T_BUCKET, Resource, is_trainctl, labels_of
-
 
 # Marker label for a bucket that a named stack keeps on purpose. Pulumi's policy engine does not
 # show resource options like retainOnDelete to policies (its AnalyzerResourceOptions carry only
@@ -25,29 +24,6 @@ def bucket_removable(r: Resource) -> Iterator[str]:
                f"{r.props.get('forceDestroy', 'unset (false)')}: a bucket that holds objects cannot "
                "be deleted, so `trainctl down` would fail; set force_destroy=True, or keep it on "
                f"purpose with retain_on_delete=True and the label {RETAIN_LABEL}=true")
-
-
-_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
-
-
-def bucket_name_problems(name: str) -> list[str]:
-    """What is wrong with a bucket name by Cloud Storage's naming rules (empty list: valid)."""
-    problems: list[str] = []
-    dotted = "." in name
-    if not 3 <= len(name) <= (222 if dotted else 63):
-        problems.append(f"must be 3-63 characters (222 with dots), not {len(name)}")
-    if dotted and any(len(part) > 63 or not part for part in name.split(".")):
-        problems.append("each dot-separated part must be 1-63 characters")
-    if not _BUCKET_CHARS.match(name):
-        problems.append("may hold only lowercase letters, digits, '-', '_' and '.', and must start "
-                        "and end with a letter or digit")
-    if name.startswith("goog"):
-        problems.append("cannot begin with 'goog'")
-    if re.search(r"g[o0][o0]g[l1]e", name):
-        problems.append("cannot contain 'google' or a close misspelling")
-    if re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", name):
-        problems.append("cannot be an IP address")
-    return problems
 
 
 def bucket_name(r: Resource) -> Iterator[str]:

@@ -4,6 +4,7 @@ private TRAINCTL_HOME and prove afterwards that nothing of theirs is left on the
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import queue
 import re
@@ -28,6 +29,37 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "e2e" in item.keywords:
                 item.add_marker(skip)
+
+
+# Tests that build the simulator's networks share root pieces and one address pool per world
+# (its chains, service address and external-address routes, made with the first network and
+# removed with the last, which they assert): they run one after another, on one worker.
+SIMULATED_NETWORK_FILES = ("test_sim_machines_", "test_gcp_stack_on_the_simulator", "test_gke_stack_on_the_simulator",
+                           "test_experiment_on_gke", "test_sim_kubernetes_pods")
+
+
+def work_unit(nodeid: str) -> str:
+    """What one test worker runs in order (pytest-xdist's scope). The tests of an end-to-end file
+    name their stacks alike (netns names come from stack names), so they stay together; unit tests
+    spread one by one."""
+    path = nodeid.split("::")[0]
+    if not path.startswith(("tests/e2e/", "tests/reliability/")):
+        return nodeid
+    return "simulated-networks" if Path(path).name.startswith(SIMULATED_NETWORK_FILES) else path
+
+
+@pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
+def pytest_xdist_make_scheduler(config, log):
+    # xdist's own `loadgroup` marks do not group under pytest 9 (a static
+    # @pytest.mark.xdist_group spread one file's tests over both workers), so the grouping is
+    # a scope function of xdist's LoadScopeScheduling, which the largest units start first.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByWorkUnit(config, log)
 
 
 @pytest.fixture
@@ -66,13 +98,16 @@ def seeded_python(requirements: Path) -> Path:
            "UV_PYTHON_DOWNLOADS": "never"}
     if os.path.isdir(LOCAL_WHEELHOUSE):
         env["UV_FIND_LINKS"] = LOCAL_WHEELHOUSE
-    if not (seed / ".complete").exists():
-        uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
-        python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"
-        subprocess.run([uv, "venv", "-q", "--allow-existing", "--python", python, str(seed)], env=env, check=True)
-        subprocess.run([uv, "pip", "install", "-q", "--python", str(seed / "bin" / "python"), "-r",
-                        str(requirements)], env=env, check=True)
-        (seed / ".complete").touch()
+    seed.parent.mkdir(parents=True, exist_ok=True)
+    with open(seed.parent / f".{seed.name}.lock", "w") as lock:  # test workers seed it once between them
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (seed / ".complete").exists():
+            uv = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+            python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "python3"
+            subprocess.run([uv, "venv", "-q", "--allow-existing", "--python", python, str(seed)], env=env, check=True)
+            subprocess.run([uv, "pip", "install", "-q", "--python", str(seed / "bin" / "python"), "-r",
+                            str(requirements)], env=env, check=True)
+            (seed / ".complete").touch()
     return seed / "bin" / "python"
 
 

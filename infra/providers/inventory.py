@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,9 @@ class Node(BaseModel):
     # Its worker pool's role (chief, worker, ps, evaluator); None in inventories written before
     # pools existed, where the first node is the chief and the others workers.
     task: Role | None = None
+    # The VM's machine type where it has one (GCP VMs): what its GPU network needs
+    # (infra/spec/gpu_networks.py) follows from it.
+    machine_type: str | None = None
     # What the node declares but does not have (a simulated GCP node: `accelerator` is then
     # what it really computes with, the CPU).
     simulates: Accelerator | None = None
@@ -98,6 +101,9 @@ class Inventory(BaseModel):
     # Identity): pods write checkpoints to the bucket with its grant. GKE only.
     gke_service_account: str | None = None
     registry: Registry | None = None
+    # How the provider chose where the nodes are, when it had a choice (GCP zone failover): each
+    # zone tried, in order, with its outcome, the provider's reason and seconds taken.
+    placement: tuple[dict[str, Any], ...] = ()
 
     @property
     def target(self) -> Literal["ssh", "gke"]:

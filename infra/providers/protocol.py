@@ -67,14 +67,24 @@ if TYPE_CHECKING:  # the models load pydantic: `trainctl ls` with nothing up nev
 Progress = Callable[[str], None]
 
 
+CAPACITY = "capacity"
+
+
 @dataclass(frozen=True)
 class PlanRow:
     """One resource `up` would create: its kind ("netns", "compute/instance", ...), its name,
-    and what else the provider tells about it, in the order the provider gives it."""
+    and what else the provider tells about it, in the order the provider gives it. Rows of kind
+    CAPACITY are no resource but a pool's capacity: `nodes`, `provisioning` (on-demand, spot,
+    reservation ...) and `quota` ([{metric, region, needed, free}], free None where not read;
+    `quota_free` then says why)."""
 
     kind: str
     name: str = ""
     values: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_capacity(self) -> bool:
+        return self.kind == CAPACITY
 
     @property
     def kept_on_down(self) -> bool:

@@ -173,11 +173,16 @@ def stack_lock(stack: str, action: str) -> Iterator[Callable[[], None]]:
         os.close(fd)
 
 
+# Subnets and interface names belong to the machine, not to one TRAINCTL_HOME: two homes (two
+# users, or tests in parallel) picking at once would otherwise pick the same /24.
+HOST_ALLOCATION_LOCK = Path("/run/lock/trainctl-allocate.lock")
+
+
 @contextmanager
 def global_lock() -> Iterator[None]:
     """Held while picking subnets and interface names, so two `up`s never pick the same."""
-    stacks_dir().mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(stacks_dir() / ".allocate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    HOST_ALLOCATION_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(HOST_ALLOCATION_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -112,6 +112,23 @@ GPUS: dict[str, GpuType] = {
                 ("us-central1-a", "us-central1-c", "us-east4-a", "us-east5-a", "us-west1-a",
                  "europe-west4-b", "asia-northeast1-b"),
                 quota_metric="NVIDIA_H100_GPUS"),
+        # The GPUs of the GPUDirect families (infra/spec/gpu_networks.py). Accelerator names and
+        # memory: https://cloud.google.com/compute/docs/gpus ("GPU machine types"); zones: the
+        # ones GCP's recipes deploy these families in (NOT re-checked against the GPU locations
+        # page here: trainctl refuses other zones until they are added); quota metrics follow
+        # Compute's NVIDIA_<MODEL>_GPUS naming (not in the discovery document installed here).
+        GpuType("nvidia-h100-mega-80gb", "H100 Mega 80GB", 80,
+                ("us-central1-a", "us-central1-c", "us-east4-a", "us-east5-a", "europe-west4-b",
+                 "asia-northeast1-b"),
+                quota_metric="NVIDIA_H100_MEGA_GPUS"),
+        GpuType("nvidia-h200-141gb", "H200 141GB", 141,
+                ("us-central1-b", "us-east4-b", "us-east5-a", "us-west1-c", "europe-west1-b",
+                 "asia-south1-b"),
+                quota_metric="NVIDIA_H200_GPUS"),
+        GpuType("nvidia-b200", "B200", 180,
+                ("us-central1-b", "us-east4-b", "us-east5-a", "us-west2-c", "europe-west4-b",
+                 "asia-northeast1-b"),
+                quota_metric="NVIDIA_B200_GPUS"),
     )
 }
 
@@ -146,6 +163,11 @@ def _machines() -> list[MachineType]:
     ):
         out.append(MachineType(name, vcpus, mem, price, spot, "nvidia-a100-80gb", gpus))
     out.append(MachineType("a3-highgpu-8g", 208, 1872, 88.25, 35.30, "nvidia-h100-80gb", 8))
+    # The GPUDirect families' 8-GPU machines (vCPUs, memory: accelerator-optimized-machines;
+    # prices are estimates in the order of the published list prices, not re-checked here).
+    out.append(MachineType("a3-megagpu-8g", 208, 1872, 94.00, 37.60, "nvidia-h100-mega-80gb", 8))
+    out.append(MachineType("a3-ultragpu-8g", 224, 2952, 84.80, 33.92, "nvidia-h200-141gb", 8))
+    out.append(MachineType("a4-highgpu-8g", 224, 3968, 107.00, 42.80, "nvidia-b200", 8))
     # E2/N2 for CPU-only nodes (GKE system pools, controllers). e2-medium is GKE's default
     # node machine type (a cluster's default pool, before trainctl removes it).
     out.append(MachineType("e2-medium", 2, 4, 0.0335, 0.0101))
@@ -158,6 +180,19 @@ def _machines() -> list[MachineType]:
 
 
 MACHINES: dict[str, MachineType] = {m.name: m for m in _machines()}
+
+# Compute's regional vCPU quota metric (the API's Quota.metric) by machine family; the families
+# not named here (N1, E2, G2, A3) count toward CPUS, and every vCPU toward CPUS_ALL_REGIONS.
+# Spot VMs of the CPUS families count toward PREEMPTIBLE_CPUS where the project has such quota.
+CPU_QUOTA_METRICS = {"n2": "N2_CPUS", "a2": "A2_CPUS"}
+CPUS_ALL_REGIONS = "CPUS_ALL_REGIONS"
+# Persistent disk quota (regional, GB) by disk type: balanced and SSD persistent disks count toward
+# SSD_TOTAL_GB, standard ones toward DISKS_TOTAL_GB (https://cloud.google.com/compute/resource-usage).
+DISK_QUOTA_METRICS = {"pd-standard": "DISKS_TOTAL_GB", "pd-balanced": "SSD_TOTAL_GB", "pd-ssd": "SSD_TOTAL_GB"}
+
+
+def cpu_quota_metric(machine_type: str) -> str:
+    return CPU_QUOTA_METRICS.get(machine_type.split("-", 1)[0], "CPUS")
 
 # Families that take attached GPUs (guest_accelerators) and those whose GPUs are bundled.
 ATTACHABLE_GPU_FAMILIES = ("n1",)
@@ -218,6 +253,33 @@ def _tpus() -> list[TpuType]:
 
 TPUS: dict[str, TpuType] = {t.name: t for t in _tpus()}
 
+# Every zone the catalog knows: where it places a GPU or TPU type (CPU machine types exist in all).
+ZONES: tuple[str, ...] = tuple(sorted({z for g in GPUS.values() for z in g.zones}
+                                      | {z for t in TPUS.values() for z in t.zones}))
+
+
+def region_of(zone: str) -> str:
+    """us-central1-a -> us-central1 (GCE zone names are the region's plus a letter)."""
+    return zone.rsplit("-", 1)[0]
+
+
+# The TPU API's quota per zone and generation, (on-demand, spot) ids as its quota errors name them
+# ("Quota limit 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' has been exceeded"), counted in chips
+# (v5e, v6e) or TensorCores, two per chip (v4, v5p).
+TPU_QUOTA_IDS = {"v5e": ("TPUV5sLitepodPerProjectPerZoneForTPUAPI", "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"),
+                 "v6e": ("TPUV6EPerProjectPerZoneForTPUAPI", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"),
+                 "v4": ("TPUV4sPodPerProjectPerZoneForTPUAPI", "TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI"),
+                 "v5p": ("TPUV5PPerProjectPerZoneForTPUAPI", "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI")}
+
+
+def tpu_quota_units(t: TpuType) -> int:
+    return t.chips * 2 if t.generation in ("v4", "v5p") else t.chips
+
+
+def tpu_quota_id(t: TpuType, spot: bool) -> str:
+    return TPU_QUOTA_IDS[t.generation][1 if spot else 0]
+
+
 def tpu_runtime_has_tensorflow(runtime: str) -> bool:
     """TensorFlow ships only in the tpu-vm-tf-* runtimes (the -pod- ones for multi-host
     slices); the base and v2-alpha-* runtimes have none: https://cloud.google.com/tpu/docs/runtimes"""
@@ -246,6 +308,8 @@ GKE_CLUSTER_FEE_PER_HOUR = 0.10
 IMAGE_GPU_DEFAULT = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
 IMAGE_CPU_DEFAULT = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
 BOOT_DISK_TYPE = "pd-balanced"
+# Families whose VMs take Hyperdisk only (gpu_networks.py says which): their boot disk.
+HYPERDISK_BOOT_DISK_TYPE = "hyperdisk-balanced"
 # The Python 3 each default boot image runs (python3 of Ubuntu 22.04, both images' base): what a
 # job's framework must have a build for (trainctl/jobs/job_environment.py).
 IMAGE_PYTHON = {IMAGE_GPU_DEFAULT: "3.10", IMAGE_CPU_DEFAULT: "3.10"}

@@ -67,6 +67,10 @@ class ClusterSpec(SpecModel):
     kind: Literal["vm", "tpu", "gke"] = "vm"
     project: str | None = None
     zone: str | None = None
+    # Zones to fail over between on a stockout (all nodes in one of them; infra/spec/zone_choice.py),
+    # or a region: every zone of it that offers the stack's machines.
+    zones: tuple[str, ...] = ()
+    region: str | None = None
     nodes: int | None = Field(None, ge=1, le=512)
     machine_type: str | None = None
     gpu: GpuRequest | None = None
@@ -76,6 +80,9 @@ class ClusterSpec(SpecModel):
     # Reserved capacity for GPU VMs and GKE GPU node pools: a reservation's name, `any` (any matching one), `none` (never
     # reserved capacity); unset sends nothing, GCE's default (ANY_RESERVATION).
     reservation: str | None = None
+    # A COMPACT placement policy for the nodes (infra/spec/placement.py): the GPUDirect families
+    # get one by default, A2/G2 ask with "compact"; "none" turns it off.
+    placement: Literal["compact", "none"] | None = None
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
     instance_termination_action: Literal["STOP", "DELETE"] | None = None
     boot_disk_gb: int = Field(200, ge=10, le=65536)

@@ -5,11 +5,14 @@ types, GPUs and TPUs meet a cluster's fields; ClusterSpec only says when the che
 
 from __future__ import annotations
 
+import ipaddress
 from typing import TYPE_CHECKING, Any, Callable
 
-from infra.spec import catalog
+from infra.spec import catalog, gpu_networks
 from infra.spec.cluster_sections import GpuRequest
 from infra.spec.model import resolve
+from infra.spec.placement import resolve_placement
+from infra.spec.zone_choice import check_zone_choice
 
 if TYPE_CHECKING:  # ClusterSpec runs these checks while it validates itself
     from infra.spec.cluster import ClusterSpec
@@ -33,6 +36,11 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
         raise ValueError(f"kind {spec.kind!r} needs provider gcp; the local stack has kind 'vm'")
     if spec.reservation is not None or any(p.reservation for p in spec.pools):
         raise ValueError("the local stack has no reserved capacity: remove reservation")
+    if spec.placement == "compact":
+        raise ValueError("placement: compact places GCE VMs; the local stack's nodes are namespaces on "
+                         "this machine: remove placement")
+    if spec.zones or spec.region:
+        raise ValueError("the local stack has no zones to choose from: remove zones/region")
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
     if nodes > catalog.LOCAL_MAX_NODES:
         raise ValueError(f"nodes {nodes} is more than the local stack supports "
@@ -44,8 +52,10 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
     """A GCP stack: its project and zone, who may reach SSH, and the machines of its kind."""
     if not spec.project:
         raise ValueError("project is required for provider gcp (trainctl:project or gcp:project)")
+    resolve(spec, check_zone_choice(spec))  # the zone every later check reads
     if not spec.zone:
-        raise ValueError("zone is required for provider gcp (trainctl:zone or gcp:zone)")
+        raise ValueError("zone is required for provider gcp (trainctl:zone or gcp:zone, "
+                         "or trainctl:zones / trainctl:region to fail over between zones)")
     if spec.kind != "gke" and not spec.ssh.source_ranges:
         raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
                          "reach port 22 (there is no 0.0.0.0/0 default)")
@@ -56,11 +66,29 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         updates = _check_pool_machines(spec)
     else:
         updates = _check_gpu_machine(spec)
+    _check_gpudirect(spec, updates.get("machine_type", spec.machine_type))
+    nodes = updates.get("nodes") or spec.nodes or sum(p.count for p in spec.pools)
+    sized = spec.model_copy(update={"nodes": nodes,
+                                    "machine_type": updates.get("machine_type", spec.machine_type)})
+    updates["placement"] = resolve_placement(sized)
     if spec.processes_per_node is None:
         gpu = updates.get("gpu", spec.gpu)
         # one process per GPU; one per TPU host, which drives all its chips
         updates["processes_per_node"] = gpu.count if gpu and not spec.tpu else 1
     return updates
+
+
+def _check_gpudirect(spec: ClusterSpec, machine_type: str | None) -> None:
+    """The stack's GPUDirect networks serve one family, and their ranges stay clear of nic0's."""
+    types = {p.machine_type or machine_type for p in spec.pools} if spec.pools else {machine_type}
+    families = sorted(t for t in types if t and gpu_networks.gpudirect(t))
+    if len({gpu_networks.GPUDIRECT[t].name for t in families}) > 1:
+        raise ValueError(f"pools: {' and '.join(families)} need different GPU networks; one stack serves one "
+                         "GPUDirect family: give the others a stack of their own")
+    extra = ipaddress.ip_network(gpu_networks.EXTRA_NETWORKS_RANGE)
+    if families and ipaddress.ip_network(spec.network.subnet_cidr).overlaps(extra):
+        raise ValueError(f"network.subnet_cidr {spec.network.subnet_cidr} overlaps {extra}, where the "
+                         f"{families[0]} GPU networks' subnets are: pick a range outside it (e.g. 10.128.0.0/20)")
 
 
 def _check_reservations(spec: ClusterSpec) -> None:

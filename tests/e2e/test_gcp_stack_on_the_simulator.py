@@ -46,7 +46,7 @@ def test_a_spot_gpu_stack_trains_in_a_simulated_project_and_leaves_nothing(simul
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     log = done.stdout + done.stderr
     # GCP's own steps happened: APIs enabled, the quota read, the reaper function built
-    assert "GPU quota:" in log and "PREEMPTIBLE_NVIDIA_L4_GPUS" in log
+    assert "quota: " in log and "PREEMPTIBLE_NVIDIA_L4_GPUS (us-central1)" in log
     assert "gcp:cloudfunctionsv2:Function" in log
     assert "simulated accelerators (gpu:1xnvidia-l4) are declared, not present" in log
     run_id = re.search(r"\[trainctl\] run (\S+):", log)[1]

@@ -13,6 +13,8 @@ import subprocess
 import textwrap
 import threading
 import time
+import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -113,31 +115,37 @@ def test_an_image_nothing_stands_in_for_leaves_the_pod_waiting_in_err_image_pull
                "images" in line for line in seen)
 
 
+@dataclass
+class MarkedPods:
+    """Two pods whose process is named by a marker, each printing `started` then waiting on a
+    child `sleep`; `started` holds the marked processes alive as each pod said it started."""
+    marker: str = field(default_factory=lambda: f"sleeper-{uuid.uuid4().hex[:10]}")
+    both_started: threading.Event = field(default_factory=threading.Event)
+    started: list[list[str]] = field(default_factory=list)
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        return ("bash", "-c", f"exec -a {self.marker} sh -c 'echo started; sleep 300'")
+
+    def pids(self) -> list[str]:
+        return subprocess.run(["pgrep", "-f", self.marker], capture_output=True, text=True).stdout.split()
+
+    def echo(self, line: str) -> None:
+        if line.endswith("]:started"):
+            self.started.append(self.pids())
+            if len(self.started) == 2:
+                self.both_started.set()
+
+
 def test_a_cancelled_run_leaves_no_process_of_its_pods(gke_cluster, tmp_path):
     code = tmp_path / "code"
     code.mkdir()
     image = "simulated.registry.invalid/tests/sleeper:1"
     images.register(gke_cluster[0].simulator.home, image, env=None, workdir=code, describe="nothing")
-    marker = f"sleeper-{tmp_path.name}"
-    cancel = threading.Event()
-    started: list[list[str]] = []  # the marked processes alive when each pod said it started
-
-    def pids() -> list[str]:
-        return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
-
-    def echo(line: str) -> None:
-        if line.endswith("]:started"):
-            started.append(pids())
-            if len(started) == 2:
-                cancel.set()
-
-    # the pod's process, named by the marker, prints `started` and waits on a child `sleep`
-    result, _ = launch(gke_cluster, tmp_path, image, ("bash", "-c", f"exec -a {marker} sh -c 'echo started; sleep 300'"),
-                       cancel=cancel, echo=echo)
-    assert result.cancelled and len(started) == 2 and all(started)
-    assert pids() == []
-
-
+    pods = MarkedPods()
+    result, _ = launch(gke_cluster, tmp_path, image, pods.command, cancel=pods.both_started, echo=pods.echo)
+    assert result.cancelled and len(pods.started) == 2 and all(pods.started)
+    assert pods.pids() == []
 
 
 @pytest.fixture
@@ -186,29 +194,16 @@ def test_a_killed_simulator_service_takes_its_pods_processes_with_it(service_clu
     (tmp_path / "code").mkdir()
     image = "simulated.registry.invalid/tests/sleeper:1"
     images.register(home, image, env=None, workdir=tmp_path / "code", describe="nothing")
-    marker = f"sleeper-{tmp_path.name}"
-    started: list[list[str]] = []
-    both, cancel = threading.Event(), threading.Event()
-
-    def pids() -> list[str]:
-        return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
-
-    def echo(line: str) -> None:
-        if line.endswith("]:started"):
-            started.append(pids())
-            if len(started) == 2:
-                both.set()
-
-    command = ("bash", "-c", f"exec -a {marker} sh -c 'echo started; sleep 300'")
-    launcher = threading.Thread(target=lambda: _quietly(launch, running, tmp_path, image, command,
-                                                        cancel=cancel, echo=echo), daemon=True)
+    pods, cancel = MarkedPods(), threading.Event()
+    launcher = threading.Thread(target=lambda: _quietly(launch, running, tmp_path, image, pods.command,
+                                                        cancel=cancel, echo=pods.echo), daemon=True)
     launcher.start()
-    assert both.wait(60) and all(started)
+    assert pods.both_started.wait(60) and all(pods.started)
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 15
-    while pids() and time.monotonic() < deadline:
+    while pods.pids() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert pids() == []
+    assert pods.pids() == []
     cancel.set()  # the launch, whose cluster is gone, ends (its teardown fails: nothing answers)
     launcher.join(60)
 

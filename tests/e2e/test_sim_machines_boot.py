@@ -115,8 +115,10 @@ def test_preemption_sets_the_flag_and_sends_sigterm_to_the_workload_but_sshd_sta
     vm, = sim_machines.boot(sim_machines.machine("vm0", spot=True))
     flag = "curl -s -H 'Metadata-Flavor: Google' http://metadata.google.internal/computeMetadata/v1/instance/preempted"
     assert sim_machines.ssh(vm, flag) == "FALSE"
-    sim_machines.ssh(vm, "nohup bash -c 'trap \"echo term > /tmp/got-term; exit 0\" TERM; "
+    sim_machines.ssh(vm, "nohup bash -c 'trap \"echo term > /tmp/got-term; exit 0\" TERM; touch /tmp/trapped; "
                          "while :; do sleep 0.1; done' >/dev/null 2>&1 &")
+    # a TERM that came before the trap was set would end the workload without a word
+    wait_for(lambda: sim_machines.ssh(vm, "test -e /tmp/trapped && echo set || true"), what="the workload's trap set")
     sim_machines.backend.announce_preemption(vm.key)
     assert wait_for(lambda: sim_machines.ssh(vm, "cat /tmp/got-term 2>/dev/null || true"),
                     what="the workload's TERM trap ran") == "term\n"

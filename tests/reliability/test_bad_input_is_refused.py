@@ -11,6 +11,8 @@ import pytest
 import yaml
 
 from infra.providers.local import netns
+from infra.providers.local.layout import Names
+from trainctl.jobs import experiment as experiment_runs
 
 GCP = {"gcp:project": "my-project", "gcp:zone": "us-central1-a", "trainctl:provider": "gcp",
        "trainctl:machine_type": "n1-standard-8", "trainctl:ssh": {"source_ranges": ["203.0.113.0/24"]}}
@@ -173,10 +175,24 @@ CASES = {
 
 
 @pytest.fixture
-def machine_snapshot(trainctl_home, tmp_path):
-    """Everything a trainctl command could create, listed before and compared after."""
+def machine_snapshot(trainctl_home, tmp_path, monkeypatch):
+    """Everything a trainctl command could create, listed before and compared after: the
+    namespaces and interfaces of its stacks (the stack file's `s` and every run it names; other
+    tests build stacks of their own meanwhile), its home and its folder."""
+    run_ids: list[str] = []
+    name_run = experiment_runs.new_run_id
+
+    def recorded(name: str) -> str:
+        run_ids.append(name_run(name))
+        return run_ids[-1]
+
+    monkeypatch.setattr(experiment_runs, "new_run_id", recorded)
+
     def snapshot():
-        return (set(netns.list_netns()), set(os.listdir("/sys/class/net")),
+        stacks = [Names(s) for s in ("s", *run_ids)]
+        links = os.listdir("/sys/class/net")
+        return ({ns for ns in netns.list_netns() for n in stacks if ns.startswith(n.netns_prefix)},
+                {link for link in links for n in stacks if link == n.bridge or link.startswith(f"tcv{n.digest[:6]}")},
                 sorted(str(p) for p in trainctl_home.rglob("*")),
                 sorted(p.name for p in tmp_path.iterdir()))
 

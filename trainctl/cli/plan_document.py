@@ -68,9 +68,25 @@ class Totals(Document):
     boot_disk_gb: int
 
 
+class QuotaLine(Document):
+    metric: str  # the quota metric: Compute's (NVIDIA_T4_GPUS) or, on TPU VM stacks, the TPU API's quota id
+    region: str  # "global" for project-wide metrics; a zone for TPU quota
+    needed: float
+    free: float | None  # None: not read (see PoolQuota.not_read) or no limit
+
+
+class PoolQuota(Document):
+    pool: str
+    provisioning: str  # on-demand, spot, reservation <name>, any reservation
+    existing_nodes: int = 0  # the pool's VMs up already: their quota is in use, not needed again
+    lines: list[QuotaLine]
+    not_read: str | None = None  # why free is unknown (no credentials, Compute API off)
+
+
 class Capacity(Document):
     pools: list[Pool]
     totals: Totals
+    quota: list[PoolQuota] = []  # per pool, where the provider meters quota (GCP)
 
 
 class Resource(Document):
@@ -109,12 +125,19 @@ def plan_document(spec: ClusterSpec, rows: list[PlanRow], estimate: Estimate, no
         stack=Stack(name=spec.name, provider=spec.provider, kind=spec.kind, project=spec.project,
                     zone=spec.zone, region=spec.zone.rsplit("-", 1)[0] if spec.zone else None,
                     ttl_hours=spec.ttl_hours, ephemeral=spec.ephemeral),
-        capacity=Capacity(pools=pools, totals=_totals(pools)),
-        resources=[Resource(kind=r.kind, name=r.name, values=dict(r.values)) for r in rows],
+        capacity=Capacity(pools=pools, totals=_totals(pools), quota=[_quota(r) for r in rows if r.is_capacity]),
+        resources=[Resource(kind=r.kind, name=r.name, values=dict(r.values)) for r in rows if not r.is_capacity],
         cost=Cost(per_hour=estimate.per_hour, ttl_hours=spec.ttl_hours,
                   for_ttl=estimate.for_hours(spec.ttl_hours),
                   lines=[CostLine(item=what, per_hour=value) for what, value in estimate.lines]),
         notes=notes)
+
+
+def _quota(row: PlanRow) -> PoolQuota:
+    return PoolQuota(pool=row.name, provisioning=row.values["provisioning"],
+                     existing_nodes=row.values.get("existing", 0),
+                     lines=[QuotaLine(**line) for line in row.values.get("quota", [])],
+                     not_read=row.values.get("quota_free"))
 
 
 def _pool(role: str | None, group: ClusterSpec, machine_types: bool) -> Pool:

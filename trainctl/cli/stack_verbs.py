@@ -12,6 +12,7 @@ from infra.providers import realizers
 from trainctl.cli.options import (RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt, nodes_over_ssh,
                                   run_id_argument, runs_root, simulate_if_asked)
 from trainctl.cli.output import out, result, say, show, table
+from trainctl.cli.placement_output import show_placement
 
 if TYPE_CHECKING:
     from infra.spec.cluster import ClusterSpec
@@ -47,10 +48,17 @@ def plan(stack: StackOpt = "local",
 
         out(plan_document(spec, rows, cost, notes, realizer.capabilities(spec)).model_dump_json(indent=2))
         return
+    from trainctl.cli.plan_capacity import capacity_note, capacity_table
+
     resources = table("resource", "name", "details")
     for r in rows:
-        resources.add_row(r.kind, r.name, ", ".join(f"{k}={v}" for k, v in r.values.items()))
+        if not r.is_capacity:
+            resources.add_row(r.kind, r.name, ", ".join(f"{k}={v}" for k, v in r.values.items()))
     show(f"stack {spec.name} ({spec.provider}): {spec.node_count} node(s), {spec.accelerator}", resources)
+    capacity = capacity_table(rows)
+    if capacity is not None:
+        show("capacity per pool (the quota each pool needs, and what the project has free)", capacity)
+    notes = [note for note in [capacity_note(rows)] if note] + notes
     for note in notes:
         result(note)
     for what, per_hour in cost.lines:
@@ -68,6 +76,7 @@ def up(stack: StackOpt = "local",
     simulate_if_asked(spec, simulate, simulated_project)
     start = time.monotonic()
     inventory = realizers.for_spec(spec).up(spec, say)
+    show_placement(inventory.placement)
     say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
         + ", ".join(f"{n.name}={n.internal_ip}" for n in inventory.nodes))
 

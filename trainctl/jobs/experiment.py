@@ -44,6 +44,9 @@ from trainctl.launchers.run_logs import RESULT_FILE
 from trainctl.launchers.registry import launcher_for_cluster
 from trainctl.jobs.sweep import TrialResult, best, parallelism, run_sweep
 
+# Where the provider looked for room before the cluster came up (each zone tried, why it refused,
+# seconds taken), in runs/<run>/.
+PLACEMENT_FILE = "placement.json"
 
 class RunFailed(RemoteError):
     title = "run failed"
@@ -236,6 +239,8 @@ def up_with_image(run: StackRun, builder: ThreadPoolExecutor, image_log: Path) -
     built = start_image(run.exp, run.spec, run.bspec, image_log, builder, run.echo)
     with run.phase("up"):
         inventory = realizers.for_spec(run.spec).up(run.spec, lambda m: run.echo(f"[trainctl] {m}"))
+    if inventory.placement:  # the zones tried before one held the cluster: kept with the run
+        (run.report.run_dir / PLACEMENT_FILE).write_text(json.dumps(list(inventory.placement), indent=2))
     if built is not None:
         with run.phase("image"):
             image = push_image(built, inventory, image_log, run.echo)

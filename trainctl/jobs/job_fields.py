@@ -18,8 +18,8 @@ from infra.errors import ConfigError
 
 HONOURED = None
 OUTPUT = "output only (what `describe` prints of a submitted job): not an input, ignored"
-BOOT_DISK_TYPE = ("the boot disk type is the stack's (GCP stacks: pd-balanced for every node); the size is "
-                  "honoured")
+BOOT_DISK_TYPE = ("the boot disk type is the stack's (GCP stacks: pd-balanced, hyperdisk-balanced on A3 Ultra "
+                  "and A4); the size is honoured")
 
 _REPLICA = {  # AI Platform's ReplicaConfig, for masterConfig, workerConfig, ...
     "acceleratorConfig": HONOURED, "acceleratorConfig.type": HONOURED, "acceleratorConfig.count": HONOURED,

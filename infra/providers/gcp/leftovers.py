@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 from infra.errors import ProvisionError
+from infra.providers.gcp.program.gpu_network import gpu_network_names
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV, google_client
 from infra.providers.gcp.program.storage import bucket_name, kept_on_down
@@ -29,10 +30,15 @@ OBJECT_DELETES_AT_ONCE = 16
 
 
 def network_names(spec: ClusterSpec) -> list[tuple[str, str]]:
-    """(collection, name) in deletion order: what uses a network goes before it."""
-    return [("firewalls", f"{spec.name}-fw-ssh"), ("firewalls", f"{spec.name}-fw-internal"),
-            ("routers", f"{spec.name}-router"), ("subnetworks", f"{spec.name}-subnet"),
-            ("networks", f"{spec.name}-vpc")]
+    """(collection, name) in deletion order: what uses a network goes before it (the placement
+    policy and a GPUDirect family's extra networks first, program/gpu_network.py)."""
+    return [*gpu_network_names(spec), ("firewalls", f"{spec.name}-fw-ssh"),
+            ("firewalls", f"{spec.name}-fw-internal"), ("routers", f"{spec.name}-router"),
+            ("subnetworks", f"{spec.name}-subnet"), ("networks", f"{spec.name}-vpc")]
+
+
+def _singular(collection: str) -> str:
+    return {"resourcePolicies": "resource policy"}.get(collection, collection[:-1])
 
 
 def _in_use(exc: Exception) -> bool:
@@ -52,7 +58,9 @@ def sweep_network(spec: ClusterSpec, progress: Callable[[str], None], *,
     networks = google_client(compute_v1.NetworksClient)
     routers = google_client(compute_v1.RoutersClient)
     subnetworks = google_client(compute_v1.SubnetworksClient)
+    policies = google_client(compute_v1.ResourcePoliciesClient)
     deletes: dict[str, Callable[[str], Any]] = {
+        "resourcePolicies": lambda n: policies.delete(project=project, region=region, resource_policy=n),
         "firewalls": lambda n: firewalls.delete(project=project, firewall=n),
         "networks": lambda n: networks.delete(project=project, network=n),
         "routers": lambda n: routers.delete(project=project, region=region, router=n),
@@ -63,7 +71,7 @@ def sweep_network(spec: ClusterSpec, progress: Callable[[str], None], *,
         while True:
             try:
                 deletes[collection](name).result(timeout=timeout)
-                progress(f"deleted {collection[:-1]} {name}")
+                progress(f"deleted {_singular(collection)} {name}")
                 break
             except NotFound:  # never made (no NAT, no SSH rule), or gone already
                 break
@@ -72,9 +80,9 @@ def sweep_network(spec: ClusterSpec, progress: Callable[[str], None], *,
                     raise
                 if time.monotonic() + poll > deadline:
                     raise ProvisionError(
-                        f"{collection[:-1]} {name} is still in use {timeout:.0f} s after its VMs were deleted "
+                        f"{_singular(collection)} {name} is still in use {timeout:.0f} s after its VMs were deleted "
                         f"({exc.message}); run `trainctl down --stack {spec.name} --force` again") from exc
-                progress(f"{collection[:-1]} {name} is still in use (its VMs are going): "
+                progress(f"{_singular(collection)} {name} is still in use (its VMs are going): "
                          f"asking again in {poll:g} s")
                 sleep(poll)
 

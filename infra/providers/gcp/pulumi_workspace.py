@@ -64,6 +64,13 @@ def write_meta(spec: ClusterSpec, expires_at: int | None, adopted: bool = False)
     return meta
 
 
+def record_landed_spec(spec: ClusterSpec) -> None:
+    """The spec `up` placed, kept as the stack's (its zone, after a failover): what `repair` and
+    `down` hand the program again. Creation time and expiry stay as recorded."""
+    meta = read_meta(spec.name) or {}
+    _meta_path(spec.name).write_text(json.dumps({**meta, "spec": spec.model_dump(mode="json")}, indent=2))
+
+
 def current_meta(spec: ClusterSpec) -> dict[str, Any]:
     """The stack's record, with an expiry still ahead: an `up` after the expiry has passed
     starts a new TTL (the old label would have the next reap delete what this `up` makes)."""

@@ -1,4 +1,5 @@
-"""Quota pre-flight: before `up` creates anything billable, the quotas the stack's GPUs need.
+"""Quota pre-flight: before `up` creates anything billable, the Compute quota the stack needs
+(quota_needs.py: vCPUs, GPUs, instances, boot disks, external addresses) against what is free.
 
 A new project's GPUS_ALL_REGIONS is 0 (https://cloud.google.com/compute/resource-usage#gpu_quota),
 and Compute counts every GPU against it and against the GPU's regional metric (spot VMs against
@@ -11,30 +12,19 @@ the Compute API is not enabled yet, it is enabled first (not billable), as the p
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable
 
-from infra.spec import catalog
-from infra.spec.accelerator import Gpu
 from infra.errors import ConfigError
-from infra.providers.gcp.program.network import region_of
+from infra.providers.gcp.quota_needs import COMPUTE, GLOBAL, Need, needs
 from infra.providers.gcp.reaper import google_client
 from infra.spec.cluster import ClusterSpec
 
-GLOBAL = "global"
-COMPUTE = "compute.googleapis.com"
+__all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "needs", "shortfalls", "how_to_raise", "preflight",
+           "read_quotas"]
+
 ENABLE_TIMEOUT_SECONDS = 300.0
-
-
-@dataclass(frozen=True)
-class Need:
-    metric: str
-    region: str  # GLOBAL for project-wide metrics
-    amount: float
-    # Spot GPUs count against the standard metric where the project has no preemptible quota
-    # (limit 0): https://cloud.google.com/compute/docs/instances/create-use-spot#quotas
-    fallback: str | None = None
+Quotas = dict[str, tuple[float, float]]  # metric -> (limit, usage)
 
 
 @dataclass(frozen=True)
@@ -43,43 +33,36 @@ class Shortfall:
     limit: float
     usage: float
 
+    @property
+    def free(self) -> float:
+        return max(self.limit - self.usage, 0.0)
+
     def describe(self, project: str) -> str:
         where = "project-wide" if self.need.region == GLOBAL else f"in {self.need.region}"
         return (f"quota {self.need.metric} {where}: limit {self.limit:g}, {self.usage:g} in use, "
-                f"this stack needs {self.need.amount:g} more")
+                f"{self.free:g} free, this stack needs {self.need.amount:g}")
 
 
-def needs(spec: ClusterSpec) -> list[Need]:
-    """The GPU quota the stack's nodes take, per metric and region."""
-    if spec.zone is None:
-        return []
-    region = region_of(spec.zone)
-    totals: dict[tuple[str, str], float] = defaultdict(float)
-    for _, _, view in spec.groups():
-        accel = view.accelerator
-        if not isinstance(accel, Gpu):
-            continue
-        gpus = accel.count * view.node_count
-        totals[(catalog.GPUS_ALL_REGIONS, GLOBAL)] += gpus
-        totals[(catalog.GPUS[accel.type].quota_metric_for(view.spot), region)] += gpus
-    standard = {g.quota_metric_for(True): g.quota_metric for g in catalog.GPUS.values()}
-    return [Need(metric, where, amount, standard.get(metric))
-            for (metric, where), amount in sorted(totals.items())]
+def charged(need: Need, quotas: Quotas) -> Need:
+    """The metric a need is charged to: a spot need goes to the standard metric where the
+    project's preemptible limit is 0 (or not reported)."""
+    if need.fallback and quotas.get(need.metric, (0.0, 0.0))[0] == 0:
+        return Need(need.fallback, need.region, need.amount)
+    return need
 
 
-def shortfalls(project: str, wanted: list[Need], read: Callable[[str], dict[str, tuple[float, float]]]
-               ) -> list[Shortfall]:
+def shortfalls(project: str, wanted: list[Need], read: Callable[[str], Quotas]) -> list[Shortfall]:
     """`read(region or GLOBAL)` -> {metric: (limit, usage)}; a metric Compute does not report
     for the region is not enforced there."""
     by_region: dict[str, dict[str, tuple[float, float]]] = {}
     out = []
     for need in wanted:
+        if need.amount <= 0:
+            continue  # nodes that exist already: their quota is in the usage
         if need.region not in by_region:
             by_region[need.region] = read(need.region)
-        quotas = by_region[need.region]
-        if need.fallback and quotas.get(need.metric, (0.0, 0.0))[0] == 0:
-            need = Need(need.fallback, need.region, need.amount)
-        limit_usage = quotas.get(need.metric)
+        need = charged(need, by_region[need.region])
+        limit_usage = by_region[need.region].get(need.metric)
         if limit_usage is None:
             continue
         limit, usage = limit_usage
@@ -90,35 +73,52 @@ def shortfalls(project: str, wanted: list[Need], read: Callable[[str], dict[str,
 
 def how_to_raise(project: str, shortfall: Shortfall) -> str:
     """Where to ask for more: the console's quota page filtered to the metric, or Cloud Quotas."""
-    metric = shortfall.need.metric
+    metric, region = shortfall.need.metric, shortfall.need.region
     wanted = shortfall.usage + shortfall.need.amount
     console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
                f"&metric=compute.googleapis.com%2F{metric.lower()}")
-    if metric == catalog.GPUS_ALL_REGIONS:
-        return (f"`gcloud quotas preferences create --service={COMPUTE} --project={project} "
-                f"--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value={wanted:g}` or {console}")
-    return console
+    # Cloud Quotas ids of Compute's metrics: GPUS-ALL-REGIONS-per-project, NVIDIA-T4-GPUS-per-project-region
+    quota_id = metric.replace("_", "-") + ("-per-project" if region == GLOBAL else "-per-project-region")
+    dimensions = "" if region == GLOBAL else f" --dimensions=region={region}"
+    return (f"`gcloud quotas preferences create --service={COMPUTE} --project={project} "
+            f"--quota-id={quota_id} --preferred-value={wanted:g}{dimensions}` or {console}")
 
 
 def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
-    """Refuses (ConfigError, before anything is created) a stack whose GPUs the project's quota
-    cannot hold, naming each metric, its limit and usage, and how to raise it."""
-    wanted = needs(spec)
-    if not wanted or spec.project is None:
+    """Refuses (ConfigError, before anything is created) a stack whose VMs the project's free
+    quota cannot hold, naming each metric, its limit, usage and what is free, and how to raise it."""
+    if not needs(spec) or spec.project is None:
         return
-    assert spec.project is not None
     project: str = spec.project
     _ensure_compute(project, progress)
-    missing = shortfalls(project, wanted, lambda region: _read_quotas(project, region))
+    wanted = needs(spec, existing_nodes(spec))
+    missing = shortfalls(project, wanted, lambda region: read_quotas(project, region))
     if missing:
         lines = "\n".join(f"  - {m.describe(project)}; raise it: {how_to_raise(project, m)}"
                           for m in missing)
-        raise ConfigError(f"project {project} has too little GPU quota for stack {spec.name} "
+        raise ConfigError(f"project {project} has too little quota for stack {spec.name} "
                           f"(nothing was created):\n{lines}")
-    progress("GPU quota: " + ", ".join(f"{n.metric} ({n.region}) {n.amount:g}" for n in wanted) + " available")
+    progress("quota: " + ", ".join(f"{n.metric} ({n.region}) {n.amount:g}" for n in wanted if n.amount > 0)
+             + " available")
 
 
-def _read_quotas(project: str, region: str) -> dict[str, tuple[float, float]]:
+def existing_nodes(spec: ClusterSpec) -> dict[str, int]:
+    """The stack's VMs (GKE nodes too) that exist in its zone, per pool: an `up` or `plan` of a
+    stack that is up already needs no new quota for them."""
+    from google.cloud import compute_v1
+
+    request = compute_v1.ListInstancesRequest(project=spec.project, zone=spec.zone,
+                                              filter=f"labels.trainctl-stack = {spec.name}")
+    out: dict[str, int] = {}
+    for vm in google_client(compute_v1.InstancesClient).list(request=request):
+        if vm.labels.get("managed-by") == "trainctl":
+            pool = vm.labels.get("trainctl-role") or spec.name
+            out[pool] = out.get(pool, 0) + 1
+    return out
+
+
+def read_quotas(project: str, region: str) -> Quotas:
+    """{metric: (limit, usage)} of a region, or project-wide ones for GLOBAL (Compute's own numbers)."""
     from google.cloud import compute_v1
 
     if region == GLOBAL:

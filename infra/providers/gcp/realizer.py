@@ -24,7 +24,8 @@ from infra.providers.gcp.prerequisites import check_google_credentials, check_pr
 from infra.providers.gcp.program.storage import ADOPT_ENV
 from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, program_env, pulumi_stack,
                                                   read_meta, write_meta)
-from infra.errors import CapacityUnavailable
+from infra.providers.gcp.zone_failover import (place, record_placement, refusal_of, regions_with_quota,
+                                               stay_where_landed)
 from infra.providers.inventory import Inventory, Node, Registry
 from infra.providers.protocol import Capabilities, PlanRow, Progress, StackInfo
 from infra.providers.realizers import unsupported
@@ -45,14 +46,16 @@ def policy_packs() -> list[str]:
 def plan(spec: ClusterSpec) -> list[PlanRow]:
     """Resources `up` would create: the Pulumi program itself, evaluated under mocks, refused
     (exit 2) when it breaks a rule of the policy pack `up` enforces or names a reservation that
-    cannot hold its VMs (read from Compute: the one part of a plan that asks the project)."""
-    from infra.providers.gcp import reservations
+    cannot hold its VMs, or quota the project has not free (read from Compute: the parts of a plan
+    that ask the project). Each pool's capacity rows (capacity.py) follow the resources."""
+    from infra.providers.gcp import capacity, reservations
     from infra.providers.gcp.program.mocks import evaluate
     from infra.providers.gcp.program.storage import kept_on_down
 
     declared = evaluate(spec).resources
     _refuse_policy_violations(spec, declared)
     reservations.check(spec)
+    pools = capacity.plan_rows(spec)
     rows = []
     for r in declared:
         kind = r.type.removeprefix("gcp:").split(":")[0] if r.type.startswith("gcp:") else r.type
@@ -62,7 +65,7 @@ def plan(spec: ClusterSpec) -> list[PlanRow]:
         rows.append(PlanRow(kind, str(r.inputs.get("name", r.name)), values))
     # Pulumi registers resources from its own threads, in no fixed order: a plan is compared
     # between runs (CI logs, `plan --json`), so it is listed by kind and name, node-1 before node-10.
-    return sorted(rows, key=lambda row: (row.kind, _natural(row.name)))
+    return sorted(rows, key=lambda row: (row.kind, _natural(row.name))) + pools
 
 
 def capabilities(spec: ClusterSpec) -> Capabilities:
@@ -110,7 +113,9 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     from infra.providers.gcp.quota import preflight
 
     check_prerequisites(spec)
-    preflight(spec, progress)  # before anything billable exists
+    spec = stay_where_landed(spec, read_meta(spec.name))
+    # before anything billable exists; candidate regions without quota are not tried
+    spec, skipped = regions_with_quota(spec, lambda placed: preflight(placed, progress), progress)
     reservations.check(spec, progress)
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
@@ -120,17 +125,32 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
         meta = current_meta(spec)
-        workspace_stack = pulumi_stack(spec, program_env(spec, meta["expires_at"], public))
-        kept = bucket_to_adopt(spec, workspace_stack)
-        if kept:
-            progress(f"adopting bucket gs://{kept}, which an earlier `down` kept with its checkpoints")
-            workspace_stack.workspace.env_vars[ADOPT_ENV] = kept
-        result = workspace_stack.up(on_output=progress, policy_packs=policy_packs())
-        return _write_inventory(spec, {k: v.value for k, v in result.outputs.items()}, client_key, progress)
+
+        def attempt(placed: ClusterSpec) -> Any:
+            """The whole program with the zone of this attempt, as `pulumi up` runs it."""
+            from pulumi.automation import CommandError
+
+            workspace_stack = pulumi_stack(placed, program_env(placed, meta["expires_at"], public))
+            kept = bucket_to_adopt(placed, workspace_stack)
+            if kept:
+                progress(f"adopting bucket gs://{kept}, which an earlier `down` kept with its checkpoints")
+                workspace_stack.workspace.env_vars[ADOPT_ENV] = kept
+            try:
+                return workspace_stack.up(on_output=progress, policy_packs=policy_packs())
+            except CommandError as exc:
+                refused = refusal_of(exc)
+                if refused is exc:
+                    raise
+                raise refused from exc
+
+        result, placed, attempts = place(spec, attempt, progress, skipped)
+        record_placement(placed, attempts, progress)
+        return _write_inventory(placed, {k: v.value for k, v in result.outputs.items()}, client_key, progress,
+                                placement=tuple(a.record() for a in attempts))
 
 
 def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Path | None,
-                     progress: Progress) -> Inventory:
+                     progress: Progress, placement: tuple[dict[str, Any], ...] = ()) -> Inventory:
     """The program's `inventory` output completed with pinned host keys, written to the state."""
     sdir = state_dir(spec.name)
     partial = outputs["inventory"]
@@ -150,7 +170,7 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
         known_hosts=str(sdir / "keys" / "known_hosts"),
         kubeconfig=str(kubeconfig) if kubeconfig else None,
         gke_service_account=partial.get("gke_service_account"),
-        registry=Registry(**partial["registry"]) if partial.get("registry") else None)
+        registry=Registry(**partial["registry"]) if partial.get("registry") else None, placement=placement)
     inventory = simulation.adapt(inventory, progress)
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
     inventory.write(sdir / "inventory.json")
@@ -324,12 +344,6 @@ def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
     return node_kind(spec(stack)).status(nodes)
 
 
-# What GCE and Cloud TPU answer when a zone has no capacity for the request right now (the
-# resource-availability troubleshooting pages): a later try may succeed, unlike other errors.
-CAPACITY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "insufficientCapacity",
-                   "does not have enough resources available", "no more capacity in the zone")
-
-
 def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
     """Bring reclaimed nodes back: a stopped VM is started on its disk (Compute instances.start),
     a preempted TPU (which cannot restart) is deleted, then `pulumi up --refresh` recreates what
@@ -351,7 +365,7 @@ def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
         try:
             gone = kind.bring_back(status, lost, progress)
         except GoogleAPIError as exc:
-            raise _capacity_or(exc) from exc
+            raise refusal_of(exc) from exc
         meta = read_meta(stack) or {}
         # an adopted stack's program reads its own stack file, as at `pulumi up` by hand
         env = {} if meta.get("adopted") else program_env(cluster, meta.get("expires_at"))
@@ -359,17 +373,9 @@ def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
         try:
             result = pulumi_stack(cluster, env).up(on_output=progress, policy_packs=policy_packs(), refresh=True)
         except CommandError as exc:
-            raise _capacity_or(exc) from exc
+            raise refusal_of(exc) from exc
         return _write_inventory(cluster, {k: v.value for k, v in result.outputs.items()},
                                 Path(current.ssh_private_key), progress)
-
-
-def _capacity_or(exc: Exception) -> Exception:
-    text = str(exc)
-    if any(marker in text for marker in CAPACITY_ERRORS):
-        line = next((ln for ln in text.splitlines() if any(m in ln for m in CAPACITY_ERRORS)), text)
-        return CapacityUnavailable(line.strip()[:300])
-    return exc
 
 
 def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -13,8 +14,8 @@ from infra.providers.inventory import Inventory
 
 
 @pytest.fixture
-def gke_stack(tmp_path: Path) -> Iterator[dict[str, str]]:
-    home = Path("/var/lib/trainctl-tests") / f"gke-verbs-{tmp_path.name}"
+def gke_stack() -> Iterator[dict[str, str]]:
+    home = Path("/var/lib/trainctl-tests") / f"gke-verbs-{uuid.uuid4().hex[:12]}"  # TRAINCTL_HOME: not under /tmp
     sdir = home / "stacks" / "my-gke"
     sdir.mkdir(parents=True, mode=0o700)
     (sdir / "provider").write_text("gcp\n")

@@ -69,3 +69,20 @@ def test_a_refused_plan_leaves_stdout_empty():
     refused = trainctl("plan", "--stack", "local", "--nodes", "0", "--json", env=CI)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "--nodes, on stack file" in refused.stderr and "nodes: Input should be greater than or equal to 1" in refused.stderr
+
+
+def test_plan_without_credentials_shows_each_pools_capacity_and_says_free_quota_was_not_read(tmp_path):
+    offline = {**CI, "CLOUDSDK_CONFIG": str(tmp_path), "GOOGLE_APPLICATION_CREDENTIALS": ""}
+    done = trainctl("plan", "--stack", "gpu-l4-spot", "--json", env=offline)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    document = json.loads(done.stdout)
+    (pool,) = document["capacity"]["quota"]
+    assert (pool["pool"], pool["provisioning"]) == ("gpu-l4-spot", "spot")
+    lines = {line["metric"]: (line["needed"], line["free"]) for line in pool["lines"]}
+    assert lines["PREEMPTIBLE_NVIDIA_L4_GPUS"] == (2, None) and lines["PREEMPTIBLE_CPUS"] == (16, None)
+    assert pool["not_read"].startswith("not read: no Google credentials")
+    assert all(r["kind"] != "capacity" for r in document["resources"])  # capacity is no resource
+    table = trainctl("plan", "--stack", "gpu-l4-spot", env=offline).stdout
+    assert "capacity per pool" in table and "free quota not read: no Google credentials" in table
+    row = next(line for line in table.splitlines() if "PREEMPTIBLE_NVIDIA_L4_GPUS" in line)
+    assert "us-central1" in row and "not read" in row

@@ -137,6 +137,32 @@ def test_spot_scheduling_is_consistent() -> None:
     assert "remove it" in v.message
 
 
+SPOT = {"provisioningModel": "SPOT", "preemptible": True, "automaticRestart": False,
+        "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE"}
+
+
+@pytest.mark.parametrize("affinity", [{"type": "SPECIFIC_RESERVATION", "specificReservation": {
+    "key": "compute.googleapis.com/reservation-name", "values": ["h100-block"]}}, {"type": "ANY_RESERVATION"}])
+def test_spot_vms_written_by_hand_cannot_ask_for_a_reservation(affinity: dict) -> None:
+    (v,) = fired("spot-no-reservation", instance(scheduling=SPOT, reservationAffinity=affinity))
+    assert f"spot VM 'vm-0' asks for reserved capacity (reservation affinity {affinity['type']})" in v.message
+    assert "NO_RESERVATION" in v.message and "reservations-consume" in str(v)
+    # the same affinity on a standard VM, and NO_RESERVATION (or none) on a spot one, are fine
+    assert not fired("spot-no-reservation", instance(reservationAffinity=affinity))
+    assert not fired("spot-no-reservation", instance(scheduling=SPOT, reservationAffinity={"type": "NO_RESERVATION"}))
+    assert not fired("spot-no-reservation", instance(scheduling=SPOT))
+
+
+def test_spot_gke_node_pools_cannot_ask_for_a_reservation() -> None:
+    config = {"machineType": "g2-standard-8", "spot": True, "reservationAffinity": {
+        "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+        "values": ["l4-block"]}}
+    (v,) = fired("spot-no-reservation", Resource(T_NODEPOOL, "p", {"name": "s-gpu", "nodeConfig": config}))
+    assert "spot GKE node pool 's-gpu'" in v.message
+    on_demand = {**config, "spot": False}
+    assert not fired("spot-no-reservation", Resource(T_NODEPOOL, "p", {"name": "s-gpu", "nodeConfig": on_demand}))
+
+
 @pytest.mark.parametrize("allow", [{"protocol": "tcp", "ports": ["22"]}, {"protocol": "tcp"},
                                    {"protocol": "all"}, {"protocol": "tcp", "ports": ["20-30"]}])
 @pytest.mark.parametrize("anywhere", ["0.0.0.0/0", "::/0"])
@@ -205,6 +231,52 @@ def test_image_repositories_are_never_public() -> None:
     assert fired("artifact-registry-not-public",
                  Resource(AR_IAM[1], "g", {"role": "roles/artifactregistry.reader",
                                            "members": ["serviceAccount:x", "allAuthenticatedUsers"]}))
+
+
+def _nics(*types: str) -> list[dict[str, Any]]:
+    return [{"subnetwork": f"sub-{i}", "nicType": t} for i, t in enumerate(types)]
+
+
+def test_gpudirect_vms_carry_their_familys_gpu_nics() -> None:
+    # A3 Mega without its 8 GPU NICs: NCCL would run over nic0's TCP (GPU network bandwidth page)
+    (v,) = fired("gpudirect-nics", instance(machineType="a3-megagpu-8g", networkInterfaces=_nics("GVNIC")))
+    assert "8 GVNIC" in v.message and "plain TCP" in v.message
+    assert not fired("gpudirect-nics", instance(machineType="a3-megagpu-8g", networkInterfaces=_nics(*["GVNIC"] * 9)))
+    # A4: 2 gVNICs then 8 MRDMA; gVNICs where MRDMA belongs are refused
+    assert fired("gpudirect-nics", instance(machineType="a4-highgpu-8g", networkInterfaces=_nics(*["GVNIC"] * 10)))
+    assert not fired("gpudirect-nics", instance(machineType="a4-highgpu-8g",
+                                                networkInterfaces=_nics("GVNIC", "GVNIC", *["MRDMA"] * 8)))
+    assert not fired("gpudirect-nics", instance(networkInterfaces=_nics("default")))  # n1: no GPUDirect
+
+
+def test_a3_ultra_and_a4_boot_from_hyperdisk() -> None:
+    disk = {"initializeParams": {"type": "pd-balanced"}}
+    (v,) = fired("hyperdisk-only-families", instance(machineType="a3-ultragpu-8g", bootDisk=disk))
+    assert "hyperdisk-balanced" in v.message
+    assert not fired("hyperdisk-only-families", instance(
+        machineType="a3-ultragpu-8g", bootDisk={"initializeParams": {"type": "hyperdisk-balanced"}}))
+    assert not fired("hyperdisk-only-families", instance(machineType="a3-megagpu-8g", bootDisk=disk))
+
+
+def test_compact_placement_holds_supported_terminating_vms_within_its_limit() -> None:
+    from policy.gpudirect_rules import T_RESOURCE_POLICY
+
+    policy = Resource(T_RESOURCE_POLICY, "pp", {"name": "s-placement",
+                                                "groupPlacementPolicy": {"collocation": "COLLOCATED"}})
+    link = "https://www.googleapis.com/compute/v1/projects/p/regions/r/resourcePolicies/s-placement"
+
+    def vm(i: int, machine: str = "a2-highgpu-8g", maintenance: str = "TERMINATE") -> Resource:
+        return Resource(T_INSTANCE, f"vm{i}", {"name": f"s-node-{i}", "machineType": machine,
+                                               "resourcePolicies": link,
+                                               "scheduling": {"onHostMaintenance": maintenance}})
+
+    assert not fired("compact-placement-limits", policy, vm(0), vm(1))
+    (v,) = fired("compact-placement-limits", policy, vm(0, machine="n1-standard-8"))
+    assert "n1-standard-8" in v.message
+    (v,) = fired("compact-placement-limits", policy, vm(0, maintenance="MIGRATE"))
+    assert "TERMINATE" in v.message
+    (v,) = fired("compact-placement-limits", policy, *[vm(i) for i in range(151)])
+    assert "151 VMs" in v.message and "150" in v.message
 
 
 def test_list_rules_fire_on_the_read_only_lists_the_policy_engine_hands_over() -> None:

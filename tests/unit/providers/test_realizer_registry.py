@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import time
+import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -21,9 +22,9 @@ from infra.spec.stack_config import ConfigError, REPO_ROOT
 from infra.providers.stack_home import record_provider, state_dir
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A state home holding only files: nothing here is realized, so nothing needs a down."""
-    path = Path("/var/lib/trainctl-tests") / f"registry-{tmp_path.name}"
+    path = Path("/var/lib/trainctl-tests") / f"registry-{uuid.uuid4().hex[:12]}"  # TRAINCTL_HOME: not under /tmp
     path.mkdir(parents=True, mode=0o700)
     monkeypatch.setenv("TRAINCTL_HOME", str(path))
     yield path

@@ -35,24 +35,16 @@ def test_bundled_gpu_machine_implies_its_gpus():
     assert (s.gpu.type, s.gpu.count, s.procs_per_node) == ("nvidia-tesla-a100", 8, 8)
 
 
-def test_gpu_that_only_comes_bundled_names_the_machine_types():
-    msg = error_of(**GCP, machine_type="n1-standard-8", gpu={"type": "a100", "count": 2})
-    assert "cannot be attached to n1-standard-8" in msg and "a2-highgpu-2g" in msg
-
-
-def test_bundled_machine_with_other_gpu_count_is_refused():
-    msg = error_of(**GCP, machine_type="g2-standard-8", gpu={"type": "l4", "count": 4})
-    assert "comes with 1 x nvidia-l4" in msg
-
-
-def test_attachable_gpu_count_is_checked_against_the_catalog():
-    msg = error_of(**GCP, machine_type="n1-standard-8", gpu={"type": "t4", "count": 3})
-    assert "gpu.count 3" in msg and "valid: 1, 2, 4" in msg
-
-
-def test_too_many_vcpus_for_the_gpu_count():
-    msg = error_of(**GCP, machine_type="n1-standard-32", gpu={"type": "nvidia-tesla-v100", "count": 1})
-    assert "32 vCPUs" in msg
+@pytest.mark.parametrize("machine_type, gpu, expected", [
+    ("n1-standard-8", {"type": "a100", "count": 2}, ["cannot be attached to n1-standard-8", "a2-highgpu-2g"]),
+    ("g2-standard-8", {"type": "l4", "count": 4}, ["comes with 1 x nvidia-l4"]),
+    ("n1-standard-8", {"type": "t4", "count": 3}, ["gpu.count 3", "valid: 1, 2, 4"]),
+    ("n1-standard-32", {"type": "nvidia-tesla-v100", "count": 1}, ["32 vCPUs"]),
+], ids=["bundled-only GPU names its machines", "bundled machine with another count",
+        "attachable count from the catalog", "too many vCPUs for the GPU count"])
+def test_a_gpu_the_machine_cannot_take_is_refused_naming_what_it_can(machine_type, gpu, expected):
+    msg = error_of(**GCP, machine_type=machine_type, gpu=gpu)
+    assert all(part in msg for part in expected), msg
 
 
 def test_gpu_not_offered_in_zone():

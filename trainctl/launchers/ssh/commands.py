@@ -29,6 +29,7 @@ from infra.errors import ConfigError
 from infra.providers.inventory import Inventory, Node
 from infra.spec.cluster import TORCH_HAS_NO_PS
 from trainctl.launchers import torchrun_agents
+from trainctl.launchers.nccl_env import nccl_env, nccl_preamble
 from trainctl.launchers.cluster_env import (cluster_spec, command_for, expand, job_env, members, task_of,
                                             tf_config, torch_group, torchrun_target, tpu_type)
 from trainctl.launchers.spec import LaunchSpec
@@ -138,6 +139,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     env = {
         **inventory.node_env,
         **job_env(inventory, spec.run_id),
+        **nccl_env(node),
         **spec.env,
         "PYTHONUNBUFFERED": "1",
         # Marks every process of this run on the node, whatever session torchrun gives it,
@@ -170,7 +172,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         env.update(containers.container_env(node))
         argv = containers.run_argv(node, spec.image, inside, [run_dir], argv)
     workdir = job_workdir(node, spec.run_id, spec.image)
-    return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && {shell_env(env)}"
+    return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && {nccl_preamble(node)}{shell_env(env)}"
             f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; exec {join(argv)}")
 
 

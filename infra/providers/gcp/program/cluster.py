@@ -14,12 +14,13 @@ from typing import Any, Callable, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.spec import catalog
+from infra.spec import catalog, gpu_networks
 from infra.providers.gcp.program.common import labels as make_labels
 from infra.providers.gcp.program.common import expiry_ignore, network_tag, ssh_metadata
 from infra.providers.gcp.program.compute import GpuVmGroup, node_name
 from infra.providers.gcp.program.endpoints import api_provider
 from infra.providers.gcp.program.gke import GkeCluster
+from infra.providers.gcp.program.gpu_network import ExtraNic, GpuNetworks, compact_placement, stack_gpudirect
 from infra.providers.gcp.program.network import Network
 from infra.providers.gcp.program.registry import ImageRegistry
 from infra.providers.gcp.program.scheduled_reaper import ScheduledReaper
@@ -41,6 +42,8 @@ def _vm_nodes(spec: ClusterSpec, groups: list[GpuVmGroup]) -> pulumi.Output[list
     tasks = spec.node_tasks
     accelerators = {g.first + k: str(view.accelerator) for g, (_, _, view) in zip(groups, spec.groups())
                     for k in range(view.node_count)}
+    machines = {g.first + k: view.machine_type for g, (_, _, view) in zip(groups, spec.groups())
+                for k in range(view.node_count)}
 
     def node(i: int, inst: gcp.compute.Instance) -> pulumi.Output[dict[str, Any]]:
         def shape(nics: Sequence[Any]) -> dict[str, Any]:
@@ -54,7 +57,7 @@ def _vm_nodes(spec: ClusterSpec, groups: list[GpuVmGroup]) -> pulumi.Output[list
             return {"name": node_name(spec, i), "rank": i, "role": "worker", "internal_ip": internal,
                     "ssh_host": external or internal, "ssh_user": spec.ssh.user,
                     "accelerator": accelerators[i], "workdir": workdir(spec), "interface": None,
-                    "task": tasks[i][0]}
+                    "task": tasks[i][0], "machine_type": machines[i]}
         return inst.network_interfaces.apply(shape)
     return pulumi.Output.all(*[node(g.first + k, inst) for g in groups for k, inst in enumerate(g.instances)])
 
@@ -130,6 +133,7 @@ class Foundation:
     account: gcp.serviceaccount.Account
     endpoint: pulumi.ResourceOptions  # Google's endpoints, or TRAINCTL_GCP_API_ENDPOINT's
     after_apis: pulumi.ResourceOptions  # the same, once the APIs the stack needs are on
+    gpu_nics: Sequence[ExtraNic] = ()  # a GPUDirect family's NICs beyond nic0 (gpu_network.py)
 
     @property
     def account_member(self) -> pulumi.Output[str]:
@@ -148,9 +152,13 @@ class DeclaredNodes:
 def _declare_vms(base: Foundation) -> DeclaredNodes:
     """One VM group per worker pool (one in all without pools), nodes numbered across them."""
     spec = base.spec
+    policy = compact_placement(spec, base.after_apis)
+    placement = policy.self_link if policy else None
     groups = [GpuVmGroup(f"{spec.name}-{role}" if role else spec.name, view, subnet=base.net.subnet.id,
                          tag=base.tag, metadata=ssh_metadata(spec, base.public_key or ""), labels=base.labels,
-                         service_account=base.account.email, first=first, role=role, opts=base.after_apis)
+                         service_account=base.account.email, first=first, role=role,
+                         extra_nics=base.gpu_nics if gpu_networks.gpudirect(view.machine_type) else (),
+                         placement=placement, opts=base.after_apis)
               for role, first, view in spec.groups()]
     return DeclaredNodes(_vm_nodes(spec, groups))
 
@@ -170,7 +178,8 @@ def _declare_tpu(base: Foundation) -> DeclaredNodes:
 def _declare_gke(base: Foundation) -> DeclaredNodes:
     spec = base.spec
     gke = GkeCluster(spec.name, spec, network=base.net.network.id, subnet=base.net.subnet.id, tag=base.tag,
-                     labels=base.labels, service_account=base.account.email, opts=base.after_apis)
+                     labels=base.labels, service_account=base.account.email, extra_nics=base.gpu_nics,
+                     opts=base.after_apis)
     # Pods run as the trainctl KSA; Workload Identity lets it act as the nodes' GSA,
     # which alone holds the bucket grant.
     gcp.serviceaccount.IAMMember(
@@ -201,11 +210,14 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     after_apis = pulumi.ResourceOptions(provider=endpoint.provider, depends_on=enable_apis(spec, endpoint),
                                         ignore_changes=expiry_ignore(expires_at))
     net = Network(spec.name, spec, opts=after_apis)
+    profile = stack_gpudirect(spec)
+    gpu_nets = GpuNetworks(f"{spec.name}-gpu", spec, profile, opts=after_apis) if profile else None
     storage = Storage(spec.name, spec, labels, opts=after_apis)
     account = gcp.serviceaccount.Account(
         f"{spec.name}-sa", account_id=service_account_id(spec), project=spec.project,
         display_name=f"trainctl nodes of {spec.name}", opts=after_apis)
-    base = Foundation(spec, public_key, labels, network_tag(spec), net, account, endpoint, after_apis)
+    base = Foundation(spec, public_key, labels, network_tag(spec), net, account, endpoint, after_apis,
+                      gpu_nics=gpu_nets.nics if gpu_nets else ())
     # Least privilege: the nodes' identity may read and write objects in this bucket only.
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",

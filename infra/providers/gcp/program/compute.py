@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.spec import catalog
+from infra.spec import catalog, gpu_networks
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
+from infra.providers.gcp.program.gpu_network import ExtraNic
 from infra.spec.cluster import ClusterSpec
 
 
@@ -47,6 +50,19 @@ def reservation_affinity(spec: ClusterSpec) -> gcp.compute.InstanceReservationAf
             key=RESERVATION_NAME_KEY, values=[spec.reservation]))
 
 
+def network_interfaces(spec: ClusterSpec, subnet: pulumi.Input[str],
+                       extra_nics: Sequence[ExtraNic] = ()) -> list[gcp.compute.InstanceNetworkInterfaceArgs]:
+    """nic0 on the stack's subnet (the only one with an external address), then the GPUDirect
+    family's NICs on their own networks; gVNIC on every NIC of such a family."""
+    gpudirect = bool(extra_nics)
+    first = gcp.compute.InstanceNetworkInterfaceArgs(
+        subnetwork=subnet, nic_type="GVNIC" if gpudirect else None,
+        access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
+        if spec.network.external_ips else [])
+    return [first, *(gcp.compute.InstanceNetworkInterfaceArgs(subnetwork=n.subnet, nic_type=n.nic_type)
+                     for n in extra_nics)]
+
+
 def node_name(spec: ClusterSpec, index: int) -> str:
     return f"{spec.name}-node-{index}"
 
@@ -58,7 +74,8 @@ class GpuVmGroup(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, *, subnet: pulumi.Input[str], tag: str,
                  metadata: dict[str, str], labels: dict[str, str],
                  service_account: pulumi.Input[str], startup_script: str | None = None,
-                 first: int = 0, role: str | None = None,
+                 first: int = 0, role: str | None = None, extra_nics: Sequence[ExtraNic] = (),
+                 placement: pulumi.Input[str] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:GpuVmGroup", name, None, opts)
         child = child_opts(self, opts)
@@ -77,11 +94,9 @@ class GpuVmGroup(pulumi.ComponentResource):
                 boot_disk=gcp.compute.InstanceBootDiskArgs(
                     auto_delete=True,
                     initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                        image=image, size=spec.boot_disk_gb, type=catalog.BOOT_DISK_TYPE)),
-                network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
-                    subnetwork=subnet,
-                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()]
-                    if spec.network.external_ips else [])],
+                        image=image, size=spec.boot_disk_gb, type=gpu_networks.boot_disk_type(spec.machine_type))),
+                network_interfaces=network_interfaces(spec, subnet, extra_nics),
+                resource_policies=placement,
                 guest_accelerators=guest_accelerators(spec),
                 scheduling=scheduling(spec),
                 reservation_affinity=reservation_affinity(spec),

@@ -5,12 +5,14 @@ has exactly the slice's hosts, a compact placement policy and the slice's topolo
 from __future__ import annotations
 
 import hashlib
+from typing import Sequence
 
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.spec import catalog
+from infra.spec import catalog, gpu_networks
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
+from infra.providers.gcp.program.gpu_network import ExtraNic
 from infra.providers.gcp.program.compute import CONSUME_TYPES, RESERVATION_NAME_KEY
 from infra.spec.cluster import ClusterSpec
 
@@ -75,7 +77,23 @@ def _placement(spec: ClusterSpec) -> gcp.container.NodePoolPlacementPolicyArgs |
     if spec.tpu and catalog.TPUS[spec.tpu.type].multi_host:
         tpu = catalog.TPUS[spec.tpu.type]
         return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=tpu.topology)
+    if spec.placement == "compact":
+        return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
     return None
+
+
+def _node_networks(extra_nics: Sequence[ExtraNic]) -> gcp.container.NodePoolNetworkConfigArgs | None:
+    """A GPUDirect family's extra NICs as the pool's additional node networks (multi-networking)."""
+    if not extra_nics:
+        return None
+    return gcp.container.NodePoolNetworkConfigArgs(additional_node_network_configs=[
+        gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network, subnetwork=n.subnet)
+        for n in extra_nics])
+
+
+def _multi_networking(extra_nics: Sequence[ExtraNic]) -> dict:
+    """Additional node networks need multi-networking, which needs GKE Dataplane V2."""
+    return {"enable_multi_networking": True, "datapath_provider": "ADVANCED_DATAPATH"} if extra_nics else {}
 
 
 def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
@@ -95,6 +113,8 @@ def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
             type=spec.gpu.type, count=machine.bundled_gpu_count if machine.bundled_gpu else spec.gpu.count,
             gpu_driver_installation_config=gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
                 gpu_driver_version="LATEST"))]
+    if gpu_networks.gpudirect(spec.machine_type):
+        config["gvnic"] = gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True)
     if spec.reservation in CONSUME_TYPES:
         config["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type=CONSUME_TYPES[spec.reservation])
@@ -107,7 +127,8 @@ def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
 class GkeCluster(pulumi.ComponentResource):
     def __init__(self, name: str, spec: ClusterSpec, *, network: pulumi.Input[str],
                  subnet: pulumi.Input[str], tag: str, labels: dict[str, str],
-                 service_account: pulumi.Input[str], opts: pulumi.ResourceOptions | None = None) -> None:
+                 service_account: pulumi.Input[str], extra_nics: Sequence[ExtraNic] = (),
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:GkeCluster", name, None, opts)
         child = child_opts(self, opts)
         self.cluster = gcp.container.Cluster(
@@ -119,13 +140,13 @@ class GkeCluster(pulumi.ComponentResource):
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=f"{spec.project}.svc.id.goog"),
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
-            resource_labels=labels, opts=child)
+            resource_labels=labels, **_multi_networking(extra_nics), opts=child)
         self.pools = [
             gcp.container.NodePool(
                 f"{name}-{pool}", name=pool_name(spec, pool), project=spec.project,
                 location=spec.zone, cluster=self.cluster.name, node_count=count,
                 node_config=gcp.container.NodePoolNodeConfigArgs(**_node_config(spec, tag, labels, service_account)),
-                placement_policy=_placement(spec),
+                placement_policy=_placement(spec), network_config=_node_networks(extra_nics),
                 # A release-channel cluster upgrades its nodes itself; GKE rejects auto_upgrade=False.
                 management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
                 opts=child)

@@ -63,6 +63,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
             outputs["serviceConfig"] = config
         elif typ == "gcp:storage/bucket:Bucket":
             outputs.setdefault("url", f"gs://{outputs.get('name')}")
+        elif typ == "gcp:compute/resourcePolicy:ResourcePolicy":
+            outputs["selfLink"] = (f"https://www.googleapis.com/compute/v1/projects/{outputs.get('project')}"
+                                   f"/regions/{outputs.get('region')}/resourcePolicies/{outputs.get('name')}")
         elif typ == "gcp:artifactregistry/repository:Repository":
             outputs["name"] = outputs["repositoryId"]  # the provider's output, e.g. "repo1"
         self.resources.append(Declared(typ, args.name, dict(args.inputs)))

@@ -10,11 +10,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts, network_tag
+from infra.spec import gpu_networks
+from infra.spec.catalog import region_of
 from infra.spec.cluster import ClusterSpec
-
-
-def region_of(zone: str) -> str:
-    return zone.rsplit("-", 1)[0]
 
 
 class Network(pulumi.ComponentResource):
@@ -25,9 +23,11 @@ class Network(pulumi.ComponentResource):
         region = region_of(spec.zone)
         tag = network_tag(spec)
         self.tag = tag
+        # A GPUDirect family's nic0 network takes the MTU its recipes give all of its networks.
+        profile = gpu_networks.gpudirect(spec.machine_type)
         self.network = gcp.compute.Network(
             f"{name}-vpc", name=f"{spec.name}-vpc", project=spec.project,
-            auto_create_subnetworks=False, opts=child)
+            auto_create_subnetworks=False, mtu=profile.mtu if profile else None, opts=child)
         self.subnet = gcp.compute.Subnetwork(
             f"{name}-subnet", name=f"{spec.name}-subnet", project=spec.project, region=region,
             network=self.network.id, ip_cidr_range=spec.network.subnet_cidr,

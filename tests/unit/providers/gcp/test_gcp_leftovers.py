@@ -91,3 +91,42 @@ def test_what_has_no_client_here_is_named_with_the_command_that_deletes_it() -> 
     assert f"gcloud iam service-accounts delete {spec.name}-sa@{spec.project}.iam.gserviceaccount.com" in commands[1]
     assert any(c.startswith(f"gcloud functions delete {spec.name}-reaper --gen2") for c in commands)
     assert len(leftovers.not_swept(spec.model_copy(update={"scheduled_reaper": False}))) == 2
+
+
+@pytest.mark.parametrize("stack", ["gpu-a3mega-x2", "gpu-a4-x2", "gpu-t4x2"])
+def test_force_down_names_every_network_and_placement_policy_the_program_declares(stack: str) -> None:
+    from infra.providers.gcp.program.mocks import evaluate
+    from infra.spec.stack_config import load_stack
+
+    spec = load_stack(stack)
+    kinds = {"compute/firewall:Firewall": "firewalls", "compute/network:Network": "networks",
+             "compute/subnetwork:Subnetwork": "subnetworks", "compute/resourcePolicy:ResourcePolicy": "resourcePolicies"}
+    declared = {(kinds[r.type.split(":", 1)[1]], r.inputs["name"]) for r in evaluate(spec).resources
+                if r.type.split(":", 1)[1] in kinds}
+    named = set(leftovers.network_names(spec))
+    assert declared <= named  # nothing declared escapes `down --force`
+    assert named - declared <= {("routers", f"{spec.name}-router"), ("resourcePolicies", f"{spec.name}-placement")}
+
+
+def test_force_down_deletes_a_gpudirect_stacks_extra_networks_and_placement_policy(make_gcp: Any) -> None:
+    project = make_gcp(services=["compute.googleapis.com"])
+    spec = project.stack("gpu-a4-x2")
+    assert spec.zone
+    region = region_of(spec.zone)
+    project.network(f"{spec.name}-vpc", region, subnet=f"{spec.name}-subnet")
+    project.network(f"{spec.name}-gpunet-0", region, cidr="192.168.1.0/24", subnet=f"{spec.name}-gpusub-0")
+    project.ok("POST", project.compute("global/networks"), {"name": f"{spec.name}-rdma", "autoCreateSubnetworks": False})
+    for i in range(8):
+        project.ok("POST", project.compute(f"regions/{region}/subnetworks"),
+                   {"name": f"{spec.name}-rdmasub-{i}", "ipCidrRange": f"192.168.{128 + i}.0/24",
+                    "network": f"projects/{project.id}/global/networks/{spec.name}-rdma"})
+    project.ok("POST", project.compute("global/firewalls"),
+               {"name": f"{spec.name}-fw-gpunet-0", "network": f"projects/{project.id}/global/networks/{spec.name}-gpunet-0",
+                "allowed": [{"IPProtocol": "tcp"}], "sourceTags": ["t"], "targetTags": ["t"]})
+    project.ok("POST", project.compute(f"regions/{region}/resourcePolicies"),
+               {"name": f"{spec.name}-placement", "groupPlacementPolicy": {"collocation": "COLLOCATED"}})
+    leftovers.sweep_network(spec, project.progress, timeout=30, poll=0.05)
+    assert project.names("networks") == set()
+    assert project.names("subnetworks", region) == set()
+    assert project.names("firewalls") == set()
+    assert f"deleted resource policy {spec.name}-placement" in project.said

@@ -45,6 +45,11 @@ def test_firewalls_are_least_privilege(evaluated):
     spec, ev = evaluated
     rules = {r.inputs["name"]: r.inputs for r in ev.of_type("Firewall")}
     tag = f"{spec.name}-node"
+    # a GPUDirect family's extra networks: node to node only, like fw-internal
+    gpu_rules = {n: rules.pop(n) for n in list(rules) if n.startswith(f"{spec.name}-fw-gpunet-")}
+    for rule in gpu_rules.values():
+        assert (rule["sourceTags"], rule["targetTags"], rule["direction"]) == ([tag], [tag], "INGRESS")
+        assert "sourceRanges" not in rule
     internal = rules[f"{spec.name}-fw-internal"]
     assert internal["sourceTags"] == [tag] and internal["targetTags"] == [tag]
     assert "sourceRanges" not in internal

@@ -73,3 +73,21 @@ def applied_in_turn(sim: RunningSim, tmp_path: Path, seen: list[tuple[str, str]]
     assert sim.http("GET", f"/storage/v1/b/{bucket}")[0] == 200  # a named stack keeps its bucket
     assert sim.http("GET", f"{COMPUTE}/zones/us-central1-a/instances/{node['name']}")[0] == 404
     assert sim.http("GET", f"{COMPUTE}/global/networks/gpu-t4x2-vpc")[0] == 404
+
+
+def test_an_a3_mega_stack_gets_nine_nics_on_nine_networks_in_one_placement_policy_and_goes(sim, tmp_path):
+    stack = program_stack(sim, tmp_path, "gpu-a3mega-x2", int(time.time()) + 3600)
+    result = stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+    names = [n["name"] for n in result.outputs["inventory"].value["nodes"]]
+    assert [n["machine_type"] for n in result.outputs["inventory"].value["nodes"]] == ["a3-megagpu-8g"] * 2
+    policy = f"{COMPUTE}/regions/us-central1/resourcePolicies/gpu-a3mega-x2-placement"
+    assert sim.http("GET", policy)[1]["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
+    for name in names:
+        vm = sim.http("GET", f"{COMPUTE}/zones/us-central1-a/instances/{name}")[1]
+        networks = [nic["network"].rsplit("/", 1)[-1] for nic in vm["networkInterfaces"]]
+        assert len(set(networks)) == len(networks) == 9
+        assert [p.rsplit("/", 1)[-1] for p in vm["resourcePolicies"]] == ["gpu-a3mega-x2-placement"]
+    assert {sim.http("GET", f"{COMPUTE}/global/networks/{n}")[1]["mtu"] for n in networks} == {8244}
+    stack.destroy()
+    assert sim.http("GET", policy)[0] == 404
+    assert all(sim.http("GET", f"{COMPUTE}/global/networks/{n}")[0] == 404 for n in networks)

@@ -42,7 +42,7 @@ def test_with_the_quota_raised_the_preflight_passes(make_sim, monkeypatch):
     monkeypatch.setenv(API_ENDPOINT_ENV, s.url)
     said: list[str] = []
     quota.preflight(_spec("gpu-t4x2"), said.append)
-    assert "GPU quota" in said[-1] and "NVIDIA_T4_GPUS" in said[-1]
+    assert said[-1].startswith("quota: ") and "NVIDIA_T4_GPUS" in said[-1] and "available" in said[-1]
 
 
 def test_a_regional_shortfall_names_the_region_and_the_gpus_metric(make_sim, monkeypatch):
@@ -65,4 +65,11 @@ def test_needs_count_every_pools_gpus_and_spot_separately():
     spec = load_stack("tf-ps-pools", overrides={"project": PROJECT})
     wanted = {(n.metric, n.region): n.amount for n in quota.needs(spec)}
     # chief + 2 workers carry one T4 each; ps and evaluator are CPU pools
-    assert wanted == {("GPUS_ALL_REGIONS", "global"): 3, ("NVIDIA_T4_GPUS", "us-central1"): 3}
+    assert {k: v for k, v in wanted.items() if "GPUS" in k[0]} == {
+        ("GPUS_ALL_REGIONS", "global"): 3, ("NVIDIA_T4_GPUS", "us-central1"): 3}
+    # n1 vCPUs (chief, workers: n1-standard-8; evaluator: n1-standard-4) count toward CPUS, the
+    # ps pool's n2 ones toward N2_CPUS; every VM holds a 200 GB pd-balanced boot disk and an address
+    assert wanted[("CPUS", "us-central1")] == 3 * 8 + 4 and wanted[("N2_CPUS", "us-central1")] == 2 * 8
+    assert wanted[("CPUS_ALL_REGIONS", "global")] == 3 * 8 + 4 + 2 * 8
+    assert wanted[("SSD_TOTAL_GB", "us-central1")] == 6 * 200
+    assert wanted[("IN_USE_ADDRESSES", "us-central1")] == wanted[("INSTANCES", "us-central1")] == 6

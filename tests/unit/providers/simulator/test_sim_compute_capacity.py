@@ -32,6 +32,16 @@ def test_a_stockout_fails_the_insert_as_gce_does_naming_the_shape_and_other_zone
     assert "error" not in insert(sim, instance_body("cpu-0"))  # other shapes still fit
 
 
+def test_a_stockout_names_only_zones_that_offer_its_gpu(make_csim):
+    # the P100 is offered in us-central1-c and -f only (catalog.py): a and b cannot hold the shape
+    sim = make_csim(stockouts=[{"zone": "us-central1-c", "accelerator": "nvidia-tesla-p100"}])
+    sim.network()
+    op = insert(sim, instance_body("p100-0", gpu=("nvidia-tesla-p100", 1)), zone="us-central1-c")
+    details = {k: v for d in op["error"]["errors"][0]["errorDetails"] for k, v in d.items()}
+    assert details["errorInfo"]["metadatas"]["zonesAvailable"] == "us-central1-f"
+    assert "Consider trying your request in the us-central1-f zone(s)" in details["localizedMessage"]["message"]
+
+
 def test_stockouts_switch_on_and_off_while_the_simulator_runs(csim):
     csim.network()
     assert "error" not in insert(csim, instance_body("spot-0", machine="g2-standard-8", spot=True))

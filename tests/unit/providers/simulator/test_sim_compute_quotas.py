@@ -105,3 +105,15 @@ def test_raising_a_quota_lets_the_same_insert_succeed(make_csim):
     assert "error" in insert(sim, instance_body("gpu-0", machine="g2-standard-8"))
     sim.admin("PATCH", "quotas", {"global": {"GPUS_ALL_REGIONS": 1}})
     assert "error" not in insert(sim, instance_body("gpu-0", machine="g2-standard-8"))
+
+
+def test_boot_disks_hold_ssd_quota_until_deleted_even_while_their_vm_is_stopped(make_csim):
+    sim = make_csim(quotas={REGION: {"SSD_TOTAL_GB": 150}})  # instance_body: a 100 GB pd-balanced boot disk
+    sim.network()
+    assert "error" not in insert(sim, instance_body("a"))
+    sim.http("POST", sim.compute(f"zones/{ZONE}/instances/a/stop"))
+    sim.advance(1)
+    second = insert(sim, instance_body("b"))
+    assert second["error"]["errors"][0]["message"] == "Quota 'SSD_TOTAL_GB' exceeded.  Limit: 150.0 in region us-central1."
+    region = sim.client(compute_v1.RegionsClient).get(project=PROJECT, region=REGION)
+    assert {q.metric: (q.limit, q.usage) for q in region.quotas}["SSD_TOTAL_GB"] == (150.0, 100.0)

@@ -54,8 +54,10 @@ def instance_stockout(project: dict[str, Any], inst: dict[str, Any]) -> ApiError
         return None
     bundled = catalog.MACHINES[machine].bundled_gpu
     attached = {g: n for g, n in sim["gpus"].items() if g != bundled}
+    # GCE names the zones of the region that have this very shape: the machine type, its GPUs, capacity
     elsewhere = [z for z in ZONES if region_of(z) == region_of(zone) and z != zone
                  and machine_type(z, machine) is not None
+                 and all(z in catalog.GPUS[g].zones for g in sim["gpus"] if g in catalog.GPUS)
                  and not stocked_out(project, z, machine, sim["gpus"], sim["spot"])]
     shape = f"A {machine} VM instance"
     if attached:

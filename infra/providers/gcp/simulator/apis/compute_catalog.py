@@ -21,8 +21,7 @@ from infra.providers.gcp.simulator.routes import Call, handles
 
 CREATED = "1969-12-31T16:00:00.000-08:00"  # what GCE shows for its own zones and regions
 
-ZONES: tuple[str, ...] = tuple(sorted({z for g in catalog.GPUS.values() for z in g.zones}
-                                      | {z for t in catalog.TPUS.values() for z in t.zones}))
+ZONES: tuple[str, ...] = catalog.ZONES
 REGIONS: tuple[str, ...] = tuple(sorted({region_of(z) for z in ZONES}))
 
 DISK_TYPES = {"pd-standard": ("Standard Persistent Disk", "10GB-65536GB", "500"),

@@ -4,9 +4,10 @@ from the instances that exist, checked when an instance is inserted or started.
 Limits are the project file's (`quotas: {global: {...}, <region>: {...}}`, project.py); a metric
 the file does not set does not bind (GCE shows such a limit as the largest int64). Usage: every
 instance not TERMINATED holds its vCPUs, GPUs, one INSTANCES and its external addresses
-(stopped VMs release CPU and GPU quota).
-  - vCPUs count toward N2_CPUS / A2_CPUS for those families, CPUS for the others (N1, E2, G2, A3),
-    and CPUS_ALL_REGIONS globally; GPUs toward NVIDIA_<type>_GPUS and GPUS_ALL_REGIONS.
+(stopped VMs release CPU and GPU quota); every disk holds its size in SSD_TOTAL_GB (pd-balanced,
+pd-ssd) or DISKS_TOTAL_GB (pd-standard), stopped or not.
+  - vCPUs count toward the family's metric (catalog.CPU_QUOTA_METRICS: N2_CPUS, A2_CPUS; CPUS for
+    the others) and CPUS_ALL_REGIONS globally; GPUs toward NVIDIA_<type>_GPUS and GPUS_ALL_REGIONS.
   - Spot VMs use the PREEMPTIBLE_ variant where the project has such quota (limit > 0), else
     the standard quota
     ("To prevent Spot VMs from consuming your quotas for standard VMs' CPUs, GPUs, and disks,
@@ -34,10 +35,10 @@ from infra.providers.gcp.simulator.errors import ApiError, not_found
 from infra.providers.gcp.simulator.routes import Call, handles
 from infra.providers.gcp.simulator.state import World
 
-CPU_METRICS = {"n2": "N2_CPUS", "a2": "A2_CPUS"}
 REGION_METRICS = ("CPUS", "N2_CPUS", "A2_CPUS", "PREEMPTIBLE_CPUS", "INSTANCES", "IN_USE_ADDRESSES",
+                  "SSD_TOTAL_GB", "DISKS_TOTAL_GB",
                   *(g.quota_metric_for(spot) for spot in (False, True) for g in catalog.GPUS.values()))
-GLOBAL_METRICS = (catalog.GPUS_ALL_REGIONS, "CPUS_ALL_REGIONS", "NETWORKS", "SUBNETWORKS", "FIREWALLS", "ROUTERS")
+GLOBAL_METRICS = (catalog.GPUS_ALL_REGIONS, catalog.CPUS_ALL_REGIONS, "NETWORKS", "SUBNETWORKS", "FIREWALLS", "ROUTERS")
 GLOBAL_COUNTED = {"NETWORKS": "networks", "SUBNETWORKS": "subnetworks", "FIREWALLS": "firewalls",
                   "ROUTERS": "routers"}
 
@@ -63,12 +64,14 @@ def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str,
     """What one instance holds: {(scope, metric): amount}, scope "global" or a region."""
     sim = instance["_sim"]
     region = region_of(sim["zone"])
-    family = sim["machine_type"].split("-", 1)[0]
     shape = catalog.MACHINES.get(sim["machine_type"])
     vcpus = float(shape.vcpus if shape else catalog.TPU_HOST_MACHINES[sim["machine_type"]][0])
-    cpu = CPU_METRICS.get(family, "CPUS")
+    cpu = catalog.cpu_quota_metric(sim["machine_type"])
     cpu = _metric(project, region, "CPUS", sim["spot"]) if cpu == "CPUS" else cpu
-    out = {("global", "CPUS_ALL_REGIONS"): vcpus, (region, cpu): vcpus, (region, "INSTANCES"): 1.0}
+    out = {("global", catalog.CPUS_ALL_REGIONS): vcpus, (region, cpu): vcpus, (region, "INSTANCES"): 1.0}
+    if "disk" in sim:  # the boot disk an insert is about to create (an existing one is counted as a disk)
+        key = (region, _disk_metric(sim["disk"]))
+        out[key] = out.get(key, 0.0) + float(sim["disk"]["sizeGb"])
     gpus = sum(sim["gpus"].values())
     if gpus:
         out[("global", catalog.GPUS_ALL_REGIONS)] = float(gpus)
@@ -80,6 +83,10 @@ def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str,
     return out
 
 
+def _disk_metric(disk: dict[str, Any]) -> str:
+    return catalog.DISK_QUOTA_METRICS.get(disk["type"].rsplit("/", 1)[-1], "DISKS_TOTAL_GB")
+
+
 def _holding(world: World, project_id: str) -> list[dict[str, Any]]:
     return [i for i in collection(world, project_id, "instances").values() if i["status"] != "TERMINATED"]
 
@@ -89,6 +96,9 @@ def usage(world: World, project: dict[str, Any]) -> dict[tuple[str, str], float]
     for inst in _holding(world, project["id"]):
         for key, amount in demand(project, inst).items():
             total[key] = total.get(key, 0.0) + amount
+    for disk in collection(world, project["id"], "disks").values():
+        key = (region_of(disk["zone"].rsplit("/", 1)[-1]), _disk_metric(disk))
+        total[key] = total.get(key, 0.0) + float(disk["sizeGb"])
     for metric, name in GLOBAL_COUNTED.items():
         total[("global", metric)] = float(len(collection(world, project["id"], name)))
     return total

@@ -44,10 +44,6 @@ TPU_ZONES = tuple(sorted({z for t in catalog.TPUS.values() for z in t.zones}))
 NODE_TYPE = "type.googleapis.com/google.cloud.tpu.v2.Node"
 QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
 CONFIG_TYPES = {"v5e": "V5LITE_POD", "v6e": "V6E", "v4": "V4", "v5p": "V5P"}
-QUOTA_IDS = {"v5e": ("TPUV5sLitepodPerProjectPerZoneForTPUAPI", "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI"),
-             "v6e": ("TPUV6EPerProjectPerZoneForTPUAPI", "TPUV6EPreemptiblePerProjectPerZoneForTPUAPI"),
-             "v4": ("TPUV4sPodPerProjectPerZoneForTPUAPI", "TPUV4sPreemptiblePodPerProjectPerZoneForTPUAPI"),
-             "v5p": ("TPUV5PPerProjectPerZoneForTPUAPI", "TPUV5PPreemptiblePerProjectPerZoneForTPUAPI")}
 
 
 def eid(*parts: str) -> str:
@@ -95,13 +91,13 @@ def tpu_type(zone: str, body: dict[str, Any], project: str, key: str) -> catalog
 
 
 def quota_units(t: catalog.TpuType) -> int:
-    return t.chips * 2 if t.generation in ("v4", "v5p") else t.chips
+    return catalog.tpu_quota_units(t)
 
 
 def quota_error(world: World, project: dict[str, Any], zone: str, t: catalog.TpuType, spot: bool,
                 used: int) -> ApiError | None:
     """The 429 a create answers when the zone's TPU quota cannot take `t` on top of `used`."""
-    limit_id = QUOTA_IDS[t.generation][1 if spot else 0]
+    limit_id = catalog.tpu_quota_id(t, spot)
     limit = project.get("quotas", {}).get(zone, {}).get(limit_id)
     if limit is None or used + quota_units(t) <= float(limit):
         return None

@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from infra.providers.gcp.simulator.pulumi.gcp import (
-    container, functions, iam, instance, network, registry, services, storage, tpu)
+    container, functions, iam, instance, network, registry, resource_policy, services, storage, tpu)
 from infra.providers.gcp.simulator.pulumi.gcp.rest import Rest
 from infra.providers.gcp.simulator.pulumi.plugins import PackageFactory, ResourceType, unknown_type
 
 TYPES: dict[str, type] = {cls.token: cls for module in (services, network, instance, storage, iam, registry, tpu,
-                                                        container, functions) for cls in module.TYPES}
+                                                        container, functions, resource_policy)
+                          for cls in module.TYPES}
 
 
 class GcpPackage:

@@ -55,7 +55,7 @@ class Instance(GcpResource):
             "tags": {"items": inputs["tags"]} if inputs.get("tags") else None,
             "labels": self.labels_on_create(inputs.get("labels")),
             "serviceAccounts": f.service_accounts(inputs), "minCpuPlatform": inputs.get("minCpuPlatform"),
-            "hostname": inputs.get("hostname"), "resourcePolicies": inputs.get("resourcePolicies")}) | {
+            "hostname": inputs.get("hostname"), "resourcePolicies": _policies(inputs.get("resourcePolicies"))}) | {
             "canIpForward": bool(inputs.get("canIpForward")),
             "deletionProtection": bool(inputs.get("deletionProtection"))}
 
@@ -187,6 +187,13 @@ class Instance(GcpResource):
         op = self.delete_request(self.url(id_), "instance")
         if op is not None:
             self.wait_compute(op, id_.split("/")[1], "instance to delete")
+
+
+def _policies(value: Any) -> list[str] | None:
+    """pulumi-gcp takes one policy's self link as a string; the API takes a list of them."""
+    if not value:
+        return None
+    return [value] if isinstance(value, str) else list(value)
 
 
 TYPES = (Instance,)

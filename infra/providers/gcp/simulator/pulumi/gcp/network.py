@@ -75,7 +75,7 @@ class Network(ComputeObject):
 
     def body(self, inputs: dict[str, Any]) -> dict[str, Any]:
         body = drop_empty({"name": inputs["name"], "description": inputs.get("description"),
-                           "mtu": inputs.get("mtu")})
+                           "mtu": inputs.get("mtu"), "networkProfile": inputs.get("networkProfile")})
         body["autoCreateSubnetworks"] = bool(inputs.get("autoCreateSubnetworks", True))
         if inputs.get("routingMode"):
             body["routingConfig"] = {"routingMode": inputs["routingMode"]}
