@@ -25,7 +25,10 @@ def test_a_throttled_link_is_refused_and_an_unthrottled_one_passes(local_stack, 
 
     stack = "netcheck"
     local_stack(stack, nodes=2)
-    boot = trainctl("bootstrap", "--stack", stack, "--code", str(REPO), "--requirements", "trainers/requirements.txt")
+    (tmp_path / "Pulumi.yaml").write_text("name: netcheck\n")  # a project: bootstrap's logs go to its runs/
+    (tmp_path / "stacks").mkdir()
+    boot = trainctl("bootstrap", "--stack", stack, "--code", str(REPO), "--requirements", "trainers/requirements.txt",
+                    cwd=tmp_path)
     assert boot.returncode == 0, boot.stderr[-3000:]
     healthy = trainctl("check-network", "--stack", stack, "--size-mb", "8", "--runs-dir", str(tmp_path))
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr[-3000:]
