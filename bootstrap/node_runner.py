@@ -18,7 +18,7 @@ from typing import IO, Callable
 
 from bootstrap.plan import (BASE_DIFFERS, MAX_DRIVER_REBOOTS, NodePlan, Step, delta_sync_command,
                             parse_fingerprints, record_fingerprint)
-from bootstrap.remote_stop import INTERRUPT_GRACE_SECONDS, Interrupt, marked, stop_marked
+from bootstrap.remote_stop import Interrupt, marked, stop_over
 from bootstrap.ssh import open_connection
 from bootstrap.synced_nodes import SyncedNodes
 from bootstrap.treesync import TreeCache
@@ -148,18 +148,7 @@ class NodeRunner:
 
     def stop_steps(self, marker: str) -> None:
         """End this bootstrap's processes on the node (the SSH session's end would not)."""
-        transport = self.conn.transport if self.conn is not None else None
-        if transport is None or not transport.is_active():
-            return  # never connected, or the node is gone: nothing runs there for us
-        try:
-            channel = transport.open_session(timeout=5)
-            try:
-                channel.exec_command(stop_marked(marker, INTERRUPT_GRACE_SECONDS))
-                channel.recv_exit_status()
-            finally:
-                channel.close()
-        except Exception as exc:  # the node is unreachable: its step ends with its session
-            self.log.write(f"stopping the step failed: {type(exc).__name__}: {exc}\n")
+        stop_over(self.conn, marker, self.log)
 
     def unchanged(self, step: Step) -> bool:
         return (step.fingerprint is not None and step.name not in self.plan.forced

@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 import shlex
 import threading
-from typing import Protocol
+from typing import IO, Any, Protocol
 
 STEP_MARKER = "TRAINCTL_BOOTSTRAP"
 # An interrupted step's processes get this long to leave after SIGTERM: an interrupt is meant
@@ -42,6 +42,23 @@ def stop_marked(marker: str, grace: float, unwaited: str = "") -> str:
     return (f"{scan.format(action='kill -TERM ${p#/proc/} 2>/dev/null')}; "
             f"i=0; while [ $i -lt {polls} ] && {{ {left}; }}; do sleep 0.1; i=$((i+1)); done; "
             f"{scan.format(action='kill -KILL ${p#/proc/} 2>/dev/null')}; true")
+
+
+def stop_over(conn: Any, marker: str, log: IO[str]) -> None:
+    """stop_marked(marker) on the node of an open fabric connection; nothing where it never
+    connected or the node is gone (nothing runs there for us then)."""
+    transport = conn.transport if conn is not None else None
+    if transport is None or not transport.is_active():
+        return
+    try:
+        channel = transport.open_session(timeout=5)
+        try:
+            channel.exec_command(stop_marked(marker, INTERRUPT_GRACE_SECONDS))
+            channel.recv_exit_status()
+        finally:
+            channel.close()
+    except Exception as exc:  # the node is unreachable: its work ends with its session
+        log.write(f"stopping the step failed: {type(exc).__name__}: {exc}\n")
 
 
 class StepsOnANode(Protocol):

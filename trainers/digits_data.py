@@ -4,17 +4,33 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
 
-def split(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def load(data_dir: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits; or, from a folder (the dataset staged onto the node), the samples
+    of every `.npz` shard in it (arrays `x` and `y`), in the shards' name order. A relative
+    folder is looked up in $TRAINCTL_DATA_DIR, where trainctl stages an experiment's data:."""
+    if data_dir is None:
+        from sklearn.datasets import load_digits
+
+        return load_digits(return_X_y=True)
+    data_dir = os.path.join(os.environ.get("TRAINCTL_DATA_DIR", "."), data_dir)
+    shards = sorted(Path(data_dir).rglob("*.npz"))
+    if not shards:
+        raise SystemExit(f"--data-dir {data_dir}: no .npz shards there")
+    parts = [np.load(shard) for shard in shards]
+    return np.concatenate([p["x"] for p in parts]), np.concatenate([p["y"] for p in parts])
+
+
+def split(seed: int, data_dir: str | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(x_train, y_train, x_test, y_test): a stratified 80/20 split, standardised on the train part."""
-    from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
     from sklearn.preprocessing import StandardScaler
 
-    x, y = load_digits(return_X_y=True)
+    x, y = load(data_dir)
     x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
     scaler = StandardScaler().fit(x_train)
     return (scaler.transform(x_train).astype("float32"), y_train.astype("int64"),

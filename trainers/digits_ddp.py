@@ -37,6 +37,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--job-dir", default=None,
                    help="gs:// or local dir for checkpoints and results "
                         "(default: the parent of $AIP_MODEL_DIR, as Vertex AI sets it)")
+    p.add_argument("--data-dir", default=None,
+                   help="read the digits from the .npz shards in this folder (e.g. staged by data:)")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--hidden", type=int, default=128)
@@ -52,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def make_data(seed: int) -> tuple[TensorDataset, TensorDataset]:
-    x_train, y_train, x_test, y_test = split(seed)
+def make_data(seed: int, data_dir: str | None = None) -> tuple[TensorDataset, TensorDataset]:
+    x_train, y_train, x_test, y_test = split(seed, data_dir)
     return (TensorDataset(torch.from_numpy(x_train), torch.from_numpy(y_train)),
             TensorDataset(torch.from_numpy(x_test), torch.from_numpy(y_test)))
 
@@ -91,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    train, test = make_data(args.seed)
+    train, test = make_data(args.seed, args.data_dir)
+    if args.data_dir:
+        print(f"data: {len(train) + len(test)} samples from {args.data_dir}", flush=True)
     model = make_model(args.hidden).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     ckpt_dir = storage.join(args.job_dir, "checkpoints")

@@ -377,3 +377,17 @@ def gpu_label_to_name(value: str) -> str:
         if key in (g.label.lower(), g.label.lower().replace(" ", "-"), g.name.split("-")[-1]):
             return g.name
     return value
+
+
+# All-reduce bus bandwidth (GB/s; NCCL-tests' busbw: bytes x 2(n-1)/n / time) that a healthy
+# cluster's network reaches, by machine type; the network pre-flight holds a run to a fraction
+# of it (trainctl/jobs/network_check.py). None: a local node, a namespace on a veth pair and a
+# bridge, gloo's TCP: 0.59 GB/s measured between 2 local nodes on this project's 2-core machines
+# (8 MiB all-reduces; a veth throttled to 40 Mbit/s with tc: 0.005), rounded down for machines
+# that are busy with other work.
+EXPECTED_BUSBW_GBPS: dict[str | None, float] = {None: 0.5}
+
+
+def expected_busbw_gbps(machine_type: str | None) -> float | None:
+    """What the network of nodes of this machine type should reach; None where not known."""
+    return EXPECTED_BUSBW_GBPS.get(machine_type)

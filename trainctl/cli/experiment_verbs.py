@@ -82,7 +82,7 @@ def run(ctx: typer.Context, experiment: ExperimentArg, keep: KeepOpt = False, ru
     if resume and not (runs_dir / resume / "optuna.db").exists():
         raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
     report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=functools.partial(_board, exp),
-                            resume=resume)
+                            resume=resume, data_board=_data_board)
     show_report(exp, report)
 
 
@@ -108,6 +108,60 @@ def _board(exp: Experiment, inventory: Inventory) -> NodeBoard:
 
     return bootstrap_board(inventory.stack, [n.name for n in inventory.nodes], setup=bool(exp.setup),
                            image=exp.container is not None)
+
+
+def _data_board(inventory: Inventory) -> NodeBoard:
+    from trainctl.cli.progress import data_board
+
+    return data_board(inventory.stack, [n.name for n in inventory.nodes])
+
+
+@verbs.command()
+def stage(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its data: inputs")],
+          stack: Annotated[str, typer.Option("--stack", "-s", callback=stack_argument,
+                                             help="a stack that is up (and bootstrapped)")],
+          runs_dir: RunsDirOpt = None) -> None:
+    """Copy the experiment's data: inputs to every node of a live stack, as `run` does before
+    training; what a node already holds (same object generation) is not copied again."""
+    from trainctl.jobs.data_phase import refuse_unobtainable, stage_inputs
+    from trainctl.jobs.experiment_file import load_experiment
+
+    exp = load_experiment(experiment)
+    if not exp.data:
+        raise ConfigError(f"{experiment}: no data: inputs to stage")
+    inventory = realizers.inventory(stack)
+    reaches_google = realizers.capabilities(realizers.spec(stack)).reaches_google
+    refuse_unobtainable(exp.data, over_ssh=inventory.target == "ssh", reaches_google=reaches_google,
+                        image=False, stack=stack)
+    log_dir = (runs_dir or runs_root()) / f"stage-{stack}"
+    with _data_board(inventory) as board:
+        results = stage_inputs(inventory, exp.data, log_dir, reaches_google=reaches_google, echo=say, report=board)
+    for result in results:
+        out(f"{result.node}\tcopied {result.copied}\t{result.copied_bytes}\tkept {result.kept}")
+
+
+@verbs.command("check-network")
+def check_network(stack: Annotated[str, typer.Option("--stack", "-s", callback=stack_argument,
+                                                     help="a stack that is up and bootstrapped with torch")],
+                  min_fraction: Annotated[float, typer.Option(min=0.01, max=1.0, help="of the catalog's "
+                                                              "expected bus bandwidth")] = 0.5,
+                  warn: Annotated[bool, typer.Option("--warn", help="only warn when below")] = False,
+                  size_mb: Annotated[int, typer.Option(min=1, max=4096, help="MiB per all-reduce")] = 32,
+                  runs_dir: RunsDirOpt = None) -> None:
+    """The network pre-flight alone: an all-reduce across every node, its bus bandwidth against
+    what the catalog expects of the stack's network; exit 1 below --min-fraction of it."""
+    import secrets
+
+    from trainctl.jobs.network_check import preflight
+    from trainctl.launchers.registry import launcher_for_cluster
+
+    cluster = realizers.spec(stack)
+    run_id = f"netcheck-{secrets.token_hex(3)}"
+    figure = preflight(launcher_for_cluster(cluster), cluster, realizers.inventory(stack), run_id,
+                       (runs_dir or runs_root()) / run_id, say, min_fraction=min_fraction,
+                       below="warn" if warn else "refuse", size_mb=size_mb)
+    if figure is not None:
+        out(f"busbw_gbps\t{figure.gbps}\texpected\t{figure.expected_gbps}\ttransport\t{figure.transport}")
 
 
 @verbs.command()

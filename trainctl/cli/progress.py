@@ -84,3 +84,8 @@ def bootstrap_board(stack: str, nodes: list[str], *, setup: bool, image: bool) -
     steps = ["ready", "drivers", "runtime", "pull"] if image else ["ready", "drivers", "sync", "env",
                                                                   *(["setup"] if setup else [])]
     return NodeBoard(f"bootstrap {stack}", nodes, steps)
+
+
+def data_board(stack: str, nodes: list[str]) -> NodeBoard:
+    """One row per node while it stages: objects and MB so far, then what it copied and kept."""
+    return NodeBoard(f"data staging {stack}", nodes, ["data"])

@@ -42,6 +42,8 @@ def show_report(exp: Experiment, report: RunReport) -> None:
         _show_recoveries(report.result.recoveries)
     if report.result and report.result.maintenance_events:
         _show_maintenance(report.result.maintenance_events)
+    if report.network is not None:
+        say(f"network check: {report.network.describe()}")
     if report.spot_saving_usd is not None:
         say(f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
             f"${report.spot_saving_usd:.2f}" + (" (local stack: nothing is billed)"

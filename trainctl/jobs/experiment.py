@@ -31,6 +31,7 @@ from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
 from trainctl.jobs import ledger_record
+from trainctl.jobs.data_phase import refuse_unobtainable, stage_inputs
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import recovery
 from trainctl.jobs.spending import Spending
@@ -69,6 +70,8 @@ class RunReport:
     windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # each phase's, unix seconds
     bootstrapped: dict[str, float] = field(default_factory=dict)  # when each node's bootstrap ended
     ledger: Ledger | None = None
+    staged: list[Any] = field(default_factory=list)  # each node's data staging (NodeStaging)
+    network: Any = None  # the network pre-flight's figure (NetworkFigure), where one was measured
 
 
 @contextlib.contextmanager
@@ -249,6 +252,8 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     launcher = launcher_for_cluster(spec)
     needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
     refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)
+    refuse_unobtainable(exp.data, over_ssh=needs_bootstrap, reaches_google=realizers.capabilities(spec).reaches_google,
+                        image=exp.container is not None, stack=exp.stack)
     if exp.sweep:
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
@@ -290,6 +295,35 @@ def bootstrap_nodes(run: StackRun, inventory: Inventory, board: Callable[[Invent
             bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap", report=timed)
 
 
+def stage_data_inputs(run: StackRun, inventory: Inventory, board: Callable[[Inventory], Any] | None) -> None:
+    """The experiment's `data:` onto every node, after bootstrap (the stager's environment sits
+    beside the job's), timed as its own phase."""
+    if not run.exp.data:
+        return
+    with run.phase("data staging"):
+        reporter = board(inventory) if board else None
+        with reporter or contextlib.nullcontext():
+            run.report.staged = stage_inputs(inventory, run.exp.data, run.report.run_dir / "logs" / "data",
+                                             reaches_google=realizers.capabilities(run.spec).reaches_google,
+                                             echo=run.echo, report=reporter)
+
+
+def check_network(run: StackRun, inventory: Inventory) -> None:
+    """The network pre-flight, where the experiment asks for it: before step 0."""
+    section = run.exp.network_check
+    if section is None:
+        return
+    from trainctl.jobs.network_check import preflight
+
+    with run.phase("network check"):
+        run.report.network = preflight(run.launcher, run.spec, inventory, run.run_id,
+                                       run.report.run_dir / "logs" / "network-check", run.echo,
+                                       min_fraction=section.min_fraction, below=section.below,
+                                       size_mb=section.size_mb, iterations=section.iterations)
+    if run.report.network is not None:  # kept with the run, beside timings.json
+        (run.report.run_dir / "network.json").write_text(json.dumps(vars(run.report.network), indent=2))
+
+
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
     """The sweep's trials; the best one's artifacts are copied to runs/<run>/best."""
     report = run.report
@@ -317,7 +351,8 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
         with run.phase("train"):
             report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
                                              report.run_dir / "logs" / "launch", echo, cancel=over_budget,
-                                             recovery=recovery(run.run_id, run.bspec, report.run_dir, echo))
+                                             recovery=recovery(run.run_id, run.bspec, report.run_dir, echo,
+                                                               data=run.exp.data))
         if run.spec.has_spot:
             report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
             record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
@@ -383,7 +418,7 @@ def tear_down(run: StackRun, keep: bool) -> None:
 
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board: Callable[[Inventory], Any] | None = None,
-                   resume: str | None = None) -> RunReport:
+                   resume: str | None = None, data_board: Callable[[Inventory], Any] | None = None) -> RunReport:
     """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens.
     `resume` reuses a sweep's id: its study continues without redoing finished trials."""
     run_id = resume or new_run_id(exp.name)
@@ -397,6 +432,8 @@ def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool
             try:
                 inventory = up_with_image(run, builder, run.report.run_dir / "logs" / "image" / "build.log")
                 bootstrap_nodes(run, inventory, board)
+                stage_data_inputs(run, inventory, data_board)
+                check_network(run, inventory)
                 if exp.sweep:
                     sweep_trials(run, inventory, exp.sweep)
                 else:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from infra.spec.budget import Budget
+from bootstrap.data_inputs import DataInput, overlapping
 from infra.spec.cluster import Role, validate_name
 from infra.spec.stack_config import ConfigError, format_validation_error
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
@@ -113,6 +114,16 @@ def in_artifact_registry(image: str) -> bool:
     return image.split("/", 1)[0].endswith("-docker.pkg.dev")
 
 
+class NetworkCheckSection(Model):
+    """The network pre-flight (trainctl/jobs/network_check.py): an all-reduce across all nodes
+    before training, held to `min_fraction` of the bus bandwidth the catalog expects."""
+
+    below: Literal["refuse", "warn"] = "refuse"
+    min_fraction: float = Field(0.5, gt=0, le=1)
+    size_mb: int = Field(32, ge=1, le=4096)
+    iterations: int = Field(5, ge=1, le=100)
+
+
 class SweepSection(Model):
     metric: str = "test_accuracy"
     goal: Literal["MAXIMIZE", "MINIMIZE"] = "MAXIMIZE"
@@ -158,6 +169,9 @@ class Experiment(Model):
     sweep: SweepSection | None = None
     container: ContainerSection | None = None
     budget: Budget | None = None  # over the stack file's (infra/spec/budget.py)
+    # gs:// prefixes copied to every node before training (bootstrap/data_inputs.py)
+    data: tuple[DataInput, ...] = ()
+    network_check: NetworkCheckSection | None = None  # off unless named
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -195,6 +209,14 @@ class Experiment(Model):
         return tuple(("" if from_workdir(a) is None else WORKDIR) + name + ("/" if a.endswith("/") else "")
                      for name, a in checked.items())
 
+    @field_validator("data")
+    @classmethod
+    def separate_folders(cls, v: tuple[DataInput, ...]) -> tuple[DataInput, ...]:
+        problem = overlapping(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
     @property
     def code_dir(self) -> Path:
         return (self.base_dir / self.code).resolve()
@@ -225,6 +247,9 @@ def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
     if exp.container and exp.setup:
         raise ConfigError(f"{path}: setup commands prepare the node's uv environment; with container, "
                           "build what they do into the image (its requirements) instead")
+    if exp.network_check and (exp.run.framework != "torch" or exp.container):
+        raise ConfigError(f"{path}: network_check runs its all-reduce with torch in the nodes' uv environment; "
+                          "it needs run.framework torch and no container")
     if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
         raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
     if exp.sweep and exp.sweep.parallel_mode == "split":

@@ -1,6 +1,7 @@
 """What a run hands its launcher for preempted nodes (a `Recovery`, which the SSH launcher's
 recovery loop calls): which nodes the provider reclaimed, the same nodes recreated under their
-names once the provider has finished reclaiming them, and those nodes bootstrapped alone."""
+names once the provider has finished reclaiming them, and those nodes bootstrapped alone (and
+the experiment's data staged onto them: a recreated node may have a new disk)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from bootstrap.data_inputs import DataInput
+from bootstrap.data_staging import stage_data
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap
 from bootstrap.synced_nodes import SyncedNodes
@@ -18,7 +21,8 @@ from trainctl.launchers.interrupts import raise_if_pending
 from trainctl.launchers.protocol import Recovery
 
 
-def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[str], None]) -> Recovery:
+def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[str], None],
+             data: tuple[DataInput, ...] = ()) -> Recovery:
     """Preempted nodes come back under their names through the stack's realizer and are
     bootstrapped alone; the launcher resumes the job from its checkpoint on the others meanwhile,
     and on them once they are ready."""
@@ -37,6 +41,8 @@ def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[st
 
     def bootstrap_lost(repaired: Inventory, lost: list[str]) -> None:
         bootstrap(repaired, bspec, run_dir / "logs" / "bootstrap", nodes=lost)
+        if data:  # a node started again on its disk copies only what changed meanwhile
+            stage_data(repaired, data, run_dir / "logs" / "data", nodes=lost)
 
     return Recovery(reclaimed=reclaimed, recreate=recreate, bootstrap=bootstrap_lost,
                     keeps_addresses=realizers.capabilities(realizers.spec(stack)).repair_keeps_addresses)

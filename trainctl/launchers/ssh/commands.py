@@ -21,6 +21,7 @@ import json
 import shlex
 
 from bootstrap import containers
+from bootstrap.data_inputs import DATA_DIR_ENV, data_dir
 from bootstrap.plan import node_paths
 from bootstrap.remote_stop import stop_marked
 from bootstrap.ssh import join, shell_env
@@ -149,6 +150,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         # per run, on the node, for the sweep to read from the chief
         HYPERTUNE_FILE_ENV: hypertune_file(node, spec.run_id),
         "PATH": f"{p['venv']}/bin:/usr/local/bin:/usr/bin:/bin",
+        DATA_DIR_ENV: data_dir(node),  # where the experiment's data: inputs were staged
     }
     if node.interface:
         # gloo otherwise binds to the address the hostname resolves to (loopback here).
