@@ -17,7 +17,8 @@ import time
 import pytest
 
 from conftest import Streamed, experiment, leftovers, trainctl
-from trainctl.jobs.experiment import PhaseClock, RunReport, ttl_guard
+from trainctl.jobs.experiment import ttl_guard
+from trainctl.jobs.stack_run import PhaseClock, RunReport
 from trainctl.launchers.interrupts import signals_as_interrupt
 
 # phase: (the line that opens it, nodes, trainer arguments)

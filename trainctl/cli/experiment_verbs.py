@@ -130,8 +130,9 @@ def stage(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its 
     if not exp.data:
         raise ConfigError(f"{experiment}: no data: inputs to stage")
     inventory = realizers.inventory(stack)
-    reaches_google = realizers.capabilities(realizers.spec(stack)).reaches_google
-    refuse_unobtainable(exp.data, over_ssh=inventory.target == "ssh", reaches_google=reaches_google,
+    capabilities = realizers.capabilities(realizers.spec(stack))
+    reaches_google = capabilities.reaches_google
+    refuse_unobtainable(exp.data, over_ssh=capabilities.needs_bootstrap, reaches_google=reaches_google,
                         image=False, stack=stack)
     log_dir = (runs_dir or runs_root()) / f"stage-{stack}"
     with _data_board(inventory) as board:

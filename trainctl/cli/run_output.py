@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from infra.spec.cluster import ClusterSpec
     from infra.spec.cost import Estimate
-    from trainctl.jobs.experiment import RunReport
+    from trainctl.jobs.stack_run import RunReport
     from trainctl.jobs.experiment_spec import Experiment
     from trainctl.launchers.result import RecoveryRecord
 

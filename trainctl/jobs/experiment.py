@@ -14,9 +14,7 @@ import secrets
 import shutil
 import threading
 import time
-import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -24,54 +22,35 @@ from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import bootstrap, no_report
 from infra.errors import ConfigError, RemoteError
 from infra.providers.inventory import Inventory
-from infra.spec.budget import STOP_RESERVE_SECONDS, refuse_over_hourly, spend_seconds
 from infra.spec.cluster import ClusterSpec
-from infra.spec.ledger import Ledger
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
-from trainctl.jobs import ledger_record
-from trainctl.jobs.data_phase import refuse_unobtainable, stage_inputs
+from trainctl.jobs.data_phase import refuse_unobtainable
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import recovery
-from trainctl.jobs.spending import Spending
+from trainctl.jobs.before_training import check_network, stage_data_inputs
+from trainctl.jobs.run_ledger import keep_ledger, share_ledger
+from trainctl.jobs.spending import budgeted
+from trainctl.jobs.stack_run import PhaseClock, RunReport, StackRun
 from trainctl.launchers.interrupts import (
     interrupt_main,
-    raise_if_pending,
     signals_as_interrupt,
     uninterruptible,
 )
 from trainctl.launchers.cluster_env import job_dir
-from trainctl.launchers.protocol import Launcher
-from trainctl.launchers.result import LaunchResult
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.run_logs import RESULT_FILE
 from trainctl.launchers.registry import launcher_for_cluster
-from trainctl.jobs.sweep import TrialResult, best, parallelism, run_sweep
+from trainctl.jobs.sweep import best, parallelism, run_sweep
 
 # Where the provider looked for room before the cluster came up (each zone tried, why it refused,
 # seconds taken), in runs/<run>/.
 PLACEMENT_FILE = "placement.json"
 
+
 class RunFailed(RemoteError):
     title = "run failed"
-
-
-@dataclass
-class RunReport:
-    run_id: str
-    run_dir: Path
-    phases: dict[str, float] = field(default_factory=dict)
-    result: LaunchResult | None = None
-    metrics: dict | None = None
-    error: str | None = None
-    trials: list[TrialResult] = field(default_factory=list)
-    spot_saving_usd: float | None = None  # against on-demand prices, for the training's duration
-    windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # each phase's, unix seconds
-    bootstrapped: dict[str, float] = field(default_factory=dict)  # when each node's bootstrap ended
-    ledger: Ledger | None = None
-    staged: list[Any] = field(default_factory=list)  # each node's data staging (NodeStaging)
-    network: Any = None  # the network pre-flight's figure (NetworkFigure), where one was measured
 
 
 @contextlib.contextmanager
@@ -157,26 +136,6 @@ def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec
                       max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands)
 
 
-class PhaseClock:
-    def __init__(self, report: RunReport, echo: Callable[[str], None]) -> None:
-        self.report, self.echo = report, echo
-
-    @contextlib.contextmanager
-    def __call__(self, name: str, interruptible: bool = True) -> Iterator[None]:
-        """Time one phase; an interruptible one starts and ends with a look at the signal latch."""
-        if interruptible:
-            raise_if_pending()
-        self.echo(f"[trainctl] {name} …")
-        start, began = time.monotonic(), time.time()
-        try:
-            yield
-        finally:
-            self.report.phases[name] = round(time.monotonic() - start, 2)
-            self.report.windows[name] = (began, began + time.monotonic() - start)
-        if interruptible:
-            raise_if_pending()
-
-
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
     """What the run's spot nodes saved against the same nodes on demand (catalog list prices)."""
     realizer = realizers.for_spec(spec)
@@ -205,39 +164,6 @@ def refuse_framework_mismatch(spec: ClusterSpec, framework: str) -> None:
     problem = spec.framework_problem(framework)
     if problem:
         raise ConfigError(problem)
-
-
-@dataclass
-class StackRun:
-    """One experiment's run on its own stack, from what was validated before anything exists;
-    the image, once pushed, is written into the bootstrap and launch specs."""
-    exp: Experiment
-    run_id: str
-    spec: ClusterSpec
-    bspec: BootstrapSpec
-    lspec: LaunchSpec
-    launcher: Launcher
-    needs_bootstrap: bool
-    report: RunReport
-    phase: PhaseClock
-    echo: Callable[[str], None]
-    spending: Spending
-    inventory: Inventory | None = None  # once the stack is up
-
-
-def budgeted(exp: Experiment, spec: ClusterSpec, echo: Callable[[str], None]) -> Spending:
-    """The run's spending clock; a cluster over the budget's hourly cap, or one whose max_usd
-    would not even pay for its stop, is refused before anything exists."""
-    cost = realizers.for_spec(spec).estimate(spec)
-    source = exp.budget_from if exp.budget else f"stack {exp.stack}'s trainctl:budget"
-    refuse_over_hourly(spec.budget, cost, exp.stack, source)
-    limit = spend_seconds(spec.budget, cost.per_hour)
-    if limit is not None and limit <= 0:
-        assert spec.budget is not None and spec.budget.max_usd is not None  # a limit needs both
-        raise ConfigError(f"budget max_usd ${spec.budget.max_usd:g} ({source}) pays for "
-                          f"{limit + STOP_RESERVE_SECONDS:.0f} s of stack {exp.stack} at ${cost.per_hour:.4f}/hour, "
-                          f"less than stopping it takes ({STOP_RESERVE_SECONDS:.0f} s): raise max_usd")
-    return Spending(spec.budget, cost.per_hour, echo)
 
 
 def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[str], None]) -> StackRun:
@@ -295,35 +221,6 @@ def bootstrap_nodes(run: StackRun, inventory: Inventory, board: Callable[[Invent
             bootstrap(inventory, run.bspec, run.report.run_dir / "logs" / "bootstrap", report=timed)
 
 
-def stage_data_inputs(run: StackRun, inventory: Inventory, board: Callable[[Inventory], Any] | None) -> None:
-    """The experiment's `data:` onto every node, after bootstrap (the stager's environment sits
-    beside the job's), timed as its own phase."""
-    if not run.exp.data:
-        return
-    with run.phase("data staging"):
-        reporter = board(inventory) if board else None
-        with reporter or contextlib.nullcontext():
-            run.report.staged = stage_inputs(inventory, run.exp.data, run.report.run_dir / "logs" / "data",
-                                             reaches_google=realizers.capabilities(run.spec).reaches_google,
-                                             echo=run.echo, report=reporter)
-
-
-def check_network(run: StackRun, inventory: Inventory) -> None:
-    """The network pre-flight, where the experiment asks for it: before step 0."""
-    section = run.exp.network_check
-    if section is None:
-        return
-    from trainctl.jobs.network_check import preflight
-
-    with run.phase("network check"):
-        run.report.network = preflight(run.launcher, run.spec, inventory, run.run_id,
-                                       run.report.run_dir / "logs" / "network-check", run.echo,
-                                       min_fraction=section.min_fraction, below=section.below,
-                                       size_mb=section.size_mb, iterations=section.iterations)
-    if run.report.network is not None:  # kept with the run, beside timings.json
-        (run.report.run_dir / "network.json").write_text(json.dumps(vars(run.report.network), indent=2))
-
-
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
     """The sweep's trials; the best one's artifacts are copied to runs/<run>/best."""
     report = run.report
@@ -372,36 +269,6 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
         raise run.spending.stopped(f"run {run.run_id}")
     if not report.result.ok:
         raise RunFailed(report.result.describe_failures())
-
-
-def account(run: StackRun) -> Ledger | None:
-    """The run's ledger as far as it went."""
-    report = run.report
-    return ledger_record.run_ledger(run.run_id, report.run_dir, run.spec, run.inventory, report.windows,
-                                    report.result, run.exp.sweep.metric if run.exp.sweep else None,
-                                    report.bootstrapped)
-
-
-def share_ledger(run: StackRun) -> None:
-    """The ledger so far beside the checkpoints, while the bucket is still there."""
-    try:
-        ledger = account(run)
-    except Exception as exc:  # noqa: BLE001 - accounting never changes how a run ends
-        warnings.warn(f"could not account for {run.run_id}: {type(exc).__name__}: {exc}", stacklevel=2)
-        return
-    if ledger is not None and run.inventory is not None:
-        ledger_record.upload(ledger, run.inventory)
-
-
-def keep_ledger(run: StackRun) -> None:
-    """runs/<run>/ledger.json and timeline.png, however the run ended; a ledger that cannot be
-    made only warns: the run's outcome stands."""
-    try:
-        run.report.ledger = account(run)
-        if run.report.ledger is not None:
-            ledger_record.keep(run.report.ledger, run.report.run_dir)
-    except Exception as exc:  # noqa: BLE001 - accounting never changes how a run ended
-        warnings.warn(f"could not write the ledger of {run.run_id}: {type(exc).__name__}: {exc}", stacklevel=2)
 
 
 def tear_down(run: StackRun, keep: bool) -> None:

@@ -12,10 +12,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
-from infra.errors import BudgetReached
-from infra.spec.budget import Budget, affordable, spend_seconds, spent
+from infra.errors import BudgetReached, ConfigError
+from infra.providers import realizers
+from infra.spec.budget import STOP_RESERVE_SECONDS, Budget, affordable, refuse_over_hourly, spend_seconds, spent
+from infra.spec.cluster import ClusterSpec
+from trainctl.jobs.experiment_spec import Experiment
 from trainctl.launchers.interrupts import interrupt_main
 
 
@@ -99,3 +102,51 @@ class Spending:
         held = f"; not started: {', '.join(self.declined)}" if self.declined else ""
         return BudgetReached(f"{run_id} stopped so as not to exceed its budget's max_usd ${self.budget.max_usd:g}: "
                              f"{began}${self.usd:.4f} spent with the teardown at ${self.per_hour:.4f}/hour{held}")
+
+
+def budgeted(exp: Experiment, spec: ClusterSpec, echo: Callable[[str], None]) -> Spending:
+    """The run's spending clock; a cluster over the budget's hourly cap, or one whose max_usd
+    would not even pay for its stop, is refused before anything exists."""
+    cost = realizers.for_spec(spec).estimate(spec)
+    source = exp.budget_from if exp.budget else f"stack {exp.stack}'s trainctl:budget"
+    refuse_over_hourly(spec.budget, cost, exp.stack, source)
+    limit = spend_seconds(spec.budget, cost.per_hour)
+    if limit is not None and limit <= 0:
+        assert spec.budget is not None and spec.budget.max_usd is not None  # a limit needs both
+        raise ConfigError(f"budget max_usd ${spec.budget.max_usd:g} ({source}) pays for "
+                          f"{limit + STOP_RESERVE_SECONDS:.0f} s of stack {exp.stack} at ${cost.per_hour:.4f}/hour, "
+                          f"less than stopping it takes ({STOP_RESERVE_SECONDS:.0f} s): raise max_usd")
+    return Spending(spec.budget, cost.per_hour, echo)
+
+
+class TrialClock:
+    """How long this sweep's trials take, for the budget to judge whether another one fits: no
+    trial starts that the budget cannot pay for were it as long as the longest so far (before any
+    has finished nothing is known, and the first ones start), and those in flight when it runs
+    out are stopped and queued to run again, as interrupted ones are."""
+
+    def __init__(self, spending: Spending | None) -> None:
+        self.spending = spending
+        self.seconds: list[float] = []
+
+    @contextlib.contextmanager
+    def timed(self) -> Any:
+        start = time.monotonic()
+        yield
+        self.seconds.append(time.monotonic() - start)
+
+    def running(self) -> contextlib.AbstractContextManager[Any]:
+        """While trials run, the budget's end stops them (`over_budget`), not the sweep."""
+        return self.spending.launching() if self.spending else contextlib.nullcontext()
+
+    def affords_next(self, which: str) -> bool:
+        expected = max(self.seconds, default=0.0)
+        if self.spending is None or self.spending.affords(expected):
+            return True
+        if not self.spending.reached.is_set():
+            self.spending.decline(which, expected)
+        return False
+
+    @property
+    def over_budget(self) -> threading.Event | None:
+        return None if self.spending is None else self.spending.reached

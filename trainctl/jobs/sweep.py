@@ -13,7 +13,6 @@ When the first trials a sweep runs all fail the same way, it starts no more: the
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import threading
@@ -21,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import optuna
 
@@ -31,14 +30,12 @@ from infra.spec.cluster import ClusterSpec
 from trainctl.jobs.collect import (bucket_fs, collect, draw_safely, new_figure, save_figure,
                               takes_turns)
 from trainctl.jobs.experiment_spec import Parameter, SweepSection
+from trainctl.jobs.spending import Spending, TrialClock
 from trainctl.launchers.failures import Failure, shared
 from trainctl.launchers.interrupts import raise_if_pending
 from trainctl.launchers.cluster_env import job_dir
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.protocol import Launcher, Slot
-
-if TYPE_CHECKING:
-    from trainctl.jobs.spending import Spending
 
 POLL_SECONDS = 2.0
 RETRY_OF = "retry_of"  # user attribute of a queued trial: the number of the one it replaces
@@ -191,39 +188,6 @@ def parse_hypertune_file(text: str) -> list[dict[str, Any]]:
 def new_reports(reports: list[dict[str, Any]], last: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The reports after `last` (the newest one already handled)."""
     return reports if last is None else [r for r in reports if r["seq"] > last["seq"]]
-
-
-class TrialClock:
-    """How long this sweep's trials take, for the budget to judge whether another one fits: no
-    trial starts that the budget cannot pay for were it as long as the longest so far (before any
-    has finished nothing is known, and the first ones start), and those in flight when it runs
-    out are stopped and queued to run again, as interrupted ones are."""
-
-    def __init__(self, spending: Spending | None) -> None:
-        self.spending = spending
-        self.seconds: list[float] = []
-
-    @contextlib.contextmanager
-    def timed(self) -> Any:
-        start = time.monotonic()
-        yield
-        self.seconds.append(time.monotonic() - start)
-
-    def running(self) -> contextlib.AbstractContextManager[Any]:
-        """While trials run, the budget's end stops them (`over_budget`), not the sweep."""
-        return self.spending.launching() if self.spending else contextlib.nullcontext()
-
-    def affords_next(self, which: str) -> bool:
-        expected = max(self.seconds, default=0.0)
-        if self.spending is None or self.spending.affords(expected):
-            return True
-        if not self.spending.reached.is_set():
-            self.spending.decline(which, expected)
-        return False
-
-    @property
-    def over_budget(self) -> threading.Event | None:
-        return None if self.spending is None else self.spending.reached
 
 
 def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sweep: SweepSection,
