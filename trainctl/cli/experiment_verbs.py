@@ -13,7 +13,8 @@ from infra.errors import ConfigError
 from infra.providers import realizers
 from trainctl.cli import gcloud_options as gcloud
 from trainctl.cli.options import (BudgetOpt, RunsDirOpt, SimulatedProjectOpt, SimulateOpt, budget_option,
-                                  run_id_argument, runs_root, simulate_if_asked, stack_argument, validated)
+                                  live_stack_argument, run_id_argument, runs_root, simulate_if_asked, stack_argument,
+                                  validated)
 from trainctl.cli.output import out, say
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _data_board(inventory: Inventory) -> NodeBoard:
 
 @verbs.command()
 def stage(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its data: inputs")],
-          stack: Annotated[str, typer.Option("--stack", "-s", callback=stack_argument,
+          stack: Annotated[str, typer.Option("--stack", "-s", callback=live_stack_argument,
                                              help="a stack that is up (and bootstrapped)")],
           runs_dir: RunsDirOpt = None) -> None:
     """Copy the experiment's data: inputs to every node of a live stack, as `run` does before
@@ -142,7 +143,7 @@ def stage(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its 
 
 
 @verbs.command("check-network")
-def check_network(stack: Annotated[str, typer.Option("--stack", "-s", callback=stack_argument,
+def check_network(stack: Annotated[str, typer.Option("--stack", "-s", callback=live_stack_argument,
                                                      help="a stack that is up and bootstrapped with torch")],
                   min_fraction: Annotated[float, typer.Option(min=0.01, max=1.0, help="of the catalog's "
                                                               "expected bus bandwidth")] = 0.5,

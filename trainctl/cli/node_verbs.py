@@ -11,7 +11,7 @@ import typer
 
 from infra.errors import ConfigError
 from infra.providers import realizers
-from trainctl.cli.options import (NodesOpt, StackOpt, node_list, nodes_over_ssh, run_id_argument, runs_root,
+from trainctl.cli.options import (LiveStackOpt, NodesOpt, node_list, nodes_over_ssh, run_id_argument, runs_root,
                                   validated)
 from trainctl.cli.output import fail, out, say
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
@@ -29,7 +29,7 @@ def _stack_log_dir(stack: str) -> Path:
 
 @verbs.command()
 def bootstrap(
-    stack: StackOpt = "local",
+    stack: LiveStackOpt = "local",
     code: Annotated[Path, typer.Option(help="directory synced to every node")] = Path("."),
     requirements: Annotated[Optional[str], typer.Option(help="requirements file inside --code "
                                                         "(default: requirements.txt if present)")] = None,
@@ -107,7 +107,7 @@ def _print_bootstrap_plan(inventory: Inventory, spec: BootstrapSpec, selected: l
 @verbs.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def launch(
     ctx: typer.Context,
-    stack: StackOpt = "local",
+    stack: LiveStackOpt = "local",
     nproc_per_node: Annotated[int, typer.Option(help="processes per node")] = 1,
     max_restarts: Annotated[int, typer.Option(help="torchrun restarts of the worker group")] = DEFAULT_MAX_RESTARTS,
     framework: Annotated[str, typer.Option(help="torch (torchrun) or tensorflow (TF_CONFIG)")] = "torch",
@@ -153,7 +153,7 @@ def launch(
 
 
 @verbs.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None) -> None:
+def exec_(ctx: typer.Context, stack: LiveStackOpt = "local", nodes: NodesOpt = None) -> None:
     """Run a shell command on every (or some) node in parallel: trainctl exec -- nvidia-smi."""
     from trainctl.launchers.ssh.remote_exec import run_everywhere
 
@@ -172,7 +172,7 @@ def exec_(ctx: typer.Context, stack: StackOpt = "local", nodes: NodesOpt = None)
 
 @verbs.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def ssh(ctx: typer.Context, node: Annotated[str, typer.Argument(help="node name or rank")],
-        stack: StackOpt = "local") -> None:
+        stack: LiveStackOpt = "local") -> None:
     """Open a shell (or run a command) on one node, host key pinned."""
     from bootstrap.ssh import openssh_command
 

@@ -34,6 +34,16 @@ def stack_argument(value: str) -> str:
         raise ConfigError(f"{exc}; or give the path of a stack file (*.yaml)") from None
 
 
+def live_stack_argument(value: str) -> str:
+    """The name of a stack that is up: a stack file's path names the stack it declares (state,
+    namespaces and the inventory are kept by name, not by the file)."""
+    if Path(value).suffix not in (".yaml", ".yml"):
+        return stack_argument(value)
+    from infra.spec.stack_config import load_stack
+
+    return load_stack(value).name
+
+
 def run_id_argument(value: str | None) -> str | None:
     from trainctl.launchers.spec import check_run_id
 
@@ -45,6 +55,8 @@ def run_id_argument(value: str | None) -> str | None:
 
 StackOpt = Annotated[str, typer.Option("--stack", "-s", callback=stack_argument,
                                        help="stack name (stacks/Pulumi.<stack>.yaml) or stack file")]
+LiveStackOpt = Annotated[str, typer.Option("--stack", "-s", callback=live_stack_argument,
+                                           help="stack name (stacks/Pulumi.<stack>.yaml) or the stack file it was stood up from")]
 NodesOpt = Annotated[Optional[str], typer.Option("--nodes", help="comma-separated node names or ranks")]
 SimulateOpt = Annotated[bool, typer.Option(
     "--simulate", help="gcp stacks: stand the stack up in a simulated project on this machine "

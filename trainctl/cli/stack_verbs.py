@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from infra.providers import realizers
-from trainctl.cli.options import (BudgetOpt, RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt, budget_option,
-                                  nodes_over_ssh, run_id_argument, runs_root, simulate_if_asked)
+from trainctl.cli.options import (BudgetOpt, LiveStackOpt, RunsDirOpt, SimulatedProjectOpt, SimulateOpt, StackOpt,
+                                  budget_option, nodes_over_ssh, run_id_argument, runs_root, simulate_if_asked)
 from trainctl.cli.output import out, result, say, show, table
 from trainctl.cli.placement_output import show_placement
 
@@ -101,7 +101,7 @@ def up(stack: StackOpt = "local",
 
 
 @verbs.command()
-def down(stack: StackOpt = "local",
+def down(stack: LiveStackOpt = "local",
          force: Annotated[bool, typer.Option(help="remove what exists by name even without "
                                                   "(or with a corrupt) state file")] = False) -> None:
     """Remove everything the stack created. Safe to repeat."""
@@ -110,7 +110,7 @@ def down(stack: StackOpt = "local",
 
 
 @verbs.command()
-def status(stack: StackOpt = "local",
+def status(stack: LiveStackOpt = "local",
            run: Annotated[Optional[str], typer.Option(callback=run_id_argument,
                                                       help="a run id: its outcome instead")] = None,
            runs_dir: RunsDirOpt = None) -> None:
@@ -133,7 +133,7 @@ def status(stack: StackOpt = "local",
 
 
 @verbs.command(hidden=True)
-def preempt(node: Annotated[str, typer.Argument(help="node name")], stack: StackOpt = "local",
+def preempt(node: Annotated[str, typer.Argument(help="node name")], stack: LiveStackOpt = "local",
             grace: Annotated[float, typer.Option(help="seconds between the shutdown's SIGTERM and "
                                                       "the stop (GCE: about 30)")] = 30.0,
             unavailable_for: Annotated[float, typer.Option(

@@ -36,3 +36,14 @@ def test_ssh_verbs_on_a_gke_stack_are_refused_with_the_way_that_works(gke_stack,
     assert result.returncode == 2, result.stderr
     assert f"`trainctl {verb[0]}` reaches nodes over SSH, and stack my-gke has none" in result.stderr
     assert "trainctl launch --stack my-gke" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_stack_file_path_names_the_stack_it_declares(gke_stack, tmp_path):
+    """A stack stood up from a file is found by that file again: its state is kept by name."""
+    from infra.spec.stack_config import REPO_ROOT
+
+    path = tmp_path / "Pulumi.my-gke.yaml"
+    shutil.copy(REPO_ROOT / "stacks" / "Pulumi.gke-l4.yaml", path)
+    result = trainctl("status", "--stack", str(path), env=gke_stack)
+    assert result.returncode == 2, result.stderr
+    assert "`trainctl status` reaches nodes over SSH, and stack my-gke has none" in result.stderr
