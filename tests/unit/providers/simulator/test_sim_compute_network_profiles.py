@@ -58,3 +58,27 @@ def test_an_instance_boots_from_a_hyperdisk_balanced_disk(csim):
                   instance_resource=compute_v1.Instance.from_json(json.dumps(body))).result(timeout=10)
     disk = csim.http("GET", csim.compute(f"zones/{ROCE_ZONE}/disks/vm-h"))[1]
     assert disk["type"].endswith("/diskTypes/hyperdisk-balanced")
+
+
+def test_a_roce_network_takes_mrdma_nics_only_and_an_mrdma_nic_only_a_roce_network(csim):
+    csim.network(region=ROCE_REGION)
+    csim.http("POST", csim.compute("global/networks"), {
+        "name": "rdma", "autoCreateSubnetworks": False,
+        "networkProfile": f"projects/{PROJECT}/global/networkProfiles/{ROCE_ZONE}-vpc-roce"})
+    csim.http("POST", csim.compute(f"regions/{ROCE_REGION}/subnetworks"), {
+        "name": "rdma-sub-0", "network": f"projects/{PROJECT}/global/networks/rdma", "ipCidrRange": "192.168.64.0/24"})
+    rdma_nic = {"subnetwork": f"projects/{PROJECT}/regions/{ROCE_REGION}/subnetworks/rdma-sub-0"}
+    for name, nic, refused_at in (("vm-a", rdma_nic, 1), ("vm-b", {**rdma_nic, "nicType": "GVNIC"}, 1)):
+        body = instance_body(name, zone=ROCE_ZONE)
+        body["networkInterfaces"].append(nic)
+        status, answer = csim.http("POST", csim.compute(f"zones/{ROCE_ZONE}/instances"), body)
+        assert status == 400 and f"networkInterfaces[{refused_at}].nicType" in answer["error"]["message"]
+    body = instance_body("vm-c", zone=ROCE_ZONE)
+    body["networkInterfaces"][0]["nicType"] = "MRDMA"
+    status, answer = csim.http("POST", csim.compute(f"zones/{ROCE_ZONE}/instances"), body)
+    assert status == 400 and "networkInterfaces[0].nicType" in answer["error"]["message"]
+    body = instance_body("vm-d", zone=ROCE_ZONE)
+    body["networkInterfaces"].append({**rdma_nic, "nicType": "MRDMA"})
+    assert csim.http("POST", csim.compute(f"zones/{ROCE_ZONE}/instances"), body)[0] == 200
+    vm = csim.http("GET", csim.compute(f"zones/{ROCE_ZONE}/instances/vm-d"))[1]
+    assert [n.get("nicType") for n in vm["networkInterfaces"]] == [None, "MRDMA"]
