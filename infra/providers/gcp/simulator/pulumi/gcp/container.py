@@ -69,6 +69,7 @@ def node_config(config: dict[str, Any] | None) -> dict[str, Any]:
         "resourceLabels": config.get("resourceLabels"), "tags": config.get("tags"), "spot": config.get("spot"),
         "workloadMetadataConfig": config.get("workloadMetadataConfig"),
         "reservationAffinity": config.get("reservationAffinity"),  # the API's fields and names
+        "gvnic": config.get("gvnic"),
         "accelerators": [drop_empty({"acceleratorCount": a.get("count"), "acceleratorType": a.get("type"),
                                      "gpuDriverInstallationConfig": a.get("gpuDriverInstallationConfig")})
                          for a in config.get("guestAccelerators") or [] if a.get("count")]})
@@ -80,6 +81,19 @@ def flat_node_config(config: dict[str, Any] | None) -> dict[str, Any]:
             "guestAccelerators": [drop_empty({"count": a.get("acceleratorCount"), "type": a.get("acceleratorType"),
                                               "gpuDriverInstallationConfig": a.get("gpuDriverInstallationConfig")})
                                   for a in config.get("accelerators") or []]}
+
+
+def cluster_network_config(inputs: dict[str, Any]) -> dict[str, Any]:
+    """expandClusterNetworkConfig for the multi-networking a GPUDirect pool needs."""
+    return drop_empty({"enableMultiNetworking": inputs.get("enableMultiNetworking"),
+                       "datapathProvider": inputs.get("datapathProvider")})
+
+
+def pool_network_config(config: dict[str, Any] | None) -> dict[str, Any]:
+    """expandNodeNetworkConfig: each additional node network as the program names it."""
+    return drop_empty({"additionalNodeNetworkConfigs": [
+        {"network": n.get("network"), "subnetwork": n.get("subnetwork")}
+        for n in (config or {}).get("additionalNodeNetworkConfigs") or []]})
 
 
 class Cluster(GkeResource):
@@ -96,6 +110,7 @@ class Cluster(GkeResource):
             "resourceLabels": self.labels_on_create(inputs.get("resourceLabels")),
             "workloadIdentityConfig": inputs.get("workloadIdentityConfig"),
             "releaseChannel": inputs.get("releaseChannel"), "nodeConfig": node_config(inputs.get("nodeConfig")),
+            "networkConfig": cluster_network_config(inputs),
             "addonsConfig": {"gcePersistentDiskCsiDriverConfig": {"enabled": True}}})
         op = self.rest.call("POST", self.url(f"{parent}/clusters"), {"cluster": cluster})
         id_ = f"{parent}/clusters/{inputs['name']}"
@@ -183,6 +198,7 @@ class NodePool(GkeResource):
         pool = drop_empty({"name": inputs["name"], "initialNodeCount": count,
                            "config": node_config(inputs.get("nodeConfig")), "management": inputs.get("management"),
                            "placementPolicy": inputs.get("placementPolicy"), "autoscaling": inputs.get("autoscaling"),
+                           "networkConfig": pool_network_config(inputs.get("networkConfig")),
                            "nodeLocations": inputs.get("nodeLocations"), "version": inputs.get("version")})
         with failing_as("error creating NodePool"):
             op = self.rest.call("POST", self.url(f"{cluster}/nodePools"), {"nodePool": pool})
