@@ -63,13 +63,13 @@ def node_config(config: dict[str, Any] | None) -> dict[str, Any]:
     config = config or {}
     return drop_empty({
         "machineType": config.get("machineType"), "diskSizeGb": config.get("diskSizeGb"),
+        "gvnic": config.get("gvnic"),
         "oauthScopes": [canonical_scope(s) for s in config["oauthScopes"]] if config.get("oauthScopes")
         else DEFAULT_SCOPES,
         "serviceAccount": config.get("serviceAccount"), "labels": config.get("labels"),
         "resourceLabels": config.get("resourceLabels"), "tags": config.get("tags"), "spot": config.get("spot"),
         "workloadMetadataConfig": config.get("workloadMetadataConfig"),
         "reservationAffinity": config.get("reservationAffinity"),  # the API's fields and names
-        "gvnic": config.get("gvnic"),
         "accelerators": [drop_empty({"acceleratorCount": a.get("count"), "acceleratorType": a.get("type"),
                                      "gpuDriverInstallationConfig": a.get("gpuDriverInstallationConfig")})
                          for a in config.get("guestAccelerators") or [] if a.get("count")]})
