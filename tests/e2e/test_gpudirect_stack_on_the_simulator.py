@@ -1,10 +1,11 @@
-"""GPUDirect stacks end to end in a simulated project. A3 Mega (GPUDirect-TCPXO: eight more gVNIC
-networks) and A3 Ultra (GPUDirect RDMA: one more gVNIC network and the zone's RoCE network for eight
-MRDMA NICs, hyperdisk boot disks) run the whole way: their networks and compact placement policy are
-created through the provider's calls, bootstrap runs the `gpunet` step (which on a simulated node
-installs nothing and says so), DDP trains across the machines on their CPUs, and nothing is left.
-A4 (as A3 Ultra, on B200) and GKE A3 Mega (the pool's additional node networks on a multi-networking
-cluster) come up and go down: a full run of each would add a minute apiece and no new path."""
+"""GPUDirect stacks in a simulated project. A3 Ultra (GPUDirect RDMA: one more gVNIC network and
+the zone's RoCE network for eight MRDMA NICs, hyperdisk boot disks) runs the whole way: its networks
+and compact placement policy are created through the provider's calls, bootstrap runs the `gpunet`
+step (which on a simulated node installs nothing and says so), DDP trains across the machines on
+their CPUs, and nothing is left. GKE A3 Mega (the pool's eight additional node networks on a
+multi-networking cluster) trains as a Job and goes. A3 Mega (eight more gVNIC networks) and A4 (as
+A3 Ultra, on B200) come up with their networks and go down: a full run of each adds ~85 s and no
+path the A3 Ultra run does not take."""
 
 from __future__ import annotations
 
@@ -21,8 +22,6 @@ pytestmark = pytest.mark.e2e
 
 # stack -> (lines the run's log must hold, the GPU quota it shows)
 FULL_RUNS = {
-    "gpu-a3mega-x2": ([rf"gcp:compute:Network \S+-gpunet-{i} created" for i in range(8)],
-                      "NVIDIA_H100_MEGA_GPUS (us-central1) 16"),
     "gpu-a3ultra-x2": ([r"gcp:compute:Network \S+-gpunet-0 created", r"gcp:compute:Network \S+-rdma created",
                         *(rf"gcp:compute:Subnetwork \S+-rdmasub-{i} created" for i in range(8))],
                        "NVIDIA_H200_GPUS (us-central1) 16"),
@@ -48,8 +47,8 @@ def test_a_gpudirect_stack_with_its_gpu_networks_trains_in_a_simulated_project_a
 
 
 @pytest.mark.parametrize("stack, created", [
+    ("gpu-a3mega-x2", r"gcp:compute:Network \S+-gpunet-7 created"),
     ("gpu-a4-x2", r"gcp:compute:Network \S+-rdma created"),
-    ("gke-a3mega", r"gcp:container:NodePool \S+ created"),
 ])
 def test_a_gpudirect_stack_comes_up_and_goes_down_in_a_simulated_project(simulated_home, stack, created):  # noqa: F811
     up = trainctl("up", "--stack", stack, "--simulate", timeout=600)
@@ -57,7 +56,24 @@ def test_a_gpudirect_stack_comes_up_and_goes_down_in_a_simulated_project(simulat
     assert re.search(created, up.stdout + up.stderr)
     down = trainctl("down", "--stack", stack, timeout=600)
     assert down.returncode == 0, down.stdout[-3000:] + down.stderr[-3000:]
+    assert_nothing_left(simulated_home)
+
+
+def test_a_gke_a3_mega_stack_trains_as_a_job_in_a_simulated_project_and_leaves_nothing(simulated_home, tmp_path):  # noqa: F811
+    done = trainctl("run", "examples/digits-ddp.yaml", "--stack", "gke-a3mega", "--simulate",
+                    "--runs-dir", str(tmp_path / "runs"), timeout=900)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    assert [i for i in range(8) if not re.search(rf"gcp:compute:Network \S+-gpunet-{i} created", log)] == []
+    assert re.search(r"gcp:container:NodePool \S+ created", log)
+    assert "accelerators requested (nvidia.com/gpu=8) are declared, not present" in log
+    run_id = re.search(r"\[trainctl\] run (\S+):", log)[1]
+    assert json.loads((tmp_path / "runs" / run_id / "metrics.json").read_text())["test_accuracy"] >= 0.95
+    assert_nothing_left(simulated_home)
+
+
+def assert_nothing_left(home) -> None:
     deadline = time.monotonic() + 15  # the simulator service leaves once idle: a moment after the down
-    while (left := _leftovers(simulated_home)) and time.monotonic() < deadline:
+    while (left := _leftovers(home)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left == [], "\n".join(left)
