@@ -86,7 +86,8 @@ def _add_node(world: World, project_id: str, cluster: dict[str, Any], pool: dict
         metadata={"cluster-name": cluster["name"], "cluster-location": cluster["location"]},
         spot=bool(config.get("spot") or config.get("preemptible")),
         accelerators=config.get("accelerators") or None, reservation_affinity=config.get("reservationAffinity"),
-        extra_nics=_additional_nics(pool), created_by=f"projects/{number}/zones/{zone}/instanceGroupManagers/{group}-grp", now=now)
+        extra_nics=_additional_nics(pool),
+        created_by=f"projects/{number}/zones/{zone}/instanceGroupManagers/{group}-grp", now=now)
     return f"{zone}/{name}"
 
 
