@@ -91,3 +91,40 @@ def test_an_a3_mega_stack_gets_nine_nics_on_nine_networks_in_one_placement_polic
     stack.destroy()
     assert sim.http("GET", policy)[0] == 404
     assert all(sim.http("GET", f"{COMPUTE}/global/networks/{n}")[0] == 404 for n in networks)
+
+
+def test_an_a3_ultra_stack_gets_its_roce_network_and_hyperdisk_boot_disks_and_goes(sim, tmp_path):
+    stack = program_stack(sim, tmp_path, "gpu-a3ultra-x2", int(time.time()) + 3600)
+    result = stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+    names = [n["name"] for n in result.outputs["inventory"].value["nodes"]]
+    zone = f"{COMPUTE}/zones/us-central1-b"
+    for name in names:
+        vm = sim.http("GET", f"{zone}/instances/{name}")[1]
+        nics = [(nic["network"].rsplit("/", 1)[-1], nic.get("nicType")) for nic in vm["networkInterfaces"]]
+        assert nics[:2] == [("gpu-a3ultra-x2-vpc", "GVNIC"), ("gpu-a3ultra-x2-gpunet-0", "GVNIC")]
+        assert nics[2:] == [("gpu-a3ultra-x2-rdma", "MRDMA")] * 8
+        assert sim.http("GET", f"{zone}/disks/{name}")[1]["type"].endswith("/diskTypes/hyperdisk-balanced")
+    rdma = sim.http("GET", f"{COMPUTE}/global/networks/gpu-a3ultra-x2-rdma")[1]
+    assert rdma["mtu"] == 8896 and rdma["networkProfile"].endswith("/networkProfiles/us-central1-b-vpc-roce")
+    stack.destroy()
+    assert sim.http("GET", f"{COMPUTE}/global/networks/gpu-a3ultra-x2-rdma")[0] == 404
+    assert all(sim.http("GET", f"{zone}/disks/{n}")[0] == 404 for n in names)
+
+
+def test_a_gke_a3_mega_pool_gets_its_additional_node_networks_on_a_multi_networking_cluster_and_goes(sim, tmp_path):
+    stack = program_stack(sim, tmp_path, "gke-a3mega", int(time.time()) + 3600)
+    stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+    cluster = f"/v1beta1/projects/{PROJECT}/locations/us-central1-a/clusters/gke-a3mega-gke"
+    network = sim.http("GET", cluster)[1]["networkConfig"]
+    assert network["enableMultiNetworking"] is True and network["datapathProvider"] == "ADVANCED_DATAPATH"
+    pool = sim.http("GET", f"{cluster}/nodePools/gke-a3mega-pool")[1]
+    assert pool["config"]["gvnic"] == {"enabled": True}
+    extra = [n["network"].rsplit("/", 1)[-1] for n in pool["networkConfig"]["additionalNodeNetworkConfigs"]]
+    assert extra == [f"gke-a3mega-gpunet-{i}" for i in range(8)]
+    nodes = sim.http("GET", f"{COMPUTE}/zones/us-central1-a/instances")[1]["items"]
+    assert len(nodes) == 2
+    for node in nodes:
+        nics = [(n["network"].rsplit("/", 1)[-1], n.get("nicType")) for n in node["networkInterfaces"]]
+        assert nics[1:] == [(name, "GVNIC") for name in extra]
+    stack.destroy()
+    assert all(sim.http("GET", f"{COMPUTE}/global/networks/{n}")[0] == 404 for n in extra)

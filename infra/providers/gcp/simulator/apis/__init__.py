@@ -7,6 +7,7 @@ from infra.providers.gcp.simulator.apis import iam_roles  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_operations  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_catalog  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_quotas  # noqa: F401
+from infra.providers.gcp.simulator.apis import compute_network_profiles  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_networks  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_firewalls  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_instances  # noqa: F401

@@ -27,7 +27,10 @@ REGIONS: tuple[str, ...] = tuple(sorted({region_of(z) for z in ZONES}))
 DISK_TYPES = {"pd-standard": ("Standard Persistent Disk", "10GB-65536GB", "500"),
               "pd-balanced": ("Balanced Persistent Disk", "10GB-65536GB", "100"),
               "pd-ssd": ("SSD Persistent Disk", "10GB-65536GB", "100"),
-              "pd-extreme": ("Extreme Persistent Disk", "500GB-65536GB", "1000")}
+              "pd-extreme": ("Extreme Persistent Disk", "500GB-65536GB", "1000"),
+              # Sizes 4 GiB to 64 TiB (https://cloud.google.com/compute/docs/disks/hyperdisks);
+              # the boot disk of A3 Ultra and A4, which take no Persistent Disk.
+              "hyperdisk-balanced": ("Hyperdisk Balanced", "4GB-65536GB", "100")}
 
 # project -> family -> disk size (GB): the families infra/spec/catalog.py and stack files use.
 PUBLIC_IMAGES: dict[str, dict[str, int]] = {

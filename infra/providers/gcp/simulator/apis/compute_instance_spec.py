@@ -14,7 +14,8 @@ GCE's answers (400 unless said):
     subnetmode network";
   - an unknown zone: "Invalid value for field 'zone': 'x'. Unknown zone." (https://github.com/inspec/inspec-gcp/issues/301).
 In the simulator's words (no GCE text found): no boot disk, a disk smaller than its image, a
-machine type written as a bare name, a static natIP (the addresses API is not simulated).
+machine type written as a bare name, a static natIP (the addresses API is not simulated), a NIC
+whose type does not match its network (MRDMA exactly on networks with an RDMA network profile).
 Spot VMs get automaticRestart false and onHostMaintenance TERMINATE where the caller left them
 unset; their instanceTerminationAction defaults to STOP (Scheduling: "default action").
 """
@@ -149,8 +150,23 @@ def _interfaces(world: World, project: str, zone: str, body: dict[str, Any]) -> 
                                     for ac in (nic.get("accessConfigs") or [])[:1]]}
         if nic.get("networkIP"):
             stored["networkIP"] = nic["networkIP"]
+        if nic.get("nicType"):
+            stored["nicType"] = nic["nicType"]
+        _check_nic_type(world, project, i, stored)
         out.append((stored, subnet))
     return out
+
+
+def _check_nic_type(world: World, project: str, index: int, nic: dict[str, Any]) -> None:
+    """A RoCE network takes MRDMA NICs only, and an MRDMA NIC only a RoCE network
+    (https://cloud.google.com/vpc/docs/rdma-network-profiles, "RDMA network interfaces only")."""
+    network = find_network(world, project, nic["network"]) or {}
+    roce = bool(network.get("networkProfile"))
+    if roce != (nic.get("nicType") == "MRDMA"):
+        raise invalid_argument(
+            f"Invalid value for field 'resource.networkInterfaces[{index}].nicType': '{nic.get('nicType', '')}'. "
+            + ("A network with an RDMA network profile takes MRDMA network interfaces only." if roce
+               else "An MRDMA network interface must be attached to a network with an RDMA network profile."))
 
 
 def _check_policies(world: World, project: str, zone: str, body: dict[str, Any]) -> list[str]:

@@ -22,7 +22,8 @@ def create_managed_instance(world: World, *, project: str, zone: str, name: str,
                             service_account: str | None, scopes: list[str], tags: list[str],
                             metadata: dict[str, str], spot: bool, accelerators: list[dict[str, Any]] | None,
                             created_by: str, now: float,
-                            reservation_affinity: dict[str, Any] | None = None) -> dict[str, Any]:
+                            reservation_affinity: dict[str, Any] | None = None,
+                            extra_nics: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """An instance as if inserted by another Google service; `created_by` becomes its
     `created-by` metadata item. Raises the ApiError an insert would fail with (including
     quota and stockout, which GKE reports on its own operation)."""
@@ -35,7 +36,8 @@ def create_managed_instance(world: World, *, project: str, zone: str, name: str,
         "disks": [{"boot": True, "autoDelete": True,
                    "initializeParams": {"sourceImage": NODE_IMAGE, "diskSizeGb": "100"}}],
         "networkInterfaces": [{"network": network, "subnetwork": subnetwork,
-                               "accessConfigs": [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]}],
+                               "accessConfigs": [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]},
+                              *(extra_nics or [])],
         "serviceAccounts": [{"email": service_account, "scopes": scopes}] if service_account else [],
         "tags": {"items": tags}, "scheduling": scheduling,
         "metadata": {"items": [{"key": k, "value": v} for k, v in {**metadata, "created-by": created_by}.items()]}}

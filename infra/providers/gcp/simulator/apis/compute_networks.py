@@ -24,7 +24,7 @@ import ipaddress
 from typing import Any
 
 from infra.providers.gcp.simulator import operations
-from infra.providers.gcp.simulator.apis import compute_addresses
+from infra.providers.gcp.simulator.apis import compute_addresses, compute_network_profiles
 from infra.providers.gcp.simulator.apis.compute_catalog import REGIONS
 from infra.providers.gcp.simulator.apis.compute_common import (
     backend, check_name, collection, fingerprint, get_or_404, in_use, insert_body, link, list_response,
@@ -61,7 +61,11 @@ def insert_network(call: Call) -> Any:
     networks = collection(call, project, "networks")
     path = network_path(project, name)
     auto = bool(body.get("autoCreateSubnetworks"))
-    network = stamp({**body, "autoCreateSubnetworks": auto, "subnetworks": [], "mtu": body.get("mtu", 1460),
+    profile = compute_network_profiles.resolve(project, body["networkProfile"]) if body.get("networkProfile") else None
+    if profile is not None:
+        body = {**body, "networkProfile": profile["selfLink"]}
+    default_mtu = compute_network_profiles.RDMA_DEFAULT_MTU if profile else 1460
+    network = stamp({**body, "autoCreateSubnetworks": auto, "subnetworks": [], "mtu": body.get("mtu", default_mtu),
                      "routingConfig": body.get("routingConfig") or {"routingMode": "REGIONAL"},
                      "networkFirewallPolicyEnforcementOrder": body.get(
                          "networkFirewallPolicyEnforcementOrder", "AFTER_CLASSIC_FIREWALL")},

@@ -63,6 +63,7 @@ def node_config(config: dict[str, Any] | None) -> dict[str, Any]:
     config = config or {}
     return drop_empty({
         "machineType": config.get("machineType"), "diskSizeGb": config.get("diskSizeGb"),
+        "gvnic": config.get("gvnic"),
         "oauthScopes": [canonical_scope(s) for s in config["oauthScopes"]] if config.get("oauthScopes")
         else DEFAULT_SCOPES,
         "serviceAccount": config.get("serviceAccount"), "labels": config.get("labels"),
@@ -83,6 +84,19 @@ def flat_node_config(config: dict[str, Any] | None) -> dict[str, Any]:
                                   for a in config.get("accelerators") or []]}
 
 
+def cluster_network_config(inputs: dict[str, Any]) -> dict[str, Any]:
+    """expandClusterNetworkConfig for the multi-networking a GPUDirect pool needs."""
+    return drop_empty({"enableMultiNetworking": inputs.get("enableMultiNetworking"),
+                       "datapathProvider": inputs.get("datapathProvider")})
+
+
+def pool_network_config(config: dict[str, Any] | None) -> dict[str, Any]:
+    """expandNodeNetworkConfig: each additional node network as the program names it."""
+    return drop_empty({"additionalNodeNetworkConfigs": [
+        {"network": n.get("network"), "subnetwork": n.get("subnetwork")}
+        for n in (config or {}).get("additionalNodeNetworkConfigs") or []]})
+
+
 class Cluster(GkeResource):
     token = "gcp:container/cluster:Cluster"
     force_new = frozenset({"name", "location", "project", "network", "subnetwork", "initialNodeCount",
@@ -97,6 +111,7 @@ class Cluster(GkeResource):
             "resourceLabels": self.labels_on_create(inputs.get("resourceLabels")),
             "workloadIdentityConfig": inputs.get("workloadIdentityConfig"),
             "releaseChannel": inputs.get("releaseChannel"), "nodeConfig": node_config(inputs.get("nodeConfig")),
+            "networkConfig": cluster_network_config(inputs),
             "addonsConfig": {"gcePersistentDiskCsiDriverConfig": {"enabled": True}}})
         op = self.rest.call("POST", self.url(f"{parent}/clusters"), {"cluster": cluster})
         id_ = f"{parent}/clusters/{inputs['name']}"
@@ -184,6 +199,7 @@ class NodePool(GkeResource):
         pool = drop_empty({"name": inputs["name"], "initialNodeCount": count,
                            "config": node_config(inputs.get("nodeConfig")), "management": inputs.get("management"),
                            "placementPolicy": inputs.get("placementPolicy"), "autoscaling": inputs.get("autoscaling"),
+                           "networkConfig": pool_network_config(inputs.get("networkConfig")),
                            "nodeLocations": inputs.get("nodeLocations"), "version": inputs.get("version")})
         with failing_as("error creating NodePool"):
             op = self.rest.call("POST", self.url(f"{cluster}/nodePools"), {"nodePool": pool})
