@@ -28,6 +28,7 @@ from infra.errors import ConfigError
 from infra.providers.inventory import Inventory, Node
 from infra.spec.cluster import TORCH_HAS_NO_PS
 from trainctl.launchers import torchrun_agents
+from trainctl.launchers.megascale import megascale_env
 from trainctl.launchers.nccl_env import nccl_env, nccl_preamble
 from trainctl.launchers.cluster_env import (cluster_spec, command_for, expand, job_env, members, task_of,
                                             tf_config, torch_group, torchrun_target, tpu_type)
@@ -162,7 +163,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
         argv = direct_args(inventory, node, spec)
         if tpu_type(node) is not None:
-            env.update(tpu_env(node, spec))
+            env.update(tpu_env(node, spec) | megascale_env(inventory, node))
         elif spec.framework == "tensorflow":
             env["TF_CONFIG"] = json.dumps(tf_config(inventory, node), separators=(",", ":"))
     if spec.image:
