@@ -44,3 +44,4 @@ def test_tensorflow_programs_on_a_multislice_stack_are_refused_and_torch_passes(
     with pytest.raises(ConfigError, match="TensorFlow cannot train on 2 TPU slices"):
         refuse_framework_mismatch(spec, "tensorflow")
     refuse_framework_mismatch(spec, "torch")
+

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from google.cloud import tpu_v2
 
-from infra.providers.gcp import queued_tpu, realizer
+from infra.providers.gcp import queued_tpu, quota_needs, realizer
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.program.tpu import gcloud_command, queued_request
 from infra.spec.cluster import ClusterSpec
+from infra.spec.cost import estimate
 from infra.spec.stack_config import load_stack
 from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
 
@@ -85,3 +86,11 @@ def test_the_simulator_refuses_a_multislice_request_of_fewer_than_two_nodes(make
     with pytest.raises(BadRequest, match="node_count needs to be > 1"):
         queued_tpu._create(project.client(tpu_v2.TpuClient), spec, body, project.progress)
     queued_tpu.release(spec.name, project.progress)
+
+
+def test_a_multislice_stack_is_priced_and_quota_checked_for_every_slice():
+    one, two = load_stack("tpu-v5e-16"), load_stack(STACK)
+    assert estimate(two).lines[0][0].startswith("2 x v5litepod-16")
+    assert estimate(two).lines[0][1] == 2 * estimate(one).lines[0][1]
+    (need_one,), (need_two,) = quota_needs.per_pool(one)[0].needs, quota_needs.per_pool(two)[0].needs
+    assert need_two.amount == 2 * need_one.amount and need_two.metric == need_one.metric
