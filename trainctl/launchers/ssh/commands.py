@@ -9,7 +9,8 @@ TPU VMs:     PyTorch/XLA runs the same command on every worker (PJRT_DEVICE=TPU)
              drives a single-host TPU in-process (TPU_NAME=local); on a multi-host slice only
              worker 0 runs the program, and TPUClusterResolver reaches the TF servers that the
              `-pod` runtime starts on every worker by the slice's name (TPU_NAME), as Google's
-             TPU pod recipes run it.
+             TPU pod recipes run it. A multislice stack's workers (tpu.slices) also get
+             MEGASCALE_* (trainctl/launchers/megascale.py).
 Every program also gets the Vertex AI job-dir variables (AIP_MODEL_DIR, ...).
 With an image, each node runs the same command line inside it (bootstrap/containers.py), the
 environment passed by name, the node's network as is.
@@ -151,6 +152,9 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         HYPERTUNE_FILE_ENV: hypertune_file(node, spec.run_id),
         "PATH": f"{p['venv']}/bin:/usr/local/bin:/usr/bin:/bin",
     }
+    # A multislice worker's slice is the inventory's, whatever runs the program (on a simulated
+    # TPU stack, torchrun on the CPU that stands in for the chips).
+    env.update(megascale_env(inventory, node))
     if node.interface:
         # gloo otherwise binds to the address the hostname resolves to (loopback here).
         env["GLOO_SOCKET_IFNAME"] = node.interface
@@ -163,7 +167,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
         argv = direct_args(inventory, node, spec)
         if tpu_type(node) is not None:
-            env.update(tpu_env(node, spec) | megascale_env(inventory, node))
+            env.update(tpu_env(node, spec))
         elif spec.framework == "tensorflow":
             env["TF_CONFIG"] = json.dumps(tf_config(inventory, node), separators=(",", ":"))
     if spec.image:
