@@ -34,6 +34,8 @@ class Node(BaseModel):
     interface: str | None = None  # NIC that collective traffic should bind to
     # The TPU node (slice) this VM is a worker of: TensorFlow's TPUClusterResolver takes it.
     tpu_name: str | None = None
+    # Its slice's index in a multislice stack (tpu.slices > 1): MEGASCALE_SLICE_ID; None otherwise.
+    tpu_slice: int | None = None
     # Its worker pool's role (chief, worker, ps, evaluator); None in inventories written before
     # pools existed, where the first node is the chief and the others workers.
     task: Role | None = None

@@ -27,6 +27,8 @@ class GpuRequest(SpecModel):
 # How long `up` waits for a queued TPU unless the stack says (tpu.queue_deadline_minutes): long
 # enough for a passing stockout, short enough that a forgotten `up` does not wait all day.
 DEFAULT_QUEUE_DEADLINE_MINUTES = 60.0
+# A bound against typos (slices: 200 of a 256-chip type), not a documented limit of the API.
+MAX_SLICES = 64
 
 
 class TpuRequest(SpecModel):
@@ -37,6 +39,9 @@ class TpuRequest(SpecModel):
     # waiting even when trainctl is gone).
     queued: bool = False
     queue_deadline_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
+    # Multislice: this many slices of `type`, granted together by one queued resource (its
+    # nodeSpec's multisliceParams) and joined over the data-center network (libtpu's MEGASCALE_*).
+    slices: int = Field(1, ge=1, le=MAX_SLICES)
 
     @field_validator("type")
     @classmethod
@@ -73,6 +78,16 @@ class TpuRequest(SpecModel):
             need = "a -pod" if tpu.multi_host else "a non-pod"
             raise ValueError(f"runtime_version {runtime!r} does not fit {self.type}: it is {shape}, "
                              f"which needs {need} TensorFlow runtime; valid: {catalog.choices(fits)}")
+        return self
+
+    @model_validator(mode="after")
+    def slices_on_a_multislice_runtime(self) -> TpuRequest:
+        runtime = self.runtime_version or ""
+        if self.slices > 1 and _is_tf_runtime(runtime):
+            fits = [r for r in catalog.TPUS[self.type].runtime_versions if not _is_tf_runtime(r)]
+            raise ValueError(f"tpu.slices: {self.slices} cannot use runtime_version {runtime!r}: TensorFlow's TPU "
+                             "runtimes serve one slice (their TF servers do not join slices over the data-center "
+                             f"network); multislice needs a JAX / PyTorch-XLA runtime: {catalog.choices(fits)}")
         return self
 
 

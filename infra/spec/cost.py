@@ -39,7 +39,7 @@ def _group_lines(spec: ClusterSpec) -> list[tuple[str, float]]:
     if spec.tpu:
         tpu = catalog.TPUS[spec.tpu.type]
         price = tpu.spot_price_per_chip if spec.spot else tpu.price_per_chip
-        slices = n // tpu.hosts if spec.kind == "gke" else 1
+        slices = n // tpu.hosts  # a GKE pool's slices, or a TPU VM stack's tpu.slices
         lines.append((f"{slices} x {tpu.name} ({tpu.chips} chips)", slices * tpu.chips * price))
     else:
         machine = catalog.MACHINES[spec.machine_type or ""]

@@ -154,6 +154,19 @@ def _check_flex_start(spec: ClusterSpec, machine_type: str | None) -> None:
                              "(e.g. g2-standard-8, a2-highgpu-1g), or remove provisioning")
 
 
+def _check_slices(spec: ClusterSpec) -> None:
+    """Multislice (tpu.slices > 1) exists on TPU VMs, through a queued resource."""
+    assert spec.tpu is not None
+    if spec.tpu.slices > 1 and spec.kind != "tpu":
+        raise ValueError("tpu.slices applies to TPU VM stacks (kind: tpu): trainctl does not build GKE "
+                         "multislice (one Job per slice, as JobSet runs it) yet; use kind: tpu with "
+                         "tpu.queued: true, or one slice per GKE stack (remove tpu.slices)")
+    if spec.tpu.slices > 1 and not spec.tpu.queued:
+        raise ValueError(f"tpu.slices: {spec.tpu.slices} needs tpu.queued: true: Cloud TPU grants the slices of "
+                         "a multislice together only through a queued resource; set tpu.queued: true, "
+                         "or remove tpu.slices")
+
+
 def _check_tpu(spec: ClusterSpec) -> dict[str, Any]:
     if not spec.tpu:
         raise ValueError("kind 'tpu' needs a tpu section (type, runtime_version)")
@@ -166,11 +179,13 @@ def _check_tpu(spec: ClusterSpec) -> dict[str, Any]:
     if spec.tpu.queued and spec.kind != "tpu":
         raise ValueError("tpu.queued applies to TPU VM stacks (kind: tpu); a GKE TPU pool gets its "
                          "nodes from GKE: remove tpu.queued")
+    _check_slices(spec)
     if spec.kind == "tpu":
-        if spec.nodes not in (None, tpu.hosts):
-            raise ValueError(f"nodes {spec.nodes} does not match TPU type {tpu.name}, which "
-                             f"has {tpu.hosts} host(s); leave nodes out or set {tpu.hosts}")
-        nodes = tpu.hosts
+        nodes = tpu.hosts * spec.tpu.slices
+        if spec.nodes not in (None, nodes):
+            slices = f"{spec.tpu.slices} slices of " if spec.tpu.slices > 1 else ""
+            raise ValueError(f"nodes {spec.nodes} does not match {slices}TPU type {tpu.name}, which "
+                             f"has {nodes} host(s); leave nodes out or set {nodes}")
     else:  # GKE: nodes = number of slices' hosts in the pool
         hosts = tpu.hosts
         nodes = spec.nodes or hosts

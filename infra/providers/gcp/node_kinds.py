@@ -110,41 +110,51 @@ class VmNodes(NodeKind):
 
 
 class TpuSlice(NodeKind):
-    """One Cloud TPU node whose workers are the stack's nodes: they run, stop and go as one, and
-    a preempted slice cannot restart, so a repair deletes it for `up` to create again."""
+    """One Cloud TPU node per slice (several with tpu.slices) whose workers are the stack's nodes:
+    they run, stop and go as one, and a preempted slice cannot restart, so a repair deletes it for
+    `up` to create again."""
 
     @property
     def node_path(self) -> str:
-        from infra.providers.gcp.program.tpu import tpu_name
+        return self.slice_paths()[0]
 
-        return f"projects/{self.spec.project}/locations/{self.spec.zone}/nodes/{tpu_name(self.spec)}"
+    def slice_paths(self) -> list[str]:
+        from infra.providers.gcp.program.tpu import slice_node_ids
+
+        return [f"projects/{self.spec.project}/locations/{self.spec.zone}/nodes/{node_id}"
+                for node_id in slice_node_ids(self.spec)]
 
     def status(self, nodes: list[str]) -> dict[str, str | None]:
         from google.api_core.exceptions import NotFound
         from google.cloud import tpu_v2
 
-        try:
-            node = google_client(tpu_v2.TpuClient).get_node(name=self.node_path)
-        except NotFound:
-            return dict.fromkeys(nodes)
-        return dict.fromkeys(nodes, TPU_AS_INSTANCE.get(node.state.name, node.state.name))
+        out: dict[str, str | None] = dict.fromkeys(nodes)
+        for path in self.slice_paths():
+            try:
+                node = google_client(tpu_v2.TpuClient).get_node(name=path)
+            except NotFound:
+                continue
+            state = TPU_AS_INSTANCE.get(node.state.name, node.state.name)
+            out.update({n: state for n in nodes if n.startswith(f"{path.rsplit('/', 1)[-1]}-w")})
+        return out
 
     def host_keys(self, missing: list[str]) -> dict[str, list[str]]:
-        """Every worker's, whichever are missing: the API answers for the whole slice at once."""
+        """Every worker's, whichever are missing: the API answers for a whole slice at once."""
         from google.api_core.exceptions import NotFound
         from google.cloud import tpu_v2
 
-        from infra.providers.gcp.program.tpu import tpu_name
-
-        try:
-            resp = google_client(tpu_v2.TpuClient).get_guest_attributes(
-                request=tpu_v2.GetGuestAttributesRequest(name=self.node_path, query_path="hostkeys/"))
-        except NotFound:
-            return {}
-        # GuestAttributes carries no worker id: the API answers one entry per worker, in worker
-        # order (worker 0 first), which is also the order of the node's networkEndpoints.
-        return {f"{tpu_name(self.spec)}-w{worker}": key_lines(attr.query_value.items)
-                for worker, attr in enumerate(resp.guest_attributes)}
+        keys: dict[str, list[str]] = {}
+        for path in self.slice_paths():
+            try:
+                resp = google_client(tpu_v2.TpuClient).get_guest_attributes(
+                    request=tpu_v2.GetGuestAttributesRequest(name=path, query_path="hostkeys/"))
+            except NotFound:
+                continue
+            # GuestAttributes carries no worker id: the API answers one entry per worker, in worker
+            # order (worker 0 first), which is also the order of the node's networkEndpoints.
+            keys.update({f"{path.rsplit('/', 1)[-1]}-w{worker}": key_lines(attr.query_value.items)
+                         for worker, attr in enumerate(resp.guest_attributes)})
+        return keys
 
     def bring_back(self, status: dict[str, str | None], lost: list[str], progress: Progress) -> list[str]:
         from google.cloud import tpu_v2

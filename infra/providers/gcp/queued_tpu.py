@@ -18,11 +18,12 @@ from typing import Any
 
 from infra.errors import CapacityUnavailable
 from infra.providers.gcp.program.cluster import tpu_worker
-from infra.providers.gcp.program.tpu import queued_resource_id
+from infra.providers.gcp.program.tpu import queued_resource_id, slice_node_ids
 from infra.providers.gcp.reaper import google_client
 from infra.providers.protocol import PlanRow, Progress
 from infra.providers.stack_home import state_dir
 from infra.retry import on_results
+from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 
 RECORD = "queued_tpu.json"
@@ -38,9 +39,16 @@ def plan_rows(spec: ClusterSpec) -> list[PlanRow]:
         return []
     tier = "spot" if spec.spot else f"reservation {spec.reservation}" if spec.reservation not in (None, "none") \
         else "on demand"
-    return [PlanRow("tpu/queuedResource", queued_resource_id(spec),
-                    {"acceleratorType": spec.tpu.type, "runtimeVersion": spec.tpu.runtime_version, "zone": spec.zone,
-                     "tier": tier, "deadline": f"{spec.tpu.queue_deadline_minutes:g} min"})]
+    request = PlanRow("tpu/queuedResource", queued_resource_id(spec),
+                      {"acceleratorType": spec.tpu.type, "runtimeVersion": spec.tpu.runtime_version, "zone": spec.zone,
+                       "tier": tier, "deadline": f"{spec.tpu.queue_deadline_minutes:g} min",
+                       **({"slices": spec.tpu.slices} if spec.tpu.slices > 1 else {})})
+    if spec.tpu.slices == 1:
+        return [request]
+    hosts = catalog.TPUS[spec.tpu.type].hosts
+    return [request, *(PlanRow("tpu/node", node_id, {"acceleratorType": spec.tpu.type, "slice": i, "hosts": hosts,
+                                                     "grantedBy": queued_resource_id(spec)})
+                       for i, node_id in enumerate(slice_node_ids(spec)))]
 
 
 def granted(spec: ClusterSpec, outputs: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -56,9 +64,13 @@ def granted(spec: ClusterSpec, outputs: dict[str, Any], progress: Progress) -> d
     name = _create(client, spec, body, progress)
     _wait(client, name, spec, progress)
     (asked,) = body["tpu"]["nodeSpec"]
-    node = client.get_node(name=f"{asked['parent']}/nodes/{asked['nodeId']}")
-    workers = [tpu_worker(spec, i, ep.ip_address, ep.access_config.external_ip or None)
-               for i, ep in enumerate(node.network_endpoints)]
+    multislice = spec.tpu.slices > 1
+    workers = []
+    for index, node_id in enumerate(slice_node_ids(spec)):
+        node = client.get_node(name=f"{asked['parent']}/nodes/{node_id}")
+        workers += [tpu_worker(spec, i, ep.ip_address, ep.access_config.external_ip or None,
+                               (index, node_id) if multislice else None)
+                    for i, ep in enumerate(node.network_endpoints)]
     return {**outputs, "inventory": {**outputs["inventory"], "nodes": workers}}
 
 

@@ -87,10 +87,11 @@ def _vm_amounts(view: ClusterSpec, region: str, nodes: int) -> dict[tuple[str, s
 
 
 def _tpu_slice(spec: ClusterSpec, zone: str) -> PoolNeeds:
-    """A TPU VM stack's slice, in the TPU API's zonal quota (chips or TensorCores)."""
+    """A TPU VM stack's slice (or slices), in the TPU API's zonal quota (chips or TensorCores)."""
     assert spec.tpu is not None
     tpu = catalog.TPUS[spec.tpu.type]
-    need = Need(catalog.tpu_quota_id(tpu, spec.spot), zone, catalog.tpu_quota_units(tpu), service=TPU)
+    need = Need(catalog.tpu_quota_id(tpu, spec.spot), zone, catalog.tpu_quota_units(tpu) * spec.tpu.slices,
+                service=TPU)
     model = f"queued, {provisioning(spec)}" if spec.tpu.queued else provisioning(spec)
     return PoolNeeds(spec.name, spec.node_count, model, (need,))
 

@@ -9,7 +9,8 @@ TPU VMs:     PyTorch/XLA runs the same command on every worker (PJRT_DEVICE=TPU)
              drives a single-host TPU in-process (TPU_NAME=local); on a multi-host slice only
              worker 0 runs the program, and TPUClusterResolver reaches the TF servers that the
              `-pod` runtime starts on every worker by the slice's name (TPU_NAME), as Google's
-             TPU pod recipes run it.
+             TPU pod recipes run it. A multislice stack's workers (tpu.slices) also get
+             MEGASCALE_* (trainctl/launchers/megascale.py).
 Every program also gets the Vertex AI job-dir variables (AIP_MODEL_DIR, ...).
 With an image, each node runs the same command line inside it (bootstrap/containers.py), the
 environment passed by name, the node's network as is.
@@ -29,6 +30,7 @@ from infra.errors import ConfigError
 from infra.providers.inventory import Inventory, Node
 from infra.spec.cluster import TORCH_HAS_NO_PS
 from trainctl.launchers import torchrun_agents
+from trainctl.launchers.megascale import megascale_env
 from trainctl.launchers.nccl_env import nccl_env, nccl_preamble
 from trainctl.launchers.cluster_env import (cluster_spec, command_for, expand, job_env, members, task_of,
                                             tf_config, torch_group, torchrun_target, tpu_type)
@@ -152,6 +154,9 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         "PATH": f"{p['venv']}/bin:/usr/local/bin:/usr/bin:/bin",
         DATA_DIR_ENV: data_dir(node),  # where the experiment's data: inputs were staged
     }
+    # A multislice worker's slice is the inventory's, whatever runs the program (on a simulated
+    # TPU stack, torchrun on the CPU that stands in for the chips).
+    env.update(megascale_env(inventory, node))
     if node.interface:
         # gloo otherwise binds to the address the hostname resolves to (loopback here).
         env["GLOO_SOCKET_IFNAME"] = node.interface

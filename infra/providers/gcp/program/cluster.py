@@ -77,12 +77,18 @@ def _tpu_nodes(spec: ClusterSpec, tpu: TpuVm) -> pulumi.Output[list[dict[str, An
     return tpu.vm.network_endpoints.apply(shape)
 
 
-def tpu_worker(spec: ClusterSpec, worker: int, internal: str, external: str | None) -> dict[str, Any]:
-    """A TPU slice's worker as the inventory lists it, from its network endpoint."""
-    return {"name": f"{tpu_name(spec)}-w{worker}", "rank": worker, "role": "tpu-worker",
+def tpu_worker(spec: ClusterSpec, worker: int, internal: str, external: str | None,
+               slice_node: tuple[int, str] | None = None) -> dict[str, Any]:
+    """A TPU slice's worker as the inventory lists it, from its network endpoint. `slice_node`:
+    (slice index, TPU node id) of a multislice stack's slice; ranks run slice by slice."""
+    index, node_id = slice_node or (0, tpu_name(spec))
+    assert spec.tpu is not None
+    hosts = catalog.TPUS[spec.tpu.type].hosts
+    worker_of = {"tpu_slice": index} if slice_node else {}
+    return {"name": f"{node_id}-w{worker}", "rank": index * hosts + worker, "role": "tpu-worker",
             "internal_ip": internal, "ssh_host": external or internal, "ssh_user": spec.ssh.user,
             "accelerator": str(spec.accelerator), "workdir": workdir(spec), "interface": None,
-            "tpu_name": tpu_name(spec)}
+            "tpu_name": node_id, **worker_of}
 
 
 # The provider reads the project through Cloud Resource Manager after enabling any service

@@ -76,7 +76,7 @@ def queued_request(spec: ClusterSpec, *, network: str, subnet: str, tag: str, me
     if spec.spot or spec.reservation == "any":
         node["schedulingConfig"] = {"spot": True} if spec.spot else {"reserved": True}
     body: dict[str, Any] = {
-        "tpu": {"nodeSpec": [{"parent": location, "nodeId": tpu_name(spec), "node": node}]},
+        "tpu": {"nodeSpec": [{"parent": location, **_names(spec), "node": node}]},
         # Google stops waiting when trainctl does, even if trainctl is killed meanwhile.
         "queueingPolicy": {"validUntilDuration": f"{round(spec.tpu.queue_deadline_minutes * 60)}s"}}
     if spec.spot:
@@ -86,12 +86,32 @@ def queued_request(spec: ClusterSpec, *, network: str, subnet: str, tag: str, me
     return body
 
 
+def _names(spec: ClusterSpec) -> dict[str, Any]:
+    """One slice: its node id. Several: the v2 API's multisliceParams (v2alpha1 calls it
+    multiNodeParams), which names the nodes `<prefix>-0` .. `<prefix>-<count-1>`."""
+    assert spec.tpu is not None
+    if spec.tpu.slices == 1:
+        return {"nodeId": tpu_name(spec)}
+    return {"multisliceParams": {"nodeCount": spec.tpu.slices, "nodeIdPrefix": tpu_name(spec)}}
+
+
+def slice_node_ids(spec: ClusterSpec) -> list[str]:
+    """The TPU nodes the stack's request grants, slice 0 first."""
+    assert spec.tpu is not None
+    if spec.tpu.slices == 1:
+        return [tpu_name(spec)]
+    return [f"{tpu_name(spec)}-{i}" for i in range(spec.tpu.slices)]
+
+
 def gcloud_command(spec: ClusterSpec, body: dict[str, Any]) -> str:
     """The same request as `gcloud compute tpus queued-resources create` flags, for `pulumi up`
     users (`gcloud alpha` where a reservation is named: only alpha has --reservation)."""
     node = body["tpu"]["nodeSpec"][0]["node"]
     net = node["networkConfig"]
-    flags = [f"--zone={spec.zone}", f"--project={spec.project}", f"--node-id={tpu_name(spec)}",
+    multislice = body["tpu"]["nodeSpec"][0].get("multisliceParams")
+    names = [f"--node-count={multislice['nodeCount']}", f"--node-prefix={multislice['nodeIdPrefix']}"] \
+        if multislice else [f"--node-id={tpu_name(spec)}"]
+    flags = [f"--zone={spec.zone}", f"--project={spec.project}", *names,
              f"--accelerator-type={node['acceleratorType']}", f"--runtime-version={node['runtimeVersion']}",
              f"--network={net['network']}", f"--subnetwork={net['subnetwork']}",
              f"--service-account={node['serviceAccount']['email']}", f"--scopes={CLOUD_PLATFORM_SCOPE}",

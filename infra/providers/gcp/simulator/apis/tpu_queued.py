@@ -2,7 +2,8 @@
 
 https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.queuedResources
 https://cloud.google.com/tpu/docs/queued-resources (the states)
-  - create (?queuedResourceId=): each nodeSpec's node is checked as nodes.create checks it
+  - create (?queuedResourceId=): each nodeSpec's node is checked as nodes.create checks it (a
+    multislice nodeSpec's multisliceParams: nodeCount > 1 nodes `<nodeIdPrefix>-<i>`, all of them)
     (type, runtime, quota: 429 at once); the request is ACCEPTED, WAITING_FOR_RESOURCES after
     `tpu_qr_accept`, and stays there while its zone is stocked out (or before validAfter); then
     PROVISIONING, and ACTIVE after `tpu_qr_provision`, when the nodes it grants are created
@@ -61,22 +62,38 @@ def _window(policy: dict[str, Any], now: float) -> tuple[float | None, float | N
     return after or _timestamp(interval.get("startTime")), until or _timestamp(interval.get("endTime"))
 
 
-def _check_specs(world: World, project: str, zone: str, specs: list[dict[str, Any]], spot: bool) -> None:
+def node_ids(spec: dict[str, Any], qr_id: str) -> list[str]:
+    """The nodes one nodeSpec asks for: its nodeId, or multisliceParams' nodeCount nodes named
+    `<nodeIdPrefix>-<i>` (the prefix defaults to the queued resource's id)."""
+    multi = spec.get("multisliceParams")
+    if not multi:
+        return [spec.get("nodeId") or ""]
+    prefix = multi.get("nodeIdPrefix") or qr_id
+    return [f"{prefix}-{i}" for i in range(int(multi.get("nodeCount") or 0))]
+
+
+def _check_specs(world: World, project: str, zone: str, qr_id: str, specs: list[dict[str, Any]],
+                 spot: bool) -> None:
     if not specs:
         raise invalid_argument("Required field 'tpu.node_spec' is empty.")
     p = world.project(project)
     assert p is not None
+    asked: dict[str, int] = {}  # quota units this request takes, per generation
     for spec in specs:
-        node_id = spec.get("nodeId") or ""
-        if not spec.get("node") or not node_id:
-            raise invalid_argument("Each tpu.node_spec needs node_id and node.")
-        if f"{zone}/{node_id}" in tpu_nodes.nodes(world, project):
-            raise already_exists(tpu_nodes.node_path(project, zone, node_id))
-        t = tpu.tpu_type(zone, spec["node"], project, node_id)
-        used = tpu_nodes._used(world, project, zone, t.generation, spot)
-        error = tpu.quota_error(world, p, zone, t, spot, used)
-        if error is not None:
-            raise error
+        count = int((spec.get("multisliceParams") or {}).get("nodeCount") or 0)
+        if spec.get("multisliceParams") and count <= 1:  # the field's own words: "This needs to be > 1."
+            raise invalid_argument("tpu.node_spec.multislice_params.node_count needs to be > 1.")
+        if not spec.get("node") or not all(node_ids(spec, qr_id)):
+            raise invalid_argument("Each tpu.node_spec needs node_id (or multislice_params) and node.")
+        for node_id in node_ids(spec, qr_id):
+            if f"{zone}/{node_id}" in tpu_nodes.nodes(world, project):
+                raise already_exists(tpu_nodes.node_path(project, zone, node_id))
+            t = tpu.tpu_type(zone, spec["node"], project, node_id)
+            used = tpu_nodes._used(world, project, zone, t.generation, spot) + asked.get(t.generation, 0)
+            error = tpu.quota_error(world, p, zone, t, spot, used)
+            if error is not None:
+                raise error
+            asked[t.generation] = asked.get(t.generation, 0) + tpu.quota_units(t)
 
 
 def _reserved(body: dict[str, Any], specs: list[dict[str, Any]]) -> bool:
@@ -99,7 +116,7 @@ def create(call: Call) -> Any:
     # the request's spot tier, or its node's own scheduling (as Google's spot sample asks for one)
     spot = "spot" in body or any((s.get("node") or {}).get("schedulingConfig", {}).get(k)
                                  for s in specs for k in ("spot", "preemptible"))
-    _check_specs(call.world, project, zone, specs, spot)
+    _check_specs(call.world, project, zone, qr_id, specs, spot)
     after, until = _window(body.get("queueingPolicy") or {}, call.now)
     accept = call.now + operations.delay(call.world, project, "tpu_qr_accept")
     # The queue's own wait is no operation: default_delay leaves it alone, 0 unless named.
@@ -139,10 +156,15 @@ def list_(call: Call) -> Any:
                                 if zone in ("-", k.split("/")[0])]}
 
 
+def _asked(qr: dict[str, Any]) -> list[str]:
+    qr_id = qr["name"].rsplit("/", 1)[-1]
+    return [node_id for spec in (qr.get("tpu") or {}).get("nodeSpec") or [] for node_id in node_ids(spec, qr_id)]
+
+
 def _granted(world: World, project: str, zone: str, qr: dict[str, Any]) -> list[dict[str, Any]]:
     found = []
-    for spec in (qr.get("tpu") or {}).get("nodeSpec") or []:
-        node = tpu_nodes.nodes(world, project).get(f"{zone}/{spec['nodeId']}")
+    for node_id in _asked(qr):
+        node = tpu_nodes.nodes(world, project).get(f"{zone}/{node_id}")
         if node is not None and node.get("queuedResource") == qr["name"]:
             found.append(node)
     return found
@@ -187,12 +209,14 @@ def _provision(world: World, project: dict[str, Any], zone: str, qr: dict[str, A
     FAILED with the reason)."""
     made: list[str] = []
     try:
+        qr_id = qr["name"].rsplit("/", 1)[-1]
         for spec in qr["tpu"]["nodeSpec"]:
-            node, _ = tpu_nodes.create(world, at, project["id"], zone, spec["nodeId"], dict(spec["node"]),
-                                       queued_resource=qr["name"])
-            assert node is not None
-            made.append(f"{zone}/{spec['nodeId']}")
-            node["state"], node["_sim"]["next"] = "READY", None
+            for node_id in node_ids(spec, qr_id):
+                node, _ = tpu_nodes.create(world, at, project["id"], zone, node_id, dict(spec["node"]),
+                                           queued_resource=qr["name"])
+                assert node is not None
+                made.append(f"{zone}/{node_id}")
+                node["state"], node["_sim"]["next"] = "READY", None
         _set(qr, "ACTIVE")
     except ApiError as exc:
         for key in made:
@@ -226,7 +250,9 @@ def _waiting(world: World, project: dict[str, Any], zone: str, qr: dict[str, Any
         return
     if now < sim.get("grant", 0.0):
         return
-    types = [tpu.tpu_type(zone, s["node"], project["id"], s["nodeId"]) for s in qr["tpu"]["nodeSpec"]]
+    qr_id = qr["name"].rsplit("/", 1)[-1]
+    types = [tpu.tpu_type(zone, s["node"], project["id"], node_id) for s in qr["tpu"]["nodeSpec"]
+             for node_id in node_ids(s, qr_id)]
     if not sim.get("reserved") and any(stocked_out(project, zone, None, {t.name: t.chips}, sim["spot"])
                                        for t in types):
         return
