@@ -31,11 +31,12 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-# Tests that build the simulator's networks share root pieces and one address pool per world
-# (its chains, service address and external-address routes, made with the first network and
-# removed with the last, which they assert): they run one after another, on one worker.
-SIMULATED_NETWORK_FILES = ("test_sim_machines_", "test_gcp_stack_on_the_simulator", "test_gke_stack_on_the_simulator",
-                           "test_experiment_on_gke", "test_sim_kubernetes_pods")
+# End-to-end files that stand up simulated GCP machines: they share root pieces and addresses
+# (the simulator's chains, service address and external-address routes, made with the first
+# network and removed with the last, which they assert), so they run one after another, on one
+# worker. Such a file is named after the simulator (`*_on_the_simulator*`, `test_sim_*`); the
+# GKE experiment file is the one that is not.
+SIMULATED_NETWORK_FILES = ("test_experiment_on_gke.py",)
 
 
 def work_unit(nodeid: str) -> str:
@@ -45,7 +46,22 @@ def work_unit(nodeid: str) -> str:
     path = nodeid.split("::")[0]
     if not path.startswith(("tests/e2e/", "tests/reliability/")):
         return nodeid
-    return "simulated-networks" if Path(path).name.startswith(SIMULATED_NETWORK_FILES) else path
+    name = Path(path).name
+    if name.startswith("test_sim_") or "_on_the_simulator" in name or name in SIMULATED_NETWORK_FILES:
+        return "simulated-networks"
+    return path
+
+
+@pytest.fixture(autouse=True)
+def environment_restored():
+    """Each test starts from the environment the one before it started from: a test, or the CLI
+    it runs in-process (`--simulate` points the process at a simulator), may change os.environ,
+    and a later test on the same worker must not inherit that."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
