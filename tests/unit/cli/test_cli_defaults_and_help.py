@@ -42,7 +42,7 @@ def test_ls_with_no_stack_up_says_so_and_how_to_start_one(trainctl_home):
 def test_help_in_a_pipe_keeps_every_option_sentence_whole():
     # capture_output: stdout is a pipe, as in a CI log or `| less`.
     shown = trainctl("launch", "--help", env={"COLUMNS": "", "TERMINAL_WIDTH": ""}).stdout
-    for sentence in ("stack name (stacks/Pulumi.<stack>.yaml) or stack file",
+    for sentence in ("stack name (stacks/Pulumi.<stack>.yaml) or the stack file it was stood up from",
                      "print each node's command (GKE: the manifests); run nothing",
                      "reruns of the whole job from its checkpoints"):
         assert any(sentence in line for line in shown.splitlines()), shown
