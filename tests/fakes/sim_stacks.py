@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from infra.providers.gcp import simulation
-from infra.providers.gcp.simulator import daemon
+from infra.providers.gcp.simulator import daemon, nodes
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import REPO_ROOT, load_stack
 
@@ -207,6 +207,8 @@ def _shared_daemon(config: pytest.Config) -> _Daemon:
 
         def stop() -> None:
             daemon.stop(shared.trainctl_home / "simulator")
+            # machines a test stood behind its VMs go with it, not with the folder's removal
+            nodes.cleanup_all(shared.trainctl_home / "simulator")
             shutil.rmtree(shared.trainctl_home, ignore_errors=True)
             _SHARED.clear()
 
