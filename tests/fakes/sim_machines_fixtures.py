@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import ipaddress
 import shutil
 import socket
 import subprocess
@@ -125,8 +126,18 @@ def root_leftovers() -> list[str]:
     found = [line for line in rules.splitlines() if "TCSIM" in line]
     found += [f"link {vpc.SERVICE_LINK}"] if Path(f"/sys/class/net/{vpc.SERVICE_LINK}").exists() else []
     routes = subprocess.run(["ip", "route", "show"], capture_output=True, text=True).stdout
-    found += [line for line in routes.splitlines() if "10.213." in line or "10.214." in line]
+    found += [line for line in routes.splitlines() if _in_pools(line.split()[0])]
     return found
+
+
+def _in_pools(destination: str) -> bool:
+    """A route to the simulator's pools (by address, not by text: a local stack's 10.210.213.0/24
+    reads "10.213." too)."""
+    try:
+        net = ipaddress.ip_network(destination, strict=False)
+    except ValueError:  # "default"
+        return False
+    return any(net.overlaps(pool) for pool in (vpc.EXTERNAL_POOL, vpc.LINK_POOL))
 
 
 @pytest.fixture
