@@ -10,6 +10,7 @@ import queue
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -137,6 +138,13 @@ def trainer_python() -> Path:
 def tf_trainer_python() -> Path:
     """The TensorFlow trainers' interpreter."""
     return seeded_python(REPO / "trainers" / "requirements-tf.txt")
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (for an emulator or server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def leftovers(stack: str) -> list[str]:

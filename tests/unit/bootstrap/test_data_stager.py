@@ -8,21 +8,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import free_port
+
 from bootstrap.data_inputs import STAGER_PROGRAM
 from bootstrap.data_staging import PROGRESS_MARK
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

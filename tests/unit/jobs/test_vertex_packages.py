@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import textwrap
 import uuid
@@ -20,16 +19,10 @@ import yaml
 from infra.errors import ConfigError
 from trainctl.jobs.experiment_file import load_experiment
 from trainctl.jobs.packages import stage
-from conftest import TEST_HOMES
+from conftest import free_port, TEST_HOMES
 
 DEBIAN_WHEELS = Path("/usr/share/python-wheels")  # python3-setuptools-whl, with python3-venv
 UV = str(Path(__file__).resolve().parents[3] / ".venv" / "bin" / "uv")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

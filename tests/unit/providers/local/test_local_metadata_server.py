@@ -15,17 +15,11 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO
+from conftest import free_port, REPO
 from infra.providers.local import metadata_admin
 
 NODE = {"name": "node0", "ip": "127.0.0.1", "id": 4242, "zone": "local-a", "machine-type": "local",
         "spot": True, "attributes": {"enable-oslogin": "FALSE", "trainctl-stack": "s"}}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
