@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -138,6 +139,39 @@ def trainer_python() -> Path:
 def tf_trainer_python() -> Path:
     """The TensorFlow trainers' interpreter."""
     return seeded_python(REPO / "trainers" / "requirements-tf.txt")
+
+
+def undisturbed_training(world_size: int, args: list[str]) -> dict:
+    """metrics.json of `trainers.digits_ddp ARGS` trained undisturbed by `world_size` ranks.
+
+    The digits trainer is deterministic for a given world size and arguments, wherever its ranks
+    run (gloo on loopback or across nodes give the same steps and accuracy: checked against a
+    3-node local stack), so the undisturbed twin of a disturbed run is one torchrun on this
+    host, computed once per trainer code and arguments and shared by the test workers."""
+    import hashlib
+    import json
+
+    from infra.providers.stack_home import cache_dir
+
+    python = seeded_python(REPO / "trainers" / "requirements.txt")
+    code = b"".join(p.read_bytes() for p in sorted((REPO / "trainers").glob("*.py")))
+    key = hashlib.sha256(code + repr((world_size, args, str(python))).encode()).hexdigest()[:16]
+    cached = cache_dir() / "tests-undisturbed" / f"{key}.json"
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with open(cached.parent / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cached.exists():
+            job_dir = Path(tempfile.mkdtemp(prefix="undisturbed-", dir=cached.parent))
+            try:
+                done = subprocess.run([str(python), "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                                       "--nproc-per-node", str(world_size), "-m", "trainers.digits_ddp",
+                                       "--job-dir", str(job_dir), *args],
+                                      cwd=REPO, capture_output=True, text=True, timeout=300)
+                assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+                cached.write_text((job_dir / "metrics.json").read_text())
+            finally:
+                shutil.rmtree(job_dir, ignore_errors=True)
+        return json.loads(cached.read_text())
 
 
 def free_port() -> int:

@@ -40,7 +40,7 @@ def test_a_gpu_vm_announcing_maintenance_is_drained_and_the_run_ends_as_an_undis
     from infra.providers.gcp.simulator import daemon
 
     runs = tmp_path / "runs"
-    undisturbed = undisturbed_metrics(on_the_simulated_stack(tmp_path, "calm", EPOCHS), runs, "--simulate")
+    undisturbed = undisturbed_metrics(on_the_simulated_stack(tmp_path, "calm", EPOCHS))
     run = Streamed("run", str(on_the_simulated_stack(tmp_path, "maint", f"{EPOCHS} --epoch-sleep 2")),
                    "--simulate", "--runs-dir", str(runs))
     run.wait_for(r"\[trainctl\] run ")
