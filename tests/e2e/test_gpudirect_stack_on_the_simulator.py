@@ -70,9 +70,10 @@ def test_a_gke_a3_mega_stack_trains_as_a_job_on_its_gpu_networks_in_a_simulated_
     run.wait_for(r"cluster objects: 18 created", timeout=600)
     # the cluster as a user's kubectl sees it, through the stack's kubeconfig and its credential helper
     monkeypatch.setenv("PATH", f"{simulated_home / 'simulator' / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    api = config.new_client_from_config(config_file=str(simulated_home / "stacks" / "gke-a3mega" / "kubeconfig"))
+    kubeconfig, = (simulated_home / "stacks").glob("*/kubeconfig")  # the run's own stack, made from gke-a3mega
+    api = config.new_client_from_config(config_file=str(kubeconfig))
     custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
-    networks = [f"gke-a3mega-gpunet-{i}" for i in range(8)]
+    networks = [f"{kubeconfig.parent.name}-gpunet-{i}" for i in range(8)]
     for plural in ("gkenetworkparamsets", "networks"):
         listed = custom.list_cluster_custom_object("networking.gke.io", "v1", plural)["items"]
         assert sorted(o["metadata"]["name"] for o in listed) == networks

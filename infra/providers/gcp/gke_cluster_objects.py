@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
+from infra.errors import ProvisionError
 from infra.providers.protocol import PlanRow, Progress
 from infra.spec.cluster import ClusterSpec
 from infra.spec.gke_gpudirect import GROUP, network_objects
@@ -90,7 +91,14 @@ def apply(spec: ClusterSpec, kubeconfig: Path | None, progress: Progress) -> Non
     objects = declared(spec)
     if not objects or kubeconfig is None:
         return
-    made = _each(objects, _Cluster(kubeconfig).create, 409)
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        made = _each(objects, _Cluster(kubeconfig).create, 409)
+    except ApiException as exc:
+        raise ProvisionError(f"stack {spec.name}: the cluster refused its GPUDirect objects ({exc.status} "
+                             f"{exc.reason}: {exc.body}); `trainctl up` again retries, `trainctl down` removes "
+                             "the stack") from exc
     progress(f"cluster objects: {len(made)} created, {len(objects) - len(made)} already there "
              f"({', '.join(sorted({o['kind'] for o in objects}))})")
 

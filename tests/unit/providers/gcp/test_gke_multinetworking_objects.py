@@ -114,3 +114,14 @@ def test_a_jobs_pod_naming_a_missing_network_is_not_created_until_the_networks_e
     assert len(pods) == A3MEGA.node_count
     assert pods[0].spec.init_containers[0].name == "tcpxo-daemon"
     assert "gke-a3mega-gpunet-7" in pods[0].metadata.annotations["networking.gke.io/interfaces"]
+
+
+def test_a_cluster_that_refuses_an_object_fails_up_as_a_provisioning_error(k8s, tmp_path, monkeypatch):  # noqa: F811
+    from infra.errors import ProvisionError
+
+    kubeconfig, _, _, _ = apis(k8s, tmp_path)
+    wrong = copy.deepcopy(network_objects(A3MEGA)[0])
+    wrong["spec"]["deviceMode"] = "SRIOV"  # as an API of another GKE version might refuse one of ours
+    monkeypatch.setattr(gke_cluster_objects, "declared", lambda spec: [wrong])
+    with pytest.raises(ProvisionError, match="stack gke-a3mega: the cluster refused its GPUDirect objects .*422"):
+        gke_cluster_objects.apply(A3MEGA, kubeconfig, lambda _: None)
