@@ -55,15 +55,19 @@ def _daemon_set(name: str, accelerator: str, init: list[dict[str, Any]], volumes
 def _installer(image: str, script: str, mounts: list[dict[str, str]]) -> dict[str, Any]:
     return {"name": "nccl-plugin-installer", "image": image, "securityContext": {"privileged": True},
             "resources": {"requests": {"cpu": "150m"}}, "volumeMounts": mounts,
-            "command": ["/bin/sh", "-c"], "args": [f"set -ex; /scripts/container_entry.sh install --install-nccl; {script}"]}
+            "command": ["/bin/sh", "-c"],
+            "args": [f"set -ex; /scripts/container_entry.sh install --install-nccl; {script}"]}
 
 
 def _tcpxo(accelerator: str, labels: dict[str, str]) -> list[dict[str, Any]]:
     apertures = {"name": "aperture-devices", "image": "ubuntu", "securityContext": {"privileged": True},
                  "command": ["nsenter", "-at", "1", "--", "sh", "-c", _APERTURES]}
-    install = _installer(TCPXO_PLUGIN_IMAGE, "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64",
-                         [{"name": "var-lib", "mountPath": "/var/lib"}, {"name": "library-dir-host", "mountPath": "/usr/local"}])
-    injector = _daemon_set("device-injector", accelerator, [], [_host("dev", "/dev"), _host("nri", "/var/run/nri")], labels)
+    install = _installer(TCPXO_PLUGIN_IMAGE,
+                         "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64",
+                         [{"name": "var-lib", "mountPath": "/var/lib"},
+                          {"name": "library-dir-host", "mountPath": "/usr/local"}])
+    injector = _daemon_set("device-injector", accelerator, [], [_host("dev", "/dev"), _host("nri", "/var/run/nri")],
+                           labels)
     injector["spec"]["template"]["spec"].pop("initContainers")
     injector["spec"]["template"]["spec"]["containers"] = [{
         "name": "device-injector", "image": NRI_INJECTOR_IMAGE, "securityContext": {"privileged": True},
@@ -81,8 +85,8 @@ def _rdma(accelerator: str, labels: dict[str, str]) -> list[dict[str, Any]]:
                           {"name": "gib", "mountPath": "/usr/local/home/kubernetes/bin/gib"}])
     libraries = {"name": "library-dir-host", "hostPath": {"path": "/home/kubernetes/bin/nvidia/lib64",
                                                           "type": "DirectoryOrCreate"}}
-    return [_daemon_set("nccl-rdma-installer", accelerator, [install], [libraries, _host("gib", "/home/kubernetes/bin/gib")],
-                        labels)]
+    return [_daemon_set("nccl-rdma-installer", accelerator, [install],
+                        [libraries, _host("gib", "/home/kubernetes/bin/gib")], labels)]
 
 
 def installers(spec: ClusterSpec) -> list[dict[str, Any]]:

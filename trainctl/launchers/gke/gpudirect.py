@@ -80,7 +80,8 @@ def _tcpxo(pod: GpuDirectPod) -> None:
     pod.init_containers.append({
         "name": SIDECAR, "image": RXDM_IMAGE, "restartPolicy": "Always",
         "command": ["/bin/sh", "-c"],
-        "args": ["set -ex; chmod 755 /fts/entrypoint_rxdm_container.sh; /fts/entrypoint_rxdm_container.sh --num_hops=2"],
+        "args": ["set -ex; chmod 755 /fts/entrypoint_rxdm_container.sh; "
+                 "/fts/entrypoint_rxdm_container.sh --num_hops=2"],
         "securityContext": {"capabilities": {"add": ["NET_ADMIN", "NET_BIND_SERVICE"]}},
         "volumeMounts": [{"name": "nvidia", "mountPath": POD_LIBRARIES}, {"name": "sys", "mountPath": "/hostsysfs"},
                          {"name": "proc-sys", "mountPath": "/hostprocsysfs"}],

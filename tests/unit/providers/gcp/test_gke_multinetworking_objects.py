@@ -35,7 +35,8 @@ def apis(api: KubernetesApi, tmp_path):
 
 
 def names(custom, plural: str) -> list[str]:
-    return sorted(o["metadata"]["name"] for o in custom.list_cluster_custom_object("networking.gke.io", "v1", plural)["items"])
+    listed = custom.list_cluster_custom_object("networking.gke.io", "v1", plural)["items"]
+    return sorted(o["metadata"]["name"] for o in listed)
 
 
 def test_plan_lists_a_pair_per_network_and_the_installers_and_nothing_for_other_pools():
@@ -125,3 +126,16 @@ def test_a_cluster_that_refuses_an_object_fails_up_as_a_provisioning_error(k8s, 
     monkeypatch.setattr(gke_cluster_objects, "declared", lambda spec: [wrong])
     with pytest.raises(ProvisionError, match="stack gke-a3mega: the cluster refused its GPUDirect objects .*422"):
         gke_cluster_objects.apply(A3MEGA, kubeconfig, lambda _: None)
+
+
+def test_a_run_on_a_cluster_without_the_networks_is_refused_before_its_job_exists(k8s, tmp_path):  # noqa: F811
+    from infra.errors import ConfigError
+    from trainctl.launchers.gke.job import run_job
+
+    kubeconfig, _, _, _ = apis(k8s, tmp_path)
+    inventory = Inventory(stack="gke-a3mega", provider="gcp", nodes=(), bucket_uri="gs://b", ssh_private_key="",
+                          known_hosts="", gke_service_account=GSA, kubeconfig=str(kubeconfig))
+    spec = LaunchSpec(run_id="r1", framework="torch", command=("true",))
+    with pytest.raises(ConfigError, match=r"no Network object gke-a3mega-gpunet-0, .*gpunet-7 .*trainctl up --stack"):
+        run_job(A3MEGA, inventory, spec, tmp_path / "logs", lambda _: None, poll=0.02)
+    assert k8s.names("jobs") == []
