@@ -28,6 +28,7 @@ from infra.errors import RemoteError
 from infra.providers.inventory import Inventory
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
+from infra.spec.gke_gpudirect import pod_networks
 from infra.spec.stack_config import ConfigError
 from trainctl.launchers.gke.attempt import Attempt
 from trainctl.launchers.gke.kube import Kube
@@ -56,6 +57,13 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
     service_account, service, job = (validate(o) for o in planned)
     job_name, service_name = names(spec)
     kube = Kube(inventory, namespace, cluster.node_count)
+    # GKE does not create a pod naming a missing Network, and the Job would wait for pods forever.
+    networks = [n.name for n in pod_networks(cluster)]
+    missing = kube.missing_networks(networks) if networks else []
+    if missing:
+        raise ConfigError(f"stack {inventory.stack}: the cluster has no Network object {', '.join(missing)} for "
+                          "the pool's GPU NICs (trainctl up creates them): run "
+                          f"`trainctl up --stack {inventory.stack}` again")
     kube.keep_or_create(kube.core.create_namespaced_service_account, service_account)
     if kube.job_exists(job_name):  # before the try: its teardown would delete someone's run
         raise ConfigError(f"a job {job_name} is already running in namespace {namespace} (run "

@@ -20,6 +20,7 @@ import uuid
 from collections import Counter
 from typing import Any, Callable, Protocol
 
+from infra.providers.gcp.simulator.kubernetes.gke_networks import CUSTOM, admitted, check_custom
 from infra.providers.gcp.simulator.kubernetes.objects import GROUP, INDEX_LABEL, KubeError, Obj, now, status_obj
 from infra.providers.gcp.simulator.kubernetes.store import ApiStore
 
@@ -63,7 +64,9 @@ class JobController(ApiStore):
     def create(self, resource: str, ns: str, body: Any, query: dict[str, str]) -> Obj:
         from infra.providers.gcp.simulator.kubernetes.objects import check_body, check_job
 
-        if query.get("fieldValidation", "Strict") == "Strict":
+        if resource in CUSTOM:  # no client model: the CRD's schema
+            check_custom(resource, body)
+        elif query.get("fieldValidation", "Strict") == "Strict":
             check_body(resource, body)
         meta = body.get("metadata") or {}
         name = meta.get("name")
@@ -169,6 +172,8 @@ class JobController(ApiStore):
         tries = self.pod_tries[(meta["uid"], index)]
         self.pod_tries[(meta["uid"], index)] += 1
         template = copy.deepcopy(spec["template"])
+        if not admitted(self, job, template["metadata"].get("annotations") or {}):
+            return
         pod_spec = template["spec"]
         pod_spec["hostname"] = f"{meta['name']}-{index}"
         index_env = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
@@ -180,7 +185,7 @@ class JobController(ApiStore):
                "metadata": {"name": f"{meta['name']}-{index}-{secrets.token_hex(3)[:5]}",
                             "namespace": meta["namespace"], "uid": str(uuid.uuid4()), "creationTimestamp": now(),
                             "labels": {**template["metadata"]["labels"], INDEX_LABEL: str(index)},
-                            "annotations": {INDEX_LABEL: str(index)},
+                            "annotations": {**(template["metadata"].get("annotations") or {}), INDEX_LABEL: str(index)},
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                                                  "uid": meta["uid"], "controller": True,
                                                  "blockOwnerDeletion": True}]},
