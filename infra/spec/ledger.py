@@ -20,13 +20,17 @@ from infra.spec.model import SpecModel
 
 PRODUCTIVE = "productive_training"
 # In the order a run meets them (tables and pictures list them so).
+WAITING = "waiting_for_capacity"
 KINDS: tuple[str, ...] = (
+    WAITING,  # queued for capacity the provider has not granted yet: nothing billed (trainctl's own)
     "provisioning",  # `up`: the stack's resources created (trainctl's own)
     "image",  # the experiment's image pushed to the stack's registry (trainctl's own)
     "bootstrap",  # code, environment and setup on the nodes (trainctl's own)
     "data_staging",  # the experiment's data copied onto the nodes before training (trainctl's own)
     "program_startup",  # Google's PROGRAM_STARTUP: launch to the first step, less that step's share
+    "unproductive_checkpoint_restore_time",  # Google's: reading the checkpoint a start resumes from
     PRODUCTIVE,  # Google's GoodputType.TOTAL: steps that stayed in the model
+    "unproductive_checkpoint_save_time",  # Google's: writing checkpoints, the others waiting for it
     "wasted_progress_from_disruption",  # Google's: steps trained again after a failure
     "infrastructure_recovery_from_disruption",  # Google's: failure until the job runs again
     "other",  # Google's OTHER: after the last step (final evaluation, saving, exiting)
