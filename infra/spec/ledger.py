@@ -38,6 +38,9 @@ KINDS: tuple[str, ...] = (
     "idle",  # nodes up, nothing of the run on them (trainctl's own)
     "teardown",  # `down` (trainctl's own)
 )
+# Kinds no node is billed for: nodes waiting for capacity do not exist yet (a PENDING flex-start
+# VM, a queued TPU, a zone that refused them, a preempted node not recreated yet).
+UNBILLED = frozenset({WAITING})
 Capacity = Literal["on-demand", "spot", "reservation", "local"]
 
 
@@ -111,6 +114,8 @@ class Ledger(SpecModel):
         return sum(i.seconds * len(i.nodes) for i in self.intervals if kind is None or i.kind == kind)
 
     def interval_usd(self, interval: Interval, on_demand: bool = False) -> float:
+        if interval.kind in UNBILLED:
+            return 0.0
         rates = self._rates(on_demand)
         return interval.seconds / 3600 * sum(rates.get(n, 0.0) for n in interval.nodes)
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from infra.spec.ledger import PRODUCTIVE, Event, Interval, Ledger, NodeRate, TrialCost
+from infra.providers.capacity_wait import CapacityWait
+from infra.spec.ledger import PRODUCTIVE, UNBILLED, Event, Interval, Ledger, NodeRate, TrialCost
+from trainctl.jobs.ledger_cuts import carve_all, wait_cuts
 from trainctl.jobs.ledger_training import read_journal, training
 from trainctl.launchers.lines import journal_path
 from trainctl.launchers.result import RecoveryRecord
@@ -86,7 +88,7 @@ def pods_on_nodes(trials: Sequence[TrialWindow], nodes: Sequence[str]) -> dict[i
 
 def priced(rates: Iterable[NodeRate], intervals: list[Interval]) -> float:
     by_name = {r.name: r.usd_per_hour for r in rates}
-    return sum(i.seconds / 3600 * sum(by_name.get(n, 0.0) for n in i.nodes) for i in intervals)
+    return sum(i.seconds / 3600 * sum(by_name.get(n, 0.0) for n in i.nodes) for i in intervals if i.kind not in UNBILLED)
 
 
 def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
@@ -117,8 +119,9 @@ def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
 def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: float,
                  windows: dict[str, tuple[float, float]], launch_logs: Path, chief: str,
                  recoveries: Sequence[RecoveryRecord] = (), trials: Sequence[TrialWindow] = (),
-                 bootstrapped: dict[str, float] | None = None) -> Ledger:
-    """`bootstrapped`: when each node's bootstrap ended (its lane is idle until the phase's end)."""
+                 bootstrapped: dict[str, float] | None = None, waits: Sequence[CapacityWait] = ()) -> Ledger:
+    """`bootstrapped`: when each node's bootstrap ended (its lane is idle until the phase's end);
+    `waits`: for capacity, as the realizer and the launcher told them."""
     nodes = tuple(r.name for r in rates)
     started = min(a for a, _ in windows.values())
     ended = max(b for _, b in windows.values())
@@ -143,6 +146,7 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
             ran, restarts, costs = trial_costs(rates, trials, (a, b))
             intervals += ran
             events += restarts
+    intervals = carve_all(intervals, wait_cuts(waits, nodes, started, ended))
     return Ledger(run_id=run_id, started=started, ended=ended, nodes=rates,
                   intervals=tuple(fill_idle(intervals, nodes, started, ended)),
                   events=tuple(sorted(events, key=lambda e: e.time)),

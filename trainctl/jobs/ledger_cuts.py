@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from infra.spec.ledger import Interval
+from infra.providers.capacity_wait import CapacityWait
+from infra.spec.ledger import WAITING, Interval
 
 SAVE, RESTORE = "unproductive_checkpoint_save_time", "unproductive_checkpoint_restore_time"
 CHECKPOINT_KEYS = {"checkpoint_save": SAVE, "checkpoint_restore": RESTORE}
@@ -49,4 +50,16 @@ def checkpoint_cuts(records: Sequence[dict], start: float, end: float, nodes: tu
         a, b = max(start, r["t"] - float(r[key])), min(end, r["t"])
         if b > a:
             cuts.append(Interval(kind=CHECKPOINT_KEYS[key], start=a, end=b, nodes=nodes))
+    return cuts
+
+
+def wait_cuts(waits: Iterable[CapacityWait], nodes: tuple[str, ...], start: float, end: float) -> list[Interval]:
+    """Waits for capacity on the nodes they name (every node where they name none), clipped
+    to the run's wall time."""
+    cuts = []
+    for w in waits:
+        on = tuple(n for n in (w.nodes or nodes) if n in nodes)
+        a, b = max(start, w.started), min(end, w.ended)
+        if on and b > a:
+            cuts.append(Interval(kind=WAITING, start=a, end=b, nodes=on, note=str(w).removeprefix("[trainctl] ")))
     return cuts
