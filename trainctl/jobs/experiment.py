@@ -32,6 +32,7 @@ from trainctl.jobs.node_recovery import recovery
 from trainctl.jobs.before_training import check_network, stage_data_inputs
 from trainctl.jobs.run_ledger import keep_ledger, share_ledger
 from trainctl.jobs.spending import budgeted
+from trainctl.jobs.collect_reserve import reserving_collect
 from trainctl.jobs.stack_run import PhaseClock, RunReport, StackRun, keeping_waits
 from trainctl.launchers.interrupts import (
     interrupt_main,
@@ -245,7 +246,8 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
     # Once the job runs, the budget's end stops it (cancel); a job that ended by itself is
     # collected whatever the clock says: interrupting that would only lose what was paid for.
     with run.spending.launching() as over_budget:
-        with run.phase("train"):
+        with run.phase("train"), reserving_collect(run.spending, collector.fs, job_dir(inventory, run.run_id),
+                                                   run.exp.artifacts):
             report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
                                              report.run_dir / "logs" / "launch", echo, cancel=over_budget,
                                              recovery=recovery(run.run_id, run.bspec, report.run_dir, echo,
