@@ -3,9 +3,10 @@ what the nodes cost while they lasted (`runs/<run>/ledger.json`; budgets read it
 
 Goodput is productive training time over wall time, as Google's `ml-goodput-measurement`
 defines it; its badput causes keep Google's names (lowercase) where trainctl sees the same thing,
-and trainctl adds what that library cannot see from inside the program: provisioning, the image,
-bootstrap, collecting artifacts, idle nodes and teardown. Accounting is in node-seconds, so a
-sweep whose trials share the nodes is weighed as fairly as one run on all of them; for a run,
+and trainctl adds what that library cannot see from inside the program: waiting for capacity,
+provisioning, the image, bootstrap, collecting artifacts, idle nodes and teardown. Accounting is
+in node-seconds, so a sweep whose trials share the nodes is weighed as fairly as one run on all
+of them; for a run,
 where every node follows the same timeline, node-seconds over the node count are plain seconds.
 """
 
