@@ -88,7 +88,8 @@ def pods_on_nodes(trials: Sequence[TrialWindow], nodes: Sequence[str]) -> dict[i
 
 def priced(rates: Iterable[NodeRate], intervals: list[Interval]) -> float:
     by_name = {r.name: r.usd_per_hour for r in rates}
-    return sum(i.seconds / 3600 * sum(by_name.get(n, 0.0) for n in i.nodes) for i in intervals if i.kind not in UNBILLED)
+    return sum(i.seconds / 3600 * sum(by_name.get(n, 0.0) for n in i.nodes)
+               for i in intervals if i.kind not in UNBILLED)
 
 
 def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],

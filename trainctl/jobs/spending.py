@@ -1,9 +1,10 @@
 """A run's spending against its budget's max_usd, from the moment its stack starts coming up.
 
 When the money left only covers the stop (infra/spec/budget.py: STOP_RESERVE_SECONDS, and what
-collecting the artifacts would take: collect_reserve.py), the run stops: while the job runs, through the launcher's cancel, so every node's program gets SIGTERM
-and saves its checkpoint, and what was trained is collected; before that (up, bootstrap), as
-an interrupt at the next phase boundary, since nothing was trained yet. A sweep asks before each
+collecting the artifacts would take: collect_reserve.py), the run stops: while the job runs,
+through the launcher's cancel, so every node's program gets SIGTERM and saves its checkpoint,
+and what was trained is collected; before that (up, bootstrap), as an interrupt at the next
+phase boundary, since nothing was trained yet. A sweep asks before each
 trial whether another one, as long as its trials took so far, still fits.
 """
 
