@@ -32,7 +32,8 @@ from trainctl.jobs.node_recovery import recovery
 from trainctl.jobs.before_training import check_network, stage_data_inputs
 from trainctl.jobs.run_ledger import keep_ledger, share_ledger
 from trainctl.jobs.spending import budgeted
-from trainctl.jobs.stack_run import PhaseClock, RunReport, StackRun
+from trainctl.jobs.collect_reserve import reserving_collect
+from trainctl.jobs.stack_run import PhaseClock, RunReport, StackRun, keeping_waits
 from trainctl.launchers.interrupts import (
     interrupt_main,
     signals_as_interrupt,
@@ -185,14 +186,14 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     report = RunReport(run_id, runs_dir / run_id)
     report.run_dir.mkdir(parents=True, exist_ok=True)
     return StackRun(exp, run_id, spec, bspec, lspec, launcher, needs_bootstrap, report,
-                    PhaseClock(report, echo), echo, spending)
+                    PhaseClock(report, echo), keeping_waits(report, echo), spending)
 
 
 def up_with_image(run: StackRun, builder: ThreadPoolExecutor, image_log: Path) -> Inventory:
     """The stack up, the experiment's image built meanwhile and then pushed to it."""
     built = start_image(run.exp, run.spec, run.bspec, image_log, builder, run.echo)
     with run.phase("up"):
-        inventory = realizers.for_spec(run.spec).up(run.spec, lambda m: run.echo(f"[trainctl] {m}"))
+        inventory = realizers.for_spec(run.spec).up(run.spec, keeping_waits(run.report, run.echo, "[trainctl] "))
     run.inventory = inventory
     if inventory.placement:  # the zones tried before one held the cluster: kept with the run
         (run.report.run_dir / PLACEMENT_FILE).write_text(json.dumps(list(inventory.placement), indent=2))
@@ -245,7 +246,8 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
     # Once the job runs, the budget's end stops it (cancel); a job that ended by itself is
     # collected whatever the clock says: interrupting that would only lose what was paid for.
     with run.spending.launching() as over_budget:
-        with run.phase("train"):
+        with run.phase("train"), reserving_collect(run.spending, collector.fs, job_dir(inventory, run.run_id),
+                                                   run.exp.artifacts):
             report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
                                              report.run_dir / "logs" / "launch", echo, cancel=over_budget,
                                              recovery=recovery(run.run_id, run.bspec, report.run_dir, echo,

@@ -11,6 +11,7 @@ import time
 from typing import Callable, TypeVar
 
 from infra.errors import CapacityUnavailable
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.program.compute import node_name
 from infra.providers.protocol import Progress
@@ -44,6 +45,8 @@ class GrantWatch:
         self.spec, self.progress = spec, progress
         self.started = time.monotonic()
         self.last: dict[str, str | None] = {}
+        self.pending_since: float | None = None  # unix seconds: when a VM was first seen PENDING
+        self.granted_at: float | None = None  # and when none was any more
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="flex-start-watch", daemon=True)
 
@@ -56,6 +59,17 @@ class GrantWatch:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(timeout=POLL_SECONDS * 5)
+        if self.pending_since is not None:  # granted, or given up at the deadline
+            ended = self.granted_at or time.time()
+            self.progress(CapacityWait(f"flex-start: the VMs waited {waited(ended - self.pending_since)} "
+                                       "in PENDING for GCE's grant", self.pending_since, ended))
+
+    def _note_wait(self, status: dict[str, str | None]) -> None:
+        pending = any(state == "PENDING" for state in status.values())
+        if pending and self.pending_since is None:
+            self.pending_since = time.time()
+        elif not pending and self.pending_since is not None and self.granted_at is None:
+            self.granted_at = time.time()
 
     def _run(self) -> None:
         said_at = 0.0
@@ -64,6 +78,7 @@ class GrantWatch:
                 status = node_kind(self.spec).status(node_names(self.spec))
             except Exception:  # noqa: BLE001 - a failed read only skips one report; up decides
                 continue
+            self._note_wait(status)
             now = time.monotonic()
             if status != self.last or now - said_at >= REMIND_SECONDS:
                 self.last, said_at = status, now

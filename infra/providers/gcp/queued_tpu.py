@@ -14,9 +14,11 @@ SUSPENDED when what it granted was taken back.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from infra.errors import CapacityUnavailable
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.gcp.program.cluster import tpu_worker
 from infra.providers.gcp.program.tpu import queued_resource_id, slice_node_ids
 from infra.providers.gcp.reaper import google_client
@@ -28,6 +30,7 @@ from infra.spec.cluster import ClusterSpec
 
 RECORD = "queued_tpu.json"
 STILL_WAITING = ("STATE_UNSPECIFIED", "CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
+NOT_GRANTED = STILL_WAITING[:-1]  # waiting for capacity; PROVISIONING: granted, being created
 CREATE_TIMEOUT_SECONDS = 300
 DELETE_TIMEOUT_SECONDS = 600
 REPORT_EVERY_SECONDS = 60.0  # a state unchanged this long is reported again, with the time waited
@@ -94,10 +97,13 @@ def _create(client: Any, spec: ClusterSpec, body: dict[str, Any], progress: Prog
 def _wait(client: Any, name: str, spec: ClusterSpec, progress: Progress) -> None:
     assert spec.tpu is not None and spec.tpu.queue_deadline_minutes is not None
     deadline = spec.tpu.queue_deadline_minutes * 60
-    seen: dict[str, Any] = {"state": None, "reported": 0.0}
+    seen: dict[str, Any] = {"state": None, "reported": 0.0, "granted": None}
+    began = time.time()
 
     def report(attempt: Any) -> None:
         state, waited = attempt.outcome.result().state.state.name, attempt.seconds_since_start
+        if state not in NOT_GRANTED and seen["granted"] is None:
+            seen["granted"] = time.time()
         if state != seen["state"] or waited - seen["reported"] >= REPORT_EVERY_SECONDS:
             progress(f"queued TPU {name}: {state}, waited {_duration(waited)} of {_duration(deadline)}")
             seen.update(state=state, reported=waited)
@@ -106,6 +112,9 @@ def _wait(client: Any, name: str, spec: ClusterSpec, progress: Progress) -> None
     qr = on_results(lambda q: q.state.state.name in STILL_WAITING, within=deadline,
                     first=min(1.0, deadline / 20), cap=15.0, before_sleep=report)(client.get_queued_resource, name=name)
     state = qr.state.state.name
+    granted = seen["granted"] or time.time()
+    progress(CapacityWait(f"queued TPU {name}: {'granted' if state == 'ACTIVE' else 'not granted'} after "
+                          f"waiting {_duration(granted - began)} for capacity", began, granted))
     if state == "ACTIVE":
         progress(f"queued TPU {name}: ACTIVE")
         return
