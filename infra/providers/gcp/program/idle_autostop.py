@@ -25,13 +25,11 @@ import pulumi_gcp as gcp
 
 from infra.providers.gcp.program.compute import node_name
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
+from infra.providers.gcp.simulation import NODE_API_ENDPOINT_ENV
 from infra.spec.cluster import ClusterSpec
 
 IDLE_WATCH_PERMISSIONS = ("compute.instances.get", "compute.instances.setLabels")
 CONFIG_ATTRIBUTE = "trainctl-idle-watch"
-# Where the nodes reach the Compute API when that differs from where the controller does (the
-# simulator's nodes reach it on its service address); else the controller's custom endpoint.
-NODE_API_ENDPOINT_ENV = "TRAINCTL_GCP_NODE_API_ENDPOINT"
 GOOGLE_COMPUTE = "https://compute.googleapis.com/compute/v1/"
 WATCH_DIR = "/run/trainctl-idle"
 UNIT = "trainctl-idle-watch.service"
