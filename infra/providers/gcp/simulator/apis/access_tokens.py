@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import Callable
 from infra.providers.gcp.simulator.apis import iam_policy
 from infra.providers.gcp.simulator.errors import ApiError
 from infra.providers.gcp.simulator.routes import Call, guard
@@ -75,23 +76,28 @@ def condition_holds(expression: str, resource: dict[str, str]) -> bool:
     return value and not rest
 
 
-def _or(tokens: list[str], r: dict[str, str]) -> tuple[bool, list[str]]:
-    value, tokens = _and(tokens, r)
-    while tokens and tokens[0] == "||":
-        right, tokens = _and(tokens[1:], r)
-        value = value or right
+Parsed = tuple[bool, list[str]]
+
+
+def _chain(tokens: list[str], r: dict[str, str], op: str, operand: Callable[[list[str], dict[str, str]], Parsed]
+           ) -> Parsed:
+    """`operand (op operand)*`; both sides are evaluated, as CEL may."""
+    value, tokens = operand(tokens, r)
+    while tokens and tokens[0] == op:
+        right, tokens = operand(tokens[1:], r)
+        value = (value or right) if op == "||" else (value and right)
     return value, tokens
 
 
-def _and(tokens: list[str], r: dict[str, str]) -> tuple[bool, list[str]]:
-    value, tokens = _term(tokens, r)
-    while tokens and tokens[0] == "&&":
-        right, tokens = _term(tokens[1:], r)
-        value = value and right
-    return value, tokens
+def _or(tokens: list[str], r: dict[str, str]) -> Parsed:
+    return _chain(tokens, r, "||", _and)
 
 
-def _term(tokens: list[str], r: dict[str, str]) -> tuple[bool, list[str]]:
+def _and(tokens: list[str], r: dict[str, str]) -> Parsed:
+    return _chain(tokens, r, "&&", _term)
+
+
+def _term(tokens: list[str], r: dict[str, str]) -> Parsed:
     if tokens[0] == "(":
         value, rest = _or(tokens[1:], r)
         if rest[0] != ")":
