@@ -33,6 +33,16 @@ CONFIG_ATTRIBUTE = "trainctl-idle-watch"
 GOOGLE_COMPUTE = "https://compute.googleapis.com/compute/v1/"
 WATCH_DIR = "/run/trainctl-idle"
 UNIT = "trainctl-idle-watch.service"
+# A runtime unit (/run/systemd/system): gone at reboot, when the startup script writes it again.
+SYSTEMD_UNIT = f"""[Unit]
+Description=trainctl idle watch
+After=network-online.target
+[Service]
+Environment=PYTHONPATH={WATCH_DIR}
+ExecStart=/usr/bin/python3 -m infra.providers.gcp.node_idle_watch
+Restart=on-failure
+RestartSec=10
+"""
 PROVIDERS = Path(__file__).resolve().parents[2]  # infra/providers
 SOURCES = {"infra/providers/idle_rule.py": PROVIDERS / "idle_rule.py",
            "infra/providers/gcp/node_idle_watch.py": PROVIDERS / "gcp" / "node_idle_watch.py"}
@@ -78,8 +88,8 @@ def startup_script() -> str:
 set -eu
 {files}touch {inits}
 if [ -d /run/systemd/system ]; then
-  mkdir -p /run/systemd/system
-  printf '[Unit]\\nDescription=trainctl idle watch\\nAfter=network-online.target\\n[Service]\\nEnvironment=PYTHONPATH={WATCH_DIR}\\nExecStart=/usr/bin/python3 -m infra.providers.gcp.node_idle_watch\\nRestart=on-failure\\nRestartSec=10\\n' > /run/systemd/system/{UNIT}
+  cat > /run/systemd/system/{UNIT} <<'TRAINCTL_EOF'
+{SYSTEMD_UNIT}TRAINCTL_EOF
   systemctl daemon-reload
   systemctl restart {UNIT}
 else

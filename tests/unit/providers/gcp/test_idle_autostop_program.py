@@ -6,6 +6,7 @@ stack's VMs; the policy pack passes it. Without idle_minutes none of it is decla
 from __future__ import annotations
 
 import json
+import subprocess
 
 from infra.providers.gcp.program.cluster import service_account_id
 from infra.providers.gcp.program.idle_autostop import CONFIG_ATTRIBUTE, IDLE_WATCH_PERMISSIONS, idle_role_id
@@ -26,6 +27,8 @@ def test_node_0_watches_and_may_only_relabel_its_own_stacks_vms():
     config = json.loads(watcher[CONFIG_ATTRIBUTE])
     assert config["idle_seconds"] == 30 * 60 and config["instances"] == sorted(instances)
     assert "node_idle_watch" in watcher["startup-script"] and "IdleWindow" in watcher["startup-script"]
+    syntax = subprocess.run(["bash", "-n"], input=watcher["startup-script"], text=True, capture_output=True)
+    assert syntax.returncode == 0, syntax.stderr
     assert all(CONFIG_ATTRIBUTE not in i["metadata"] and "startup-script" not in i["metadata"]
                for name, i in instances.items() if name != f"{spec.name}-node-0")
 
