@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from infra.providers.gcp import realizer
 from infra.providers.gcp.program.cluster import service_account_id
 from infra.providers.gcp.program.idle_autostop import CONFIG_ATTRIBUTE, IDLE_WATCH_PERMISSIONS, idle_role_id
 from infra.providers.gcp.program.mocks import evaluate
@@ -45,6 +46,13 @@ def test_node_0_watches_and_may_only_relabel_its_own_stacks_vms():
 
     declared = [Resource(d.type, d.name, d.inputs) for d in ev.resources]
     assert check_resources(declared) == []
+
+
+def test_plan_shows_the_idle_watchs_role_and_grant():
+    spec = load_stack("gpu-t4x2", overrides={"idle_minutes": 30})
+    rows = {row.name: row for row in realizer.plan(spec)}
+    assert sorted(rows[f"{spec.name}-idle-watch-role"].values["permissions"]) == sorted(IDLE_WATCH_PERMISSIONS)
+    assert rows[f"{spec.name}-idle-watch-grant"].values["role"] == f"projects/{spec.project}/roles/{idle_role_id(spec)}"
 
 
 def test_a_stack_without_idle_minutes_declares_no_watch_and_no_grant():
