@@ -74,9 +74,10 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
                          "reach port 22 (there is no 0.0.0.0/0 default)")
     _check_reservations(spec)
-    if spec.idle_minutes is not None:
-        raise ValueError("idle_minutes is watched on local stacks only so far (no watch runs on GCP "
-                         "nodes yet); remove it and let ttl_hours bound the stack, which the reaper enforces")
+    if spec.idle_minutes is not None and spec.kind != "vm":
+        raise ValueError(f"idle_minutes is watched on local stacks and GCP VM stacks only (kind vm; this "
+                         f"stack is kind {spec.kind}); remove it and let ttl_hours bound the stack, "
+                         "which the reaper enforces")
     if spec.kind == "tpu" or (spec.kind == "gke" and spec.tpu):
         updates = _check_tpu(spec)
     elif spec.pools:

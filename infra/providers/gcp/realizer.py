@@ -16,7 +16,7 @@ from typing import Any, Callable
 from infra.spec import cost
 from infra.providers import keys
 from infra.spec.cost import Estimate
-from infra.providers.gcp import gke_cluster_objects, queued_tpu, simulation
+from infra.providers.gcp import gke_cluster_objects, idle_status, queued_tpu, simulation
 from infra.providers.gcp.adoption import bucket_to_adopt
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
@@ -91,7 +91,7 @@ def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
 
 def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
     keys_ = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
-             "nodeCount", "ipCidrRange")
+             "nodeCount", "ipCidrRange", "permissions", "role")
     role = (inputs.get("labels") or {}).get("trainctl-role")
     out = {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
     affinity = inputs.get("reservationAffinity") or (inputs.get("nodeConfig") or {}).get("reservationAffinity")
@@ -326,7 +326,7 @@ def info(stack: str) -> StackInfo:
         return StackInfo(stack, "gcp", 0, 0.0, 0.0, 0.0, broken=True)
     age_h = (time.time() - created) / 3600
     return StackInfo(stack, "gcp", spec.node_count, age_h, spec.ttl_hours - age_h,
-                     estimate(spec).per_hour * age_h)
+                     estimate(spec).per_hour * age_h, idle_h=idle_status.idle_hours(spec))
 
 
 def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]:

@@ -29,6 +29,7 @@ class Machine:
     metadata: dict[str, str]  # instance metadata items (ssh-keys, startup-script, ...)
     project_metadata: dict[str, str] = field(default_factory=dict)
     service_account: str | None = None
+    access_token: str | None = None  # the account's, which the metadata server hands the guest
     scopes: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     spot: bool = False

@@ -244,7 +244,9 @@ class NodeMachines(GuestNotices):
                 "zone": machine.zone, "machine-type": machine.machine_type or "unknown",
                 "spot": machine.spot, "attributes": dict(machine.metadata),
                 "external-ip": machine.external_ip, "tags": list(machine.tags),
-                "network": machine.network.split("/", 1)[-1]}
+                "network": machine.network.split("/", 1)[-1],
+                "service-account": {"email": machine.service_account, "scopes": list(machine.scopes),
+                                    "token": machine.access_token} if machine.access_token else None}
 
     def _plug(self, net: dict[str, Any], rec: dict[str, Any], machine: Machine) -> None:
         if netns.netns_exists(rec["netns"]):
