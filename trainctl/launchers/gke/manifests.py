@@ -16,6 +16,7 @@ from typing import Any
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 from trainctl.launchers.cluster_env import TF_PORT, expand, torchrun_target
+from trainctl.launchers.gke.slice_jobs import is_multislice, slice_jobs
 from trainctl.launchers.spec import LaunchSpec
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError
@@ -177,8 +178,9 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
     }
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
-    return [service_account(email, labels), _service(svc, labels, spec, ports),
-            _indexed_job(job, labels, cluster, spec, pod_spec)]
+    indexed = _indexed_job(job, labels, cluster, spec, pod_spec)
+    jobs = slice_jobs(cluster, indexed, svc) if is_multislice(cluster) else [indexed]
+    return [service_account(email, labels), _service(svc, labels, spec, ports), *jobs]
 
 
 def pod_failure_policy(spec: LaunchSpec) -> dict[str, Any]:
