@@ -144,10 +144,7 @@ class Attempt:
         return self.gone or self.permanent is not None or self.condition() in ("Complete", "Failed")
 
     def condition(self) -> str:
-        for cond in (self.job.status.conditions or []) if self.job and self.job.status else []:
-            if cond.type in ("Complete", "Failed") and cond.status == "True":
-                return str(cond.type)
-        return ""
+        return job_condition(self.job)
 
     def drain(self) -> None:
         """Every pod that ran has its log streamed to the end (bounded: a stream can hang); then
@@ -239,16 +236,20 @@ class Attempt:
     def on_job(self, event: str, job: Any) -> None:
         if job is None or job.metadata.uid != self.job.metadata.uid:
             return
+        self.job = self.seen_job(event, job, self.job)
+
+    def seen_job(self, event: str, job: Any, last: Any) -> Any:
+        """A Job of the attempt as just read, in place of `last` (kept where it was deleted); its
+        deletion by someone else, or its failure, is said once."""
         if event == "DELETED":
             if not self.stopping and not self.gone and not self.condition():
-                self.echo(f"[trainctl] job {self.name} was deleted outside trainctl")
+                self.echo(f"[trainctl] job {job.metadata.name} was deleted outside trainctl")
                 self.gone = True
-            return
-        before = self.condition()
-        self.job = job
-        if self.condition() == "Failed" and not before:
+            return last
+        if job_condition(job) == "Failed" and not job_condition(last):
             cond = next(c for c in job.status.conditions if c.type == "Failed")
-            self.echo(f"[trainctl] job {self.name} failed: {cond.reason}: {cond.message}")
+            self.echo(f"[trainctl] job {job.metadata.name} failed: {cond.reason}: {cond.message}")
+        return job
 
     def on_pod(self, pod: Any, deleted: bool = False) -> None:
         name = pod.metadata.name
@@ -317,3 +318,11 @@ class Attempt:
                 outcome.collateral = False
         return LaunchResult(self.spec.run_id, list(self.outcomes.values()), permanent_failure=permanent,
                             cancelled=self.cancelled())
+
+
+def job_condition(job: Any) -> str:
+    """"Complete" or "Failed" once the Job (V1Job, as last seen) has ended, else ""."""
+    for cond in (job.status.conditions or []) if job is not None and job.status else []:
+        if cond.type in ("Complete", "Failed") and cond.status == "True":
+            return str(cond.type)
+    return ""

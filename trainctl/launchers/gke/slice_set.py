@@ -7,11 +7,11 @@ Pods are numbered across the set as the stack's nodes are: slice s's worker w is
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Callable
-import threading
 
-from trainctl.launchers.gke.attempt import INDEX_LABEL, Attempt
+from trainctl.launchers.gke.attempt import INDEX_LABEL, Attempt, job_condition
 from trainctl.launchers.gke.kube import Kube
 from trainctl.launchers.gke.slice_jobs import SLICE_LABEL
 from trainctl.launchers.result import NodeOutcome
@@ -24,7 +24,7 @@ class SliceSetAttempt(Attempt):
         super().__init__(kube, jobs[0], spec, log_dir, echo, poll, torchrun=False, cancel=cancel)
         self.models = jobs
         self.hosts = int(jobs[0].spec.completions)
-        self.name = f"set {spec.run_id} ({len(jobs)} slices)"
+        self.name = f"{spec.run_id[:52]} ({len(jobs)} slice jobs)"
         self.names = [j.metadata.name for j in jobs]
         self.outcomes = {i: NodeOutcome(f"pod{i}", i) for i in range(self.hosts * len(jobs))}
         self.jobs: dict[str, Any] = {}  # by name, as last seen
@@ -64,7 +64,7 @@ class SliceSetAttempt(Attempt):
         return int(labels[SLICE_LABEL]) * self.hosts + int(labels[INDEX_LABEL])
 
     def condition(self) -> str:
-        states = [_condition(job) for job in self.jobs.values()]
+        states = [job_condition(job) for job in self.jobs.values()]
         if "Failed" in states:
             return "Failed"
         return "Complete" if states and all(s == "Complete" for s in states) else ""
@@ -73,16 +73,8 @@ class SliceSetAttempt(Attempt):
         name = job.metadata.name if job is not None else None
         if name not in self.jobs or job.metadata.uid != self.jobs[name].metadata.uid:
             return
-        if event == "DELETED":
-            if not self.stopping and not self.gone and not self.condition():
-                self.echo(f"[trainctl] job {name} was deleted outside trainctl")
-                self.gone = True
-            return
-        before = _condition(self.jobs[name])
-        self.jobs[name] = job
-        if _condition(job) == "Failed" and not before:
-            cond = next(c for c in job.status.conditions if c.type == "Failed")
-            self.echo(f"[trainctl] job {name} failed: {cond.reason}: {cond.message}")
+        self.jobs[name] = self.seen_job(event, job, self.jobs[name])
+        if job_condition(self.jobs[name]) == "Failed":
             self.failed_slice = self.failed_slice or name
 
     def follow(self, job_version: str) -> None:
@@ -93,12 +85,6 @@ class SliceSetAttempt(Attempt):
             # Not `stopping`, and the failed Job kept until the rerun: its failed pod stays the
             # cause, the other slices' pods, deleted, are collateral.
             for name in self.names:
-                if _condition(self.jobs[name]) != "Failed":
+                if job_condition(self.jobs[name]) != "Failed":
                     self.kube.delete_job(name, 0, self.poll)
 
-
-def _condition(job: Any) -> str:
-    for cond in (job.status.conditions or []) if job is not None and job.status else []:
-        if cond.type in ("Complete", "Failed") and cond.status == "True":
-            return str(cond.type)
-    return ""
