@@ -55,7 +55,8 @@ ttl_hours: 1
     # each slice's pods ran on nodes of that slice's pool (GKE names a pool's nodes after its group)
     placed = set(re.findall(r"pod \S+-s(\d)-\d-\w+ on node (\S+) is a process", log))
     assert len(placed) == 4 and len({node for _, node in placed}) == 4, placed
+    stack = re.search(r"\b(gkeslice-[0-9a-f]{6})\b", log)[1]  # the experiment's own stack
     for slice_id, node in placed:
-        pool = {"name": f"gke-tpu-v5e-2x16-pool-{slice_id}"}
-        assert node.startswith(group_name({"location": ZONE, "name": "gke-tpu-v5e-2x16-gke"}, pool, ZONE) + "-")
+        pool = {"name": f"{stack}-pool-{slice_id}"}
+        assert node.startswith(group_name({"location": ZONE, "name": f"{stack}-gke"}, pool, ZONE) + "-"), placed
     assert _leftovers(simulated_home) == []
