@@ -195,12 +195,14 @@ class ClusterSpec(SpecModel):
         """Why `framework` cannot run on this cluster's nodes as declared, or None."""
         if framework == "torch" and any(p.role == "ps" for p in self.pools):
             return TORCH_HAS_NO_PS
-        if framework != "tensorflow" or self.tpu is None or self.kind != "tpu":
+        if framework != "tensorflow" or self.tpu is None:
             return None
         if self.tpu.slices > 1:
             return (f"stack {self.name}: TensorFlow cannot train on {self.tpu.slices} TPU slices: its TPUStrategy "
                     "drives one slice's TF servers and has no multislice (MEGASCALE) path; use framework torch "
                     "(PyTorch/XLA) or a JAX program, or tpu.slices: 1")
+        if self.kind != "tpu":
+            return None
         tpu = catalog.TPUS[self.tpu.type]
         runtime = self.tpu.runtime_version or tpu.runtime_versions[0]
         if catalog.tpu_runtime_has_tensorflow(runtime):

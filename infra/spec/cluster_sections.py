@@ -39,8 +39,9 @@ class TpuRequest(SpecModel):
     # waiting even when trainctl is gone).
     queued: bool = False
     queue_deadline_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
-    # Multislice: this many slices of `type`, granted together by one queued resource (its
-    # nodeSpec's multisliceParams) and joined over the data-center network (libtpu's MEGASCALE_*).
+    # Multislice: this many slices of `type`, joined over the data-center network (libtpu's
+    # MEGASCALE_*): on TPU VMs granted together by one queued resource (its nodeSpec's
+    # multisliceParams), on GKE a multi-host slice node pool each.
     slices: int = Field(1, ge=1, le=MAX_SLICES)
 
     @field_validator("type")

@@ -17,6 +17,7 @@ from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 from trainctl.launchers.cluster_env import TF_PORT, expand, torchrun_target
 from trainctl.launchers.gke.gpudirect import apply as apply_gpudirect, gpudirect_pod
+from trainctl.launchers.gke.slice_jobs import is_multislice, slice_jobs
 from trainctl.launchers.spec import LaunchSpec
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError
@@ -180,7 +181,8 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
         pod_spec["nodeSelector"] = node_selector
     indexed = _indexed_job(job, labels, cluster, spec, pod_spec)
     with_gpudirect(cluster, inventory, indexed["spec"]["template"])
-    return [service_account(email, labels), _service(svc, labels, spec, ports), indexed]
+    jobs = slice_jobs(cluster, indexed, svc) if is_multislice(cluster) else [indexed]
+    return [service_account(email, labels), _service(svc, labels, spec, ports), *jobs]
 
 
 def with_gpudirect(cluster: ClusterSpec, inventory: Inventory, template: dict[str, Any]) -> None:
