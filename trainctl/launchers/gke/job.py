@@ -59,19 +59,8 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
     service_account, service, *jobs = (validate(o) for o in planned)
     job_names, service_name = [j.metadata.name for j in jobs], names(spec)[1]
     kube = Kube(inventory, namespace, cluster.node_count)
-    # GKE does not create a pod naming a missing Network, and the Job would wait for pods forever.
-    networks = [n.name for n in pod_networks(cluster)]
-    missing = kube.missing_networks(networks) if networks else []
-    if missing:
-        raise ConfigError(f"stack {inventory.stack}: the cluster has no Network object {', '.join(missing)} for "
-                          "the pool's GPU NICs (trainctl up creates them): run "
-                          f"`trainctl up --stack {inventory.stack}` again")
+    refuse_what_cannot_start(kube, cluster, inventory, spec, job_names)
     kube.keep_or_create(kube.core.create_namespaced_service_account, service_account)
-    for job_name in job_names:
-        if kube.job_exists(job_name):  # before the try: its teardown would delete someone's run
-            raise ConfigError(f"a job {job_name} is already running in namespace {namespace} (run "
-                              f"{spec.run_id} launched twice?); pick another run id or `kubectl delete "
-                              f"job {job_name} --cascade=foreground` first")
     # A multislice set restarts whole: JobSet's maxRestarts (max_restarts) and then the reruns.
     reruns = spec.job_retries + (spec.max_restarts if len(jobs) > 1 else 0)
     try:
@@ -107,6 +96,24 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
     if left:
         raise RemoteError(left)
     return result
+
+
+def refuse_what_cannot_start(kube: Kube, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
+                             job_names: list[str]) -> None:
+    """Refuse, before anything is created, a launch whose pods could never start or whose Job
+    name is taken (the teardown would then delete someone else's run)."""
+    # GKE does not create a pod naming a missing Network, and the Job would wait for pods forever.
+    networks = [n.name for n in pod_networks(cluster)]
+    missing = kube.missing_networks(networks) if networks else []
+    if missing:
+        raise ConfigError(f"stack {inventory.stack}: the cluster has no Network object {', '.join(missing)} for "
+                          "the pool's GPU NICs (trainctl up creates them): run "
+                          f"`trainctl up --stack {inventory.stack}` again")
+    for job_name in job_names:
+        if kube.job_exists(job_name):
+            raise ConfigError(f"a job {job_name} is already running in namespace {kube.ns} (run "
+                              f"{spec.run_id} launched twice?); pick another run id or `kubectl delete "
+                              f"job {job_name} --cascade=foreground` first")
 
 
 def teardown(kube: Kube, jobs: list[str], service: str, echo: Callable[[str], None], poll: float) -> str:
