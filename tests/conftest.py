@@ -66,6 +66,17 @@ def environment_restored():
         os.environ.update(saved)
 
 
+@pytest.fixture(autouse=True)
+def interrupt_latch_cleared():
+    """A budget or TTL reached outside `trainctl run` (a unit test of Spending) latches an interrupt
+    in the process (trainctl.launchers.interrupts); the CLI clears it with every run, and so does
+    each test here, or a later test on the same worker is interrupted at its next phase check."""
+    yield
+    interrupts = sys.modules.get("trainctl.launchers.interrupts")
+    if interrupts is not None:
+        interrupts._pending = None  # type: ignore[attr-defined]
+
+
 @pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
 def pytest_xdist_make_scheduler(config, log):
     # xdist's own `loadgroup` marks do not group under pytest 9 (a static
