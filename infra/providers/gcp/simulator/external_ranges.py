@@ -3,8 +3,8 @@
 External addresses are routed in the root namespace (vpc.route_external), so two worlds on one
 machine (two simulator homes: two users, or tests in parallel) must never hand out the same one.
 Each world with real machines claims a /24 of EXTERNAL_POOL in a registry every world on this
-machine reads and writes under one file lock, as local stacks pick their subnets under the host
-allocation lock. A claim is kept for the life of its home and released by `cleanup_all`; one
+machine reads and writes under one file lock (as local stacks pick their subnets under the
+host allocation lock). A claim is kept for the life of its home and released by `cleanup_all`; one
 whose home no longer exists (removed, or crashed before its cleanup) is free again.
 
 The registry lives in /run: it is as old as the routes it keeps apart. After a reboot a world
@@ -33,20 +33,19 @@ class NoFreeRange(RuntimeError):
 
 @contextlib.contextmanager
 def _registry(path: Path) -> Iterator[dict[str, str]]:
-    """range -> home, locked for the block and written back at its end."""
+    """range -> home, locked for the block (a lock file beside it) and replaced whole at its
+    end: a crash midway leaves the previous registry, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with os.fdopen(os.dup(fd), "r+") as fh:
-            text = fh.read()
-            claims: dict[str, str] = json.loads(text) if text.strip() else {}
-            before = dict(claims)
-            yield claims
-            if claims != before:
-                fh.seek(0)
-                fh.truncate()
-                fh.write(json.dumps(claims, sort_keys=True))
+        claims: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+        before = dict(claims)
+        yield claims
+        if claims != before:
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text(json.dumps(claims, sort_keys=True))
+            os.replace(tmp, path)
     finally:
         os.close(fd)
 
