@@ -125,7 +125,7 @@ def root_leftovers(own_range: ipaddress.IPv4Network | None = None) -> list[str]:
     """This world's pieces in the root namespace (routes into its external range), and the
     shared ones, which must be gone once no home uses them (vpc.service_users)."""
     routes = json.loads(subprocess.run(["ip", "-j", "route", "show"], capture_output=True, text=True).stdout)
-    found = [_shown(r) for r in routes if own_range and _in(r["dst"], (own_range,))]
+    found = [_shown(r) for r in routes if own_range and _within(r["dst"], own_range)]
     if vpc.service_users():
         return found  # another home's network or simulator still needs the shared pieces
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
@@ -138,6 +138,14 @@ def root_leftovers(own_range: ipaddress.IPv4Network | None = None) -> list[str]:
 
 def _shown(route: dict[str, Any]) -> str:
     return f"route {route.get('type', 'unicast')} {route['dst']} {route.get('dev', '')}".strip()
+
+
+def _within(destination: str, own_range: ipaddress.IPv4Network) -> bool:
+    """A route to addresses of this world's range only (the pool's own route covers it too)."""
+    try:
+        return ipaddress.ip_network(destination, strict=False).subnet_of(own_range)  # type: ignore[arg-type]
+    except (ValueError, TypeError):  # "default", an IPv6 route
+        return False
 
 
 def _in(destination: str, pools: tuple[ipaddress.IPv4Network, ...]) -> bool:
