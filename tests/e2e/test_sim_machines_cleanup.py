@@ -25,8 +25,7 @@ def boot_and_die(sim: SimMachines, count: int) -> None:
     script = textwrap.dedent(f"""
         import json, os, signal
         from pathlib import Path
-        from infra.providers.gcp.simulator import external_ranges, nodes, vpc
-from infra.providers.local.netns import run
+        from infra.providers.gcp.simulator import nodes
         from infra.providers.gcp.simulator.machines import Machine
         backend = nodes.NodeMachines(Path({str(sim.home)!r}))
         for doc in json.loads({json.dumps(json.dumps([m.__dict__ for m in machines]))}):
