@@ -94,7 +94,8 @@ def floor(n: int, home: Path) -> float:
 def simulated(n: int, home: Path) -> tuple[float, float, float]:
     """(boot() calls, last host key published, all logged in), seconds from the first call."""
     key = home / "client"
-    sim = SimMachines(home, nodes.NodeMachines(home), key, keys.write_ed25519_keypair(key, "bench"))
+    backend = nodes.NodeMachines(home)
+    sim = SimMachines(home, backend, key, keys.write_ed25519_keypair(key, "bench"), backend.external_range())
     machines = [sim.machine(f"vm{i}") for i in range(n)]
     start = time.monotonic()
     try:
