@@ -28,6 +28,7 @@ from pathlib import Path
 import paramiko
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.fakes
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for conftest, which they import
 
 from infra.providers import keys  # noqa: E402
 from infra.providers.local import netns, sshd  # noqa: E402
