@@ -33,24 +33,15 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-# End-to-end files that stand up simulated GCP machines: they share root pieces and addresses
-# (the simulator's chains, service address and external-address routes, made with the first
-# network and removed with the last, which they assert), so they run one after another, on one
-# worker. Such a file is named after the simulator (`*_on_the_simulator*`, `test_sim_*`); the
-# GKE experiment file is the one that is not.
-SIMULATED_NETWORK_FILES = ("test_experiment_on_gke.py",)
-
-
 def work_unit(nodeid: str) -> str:
     """What one test worker runs in order (pytest-xdist's scope). The tests of an end-to-end file
     name their stacks alike (netns names come from stack names), so they stay together; unit tests
-    spread one by one."""
+    spread one by one. Simulated worlds of two files coexist (each its own home, names and
+    external range; the root pieces they share go with the last of them), so a simulator file
+    is a unit like any other."""
     path = nodeid.split("::")[0]
     if not path.startswith(("tests/e2e/", "tests/reliability/")):
         return nodeid
-    name = Path(path).name
-    if name.startswith("test_sim_") or "_on_the_simulator" in name or name in SIMULATED_NETWORK_FILES:
-        return "simulated-networks"
     return path
 
 
