@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 from bootstrap.data_inputs import DataInput
 from infra.errors import ConfigError
 from infra.providers.inventory import Inventory
+from infra.spec.cluster import ClusterSpec
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 COPIERS = 8
@@ -38,6 +39,15 @@ def refuse_unobtainable(inputs: tuple[DataInput, ...], *, over_ssh: bool, reache
                           "from the program")
     if not reaches_google:
         emulator_host()
+
+
+def readable_by_nodes(spec: ClusterSpec, inputs: tuple[DataInput, ...]) -> ClusterSpec:
+    """The stack with its nodes allowed to read every input's bucket (on GCP the program grants
+    their account roles/storage.objectViewer there)."""
+    if not inputs:
+        return spec
+    buckets = tuple(sorted({*spec.data_buckets, *(i.bucket for i in inputs)}))
+    return spec.model_copy(update={"data_buckets": buckets})
 
 
 def emulator_host() -> str:

@@ -26,7 +26,7 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
-from trainctl.jobs.data_phase import refuse_unobtainable
+from trainctl.jobs.data_phase import readable_by_nodes, refuse_unobtainable
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import recovery
 from trainctl.jobs.before_training import check_network, stage_data_inputs
@@ -171,6 +171,7 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     budget = {"budget": exp.budget} if exp.budget else {}
     spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
                       overrides={**exp.overrides, **budget, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+    spec = readable_by_nodes(spec, exp.data)
     spending = budgeted(exp, spec, echo)
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
