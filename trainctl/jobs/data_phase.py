@@ -31,8 +31,7 @@ def refuse_unobtainable(inputs: tuple[DataInput, ...], *, over_ssh: bool, reache
     if not inputs:
         return
     if not over_ssh:
-        raise ConfigError(f"data: stack {stack} runs the job as GKE pods, which trainctl does not stage "
-                          "data into; read the objects from gs:// in the program (gcsfs) instead")
+        return  # GKE: every pod mounts them with the Cloud Storage FUSE CSI driver
     if image:
         raise ConfigError("data: with container, the staged folders are not mounted into the image; "
                           "leave container out (the node's uv environment reads them) or read gs:// "

@@ -133,7 +133,8 @@ def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
                       max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
                       permanent_exit_codes=exp.restart.permanent_exit_codes, env=exp.run.env,
-                      max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands)
+                      max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands,
+                      data=exp.data)
 
 
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:

@@ -56,6 +56,12 @@ def test_a_gcp_run_lets_its_nodes_read_each_data_bucket(tmp_path):
     assert run.spec.data_buckets == ("datasets", "more-data.example.com")  # each once: one grant per bucket
 
 
+def test_a_gke_run_mounts_its_data_in_every_pod(tmp_path):
+    exp = load_experiment(experiment(tmp_path, "  - {source: gs://datasets/digits/, path: digits}\n", stack="gke-l4"))
+    run = prepare_run(exp, "withdata-1", tmp_path / "runs", print)
+    assert run.spec.data_buckets == ("datasets",) and run.lspec.data == exp.data  # the Job's pods mount them
+
+
 def test_a_stack_files_data_bucket_must_be_a_bucket_name():
     from infra.spec.cluster import ClusterSpec
 

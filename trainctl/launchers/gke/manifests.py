@@ -16,6 +16,7 @@ from typing import Any
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 from trainctl.launchers.cluster_env import TF_PORT, expand, torchrun_target
+from trainctl.launchers.gke.data_volumes import add_data
 from trainctl.launchers.spec import LaunchSpec
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError
@@ -177,8 +178,9 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
     }
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
-    return [service_account(email, labels), _service(svc, labels, spec, ports),
-            _indexed_job(job, labels, cluster, spec, pod_spec)]
+    indexed = _indexed_job(job, labels, cluster, spec, pod_spec)
+    add_data(spec.data, indexed["spec"]["template"])
+    return [service_account(email, labels), _service(svc, labels, spec, ports), indexed]
 
 
 def pod_failure_policy(spec: LaunchSpec) -> dict[str, Any]:

@@ -163,6 +163,8 @@ def test_gke_stacks_declare_accelerator_pools(stack):
     assert cluster.inputs["deletionProtection"] is False
     assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["workloadIdentityConfig"]["workloadPool"] == f"{spec.project}.svc.id.goog"
+    # pods mount data: inputs with the Cloud Storage FUSE CSI driver, a cluster add-on
+    assert cluster.inputs["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
     assert cluster.inputs["removeDefaultNodePool"] is True
     pools = ev.of_type("container/nodePool:NodePool")
     assert sum(p.inputs["nodeCount"] for p in pools) == spec.node_count
