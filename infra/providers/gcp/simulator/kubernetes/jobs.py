@@ -180,7 +180,7 @@ class JobController(ApiStore):
                "metadata": {"name": f"{meta['name']}-{index}-{secrets.token_hex(3)[:5]}",
                             "namespace": meta["namespace"], "uid": str(uuid.uuid4()), "creationTimestamp": now(),
                             "labels": {**template["metadata"]["labels"], INDEX_LABEL: str(index)},
-                            "annotations": {INDEX_LABEL: str(index)},
+                            "annotations": {**(template["metadata"].get("annotations") or {}), INDEX_LABEL: str(index)},
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                                                  "uid": meta["uid"], "controller": True,
                                                  "blockOwnerDeletion": True}]},
