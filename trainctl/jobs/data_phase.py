@@ -26,7 +26,7 @@ COPIERS = 8
 
 
 def refuse_unobtainable(inputs: tuple[DataInput, ...], *, over_ssh: bool, reaches_google: bool,
-                        image: bool, stack: str) -> None:
+                        image: bool) -> None:
     """Bad input, before anything is created (exit 2)."""
     if not inputs:
         return

@@ -181,7 +181,7 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
     refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)
     refuse_unobtainable(exp.data, over_ssh=needs_bootstrap, reaches_google=realizers.capabilities(spec).reaches_google,
-                        image=exp.container is not None, stack=exp.stack)
+                        image=exp.container is not None)
     if exp.sweep:
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
