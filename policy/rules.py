@@ -87,6 +87,11 @@ RULES: tuple[Rule, ...] = (
          "Bucket names follow Cloud Storage's naming rules.",
          "https://cloud.google.com/storage/docs/buckets#naming",
          check=storage_rules.bucket_name),
+    Rule("foreign-bucket-read-only",
+         "On a bucket the stack does not create (a data input), the stack grants only "
+         "roles/storage.objectViewer.",
+         "https://cloud.google.com/storage/docs/access-control/iam-roles",
+         stack_check=storage_rules.foreign_buckets_read_only),
     Rule("gpu-vm-terminate-on-maintenance",
          "VMs with GPUs must stop on host maintenance (onHostMaintenance TERMINATE).",
          "https://cloud.google.com/compute/docs/instances/setting-vm-host-options",

@@ -18,7 +18,7 @@ from infra.spec import catalog
 from infra.spec.accelerator import Cpu, Gpu, Tpu
 from infra.spec.budget import Budget
 from infra.spec.cluster_sections import (BucketSpec, GpuRequest, NetworkSpec, SshSpec, TpuRequest,
-                                         check_reservation_value)
+                                         check_data_buckets, check_reservation_value)
 from infra.spec.model import SpecModel, resolve
 from infra.spec.provider_constraints import check_provider
 
@@ -97,6 +97,9 @@ class ClusterSpec(SpecModel):
     ssh: SshSpec = Field(default_factory=SshSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     bucket: BucketSpec = Field(default_factory=BucketSpec)
+    # Buckets the nodes only read (an experiment's `data:` sources): GCP grants the nodes'
+    # account roles/storage.objectViewer on each, nothing more.
+    data_buckets: tuple[str, ...] = ()
     ttl_hours: float = Field(4.0, gt=0, le=24 * 30)
     ephemeral: bool = False
     scheduled_reaper: bool = False  # GCP: deploy a timer that deletes expired resources
@@ -119,6 +122,11 @@ class ClusterSpec(SpecModel):
     @classmethod
     def reservation_value(cls, v: str | None) -> str | None:
         return check_reservation_value(v)
+
+    @field_validator("data_buckets")
+    @classmethod
+    def data_bucket_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return check_data_buckets(v)
 
     @field_validator("pools")
     @classmethod

@@ -194,6 +194,16 @@ class BucketSpec(SpecModel):
         return v
 
 
+def check_data_buckets(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`data_buckets`: Cloud Storage bucket names (no gs://), each once, in a stable order."""
+    for name in names:
+        problems = bucket_name_problems(name)
+        if problems:
+            raise ValueError(f"data_buckets: {name!r} {'; '.join(problems)} (a bucket's name, without "
+                             "gs:// or a prefix)")
+    return tuple(sorted(set(names)))
+
+
 # GCE resource names (RFC 1035, at most 63 characters): what a reservation is called.
 RESERVATION_NAME_RE = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 RESERVATION_KEYWORDS = ("any", "none")

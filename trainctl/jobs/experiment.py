@@ -26,7 +26,7 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
-from trainctl.jobs.data_phase import refuse_unobtainable
+from trainctl.jobs.data_phase import readable_by_nodes, refuse_unobtainable
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import recovery
 from trainctl.jobs.before_training import check_network, stage_data_inputs
@@ -134,7 +134,8 @@ def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
                       max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
                       permanent_exit_codes=exp.restart.permanent_exit_codes, env=exp.run.env,
-                      max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands)
+                      max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands,
+                      data=exp.data)
 
 
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
@@ -172,6 +173,7 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     budget = {"budget": exp.budget} if exp.budget else {}
     spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
                       overrides={**exp.overrides, **budget, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+    spec = readable_by_nodes(spec, exp.data)
     spending = budgeted(exp, spec, echo)
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
@@ -180,7 +182,7 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
     refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)
     refuse_unobtainable(exp.data, over_ssh=needs_bootstrap, reaches_google=realizers.capabilities(spec).reaches_google,
-                        image=exp.container is not None, stack=exp.stack)
+                        image=exp.container is not None)
     if exp.sweep:
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)

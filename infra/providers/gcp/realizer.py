@@ -91,7 +91,7 @@ def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
 
 def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
     keys_ = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
-             "nodeCount", "ipCidrRange", "permissions", "role")
+             "nodeCount", "ipCidrRange", "bucket", "permissions", "role")
     role = (inputs.get("labels") or {}).get("trainctl-role")
     out = {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
     affinity = inputs.get("reservationAffinity") or (inputs.get("nodeConfig") or {}).get("reservationAffinity")

@@ -11,6 +11,7 @@ import pytest
 
 from policy.declared import (
     AR_IAM,
+    BUCKET_IAM,
     FUNCTION_V2_IAM,
     T_AR_REPOSITORY,
     T_BUCKET,
@@ -104,6 +105,20 @@ def test_bucket_names_follow_cloud_storage_rules(name: str) -> None:
 @pytest.mark.parametrize("name", ["my-project-gpu-t4x2-trainctl", "a_b.c-d", "abc", "x" * 63])
 def test_valid_bucket_names_pass(name: str) -> None:
     assert not fired("bucket-name", Resource(T_BUCKET, "b", {"name": name}))
+
+
+def test_a_bucket_the_stack_does_not_create_is_only_read() -> None:
+    own = Resource(T_BUCKET, "b", {"name": "p-s-trainctl"})
+    member = "serviceAccount:s-sa@p.iam.gserviceaccount.com"
+
+    def grant(bucket: str, role: str) -> Resource:
+        return Resource(BUCKET_IAM[0], f"{bucket}-{role}", {"bucket": bucket, "role": role, "member": member})
+
+    (v,) = fired("foreign-bucket-read-only", own, grant("my-datasets", "roles/storage.objectAdmin"))
+    assert v.resource == "my-datasets-roles/storage.objectAdmin"
+    assert "'my-datasets'" in v.message and "roles/storage.objectViewer" in v.message
+    assert not fired("foreign-bucket-read-only", own, grant("my-datasets", "roles/storage.objectViewer"),
+                     grant("p-s-trainctl", "roles/storage.objectAdmin"))
 
 
 def test_gpu_vms_terminate_on_host_maintenance() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 from trainctl.launchers.cluster_env import TF_PORT, expand, torchrun_target
+from trainctl.launchers.gke.data_volumes import add_data
 from trainctl.launchers.gke.gpudirect import apply as apply_gpudirect, gpudirect_pod
 from trainctl.launchers.gke.slice_jobs import is_multislice, slice_jobs
 from trainctl.launchers.spec import LaunchSpec
@@ -181,6 +182,7 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
         pod_spec["nodeSelector"] = node_selector
     indexed = _indexed_job(job, labels, cluster, spec, pod_spec)
     with_gpudirect(cluster, inventory, indexed["spec"]["template"])
+    add_data(spec.data, indexed["spec"]["template"])
     jobs = slice_jobs(cluster, indexed, svc) if is_multislice(cluster) else [indexed]
     return [service_account(email, labels), _service(svc, labels, spec, ports), *jobs]
 

@@ -25,7 +25,7 @@ from infra.providers.gcp.program.gpu_network import ExtraNic, GpuNetworks, compa
 from infra.providers.gcp.program.network import Network
 from infra.providers.gcp.program.registry import ImageRegistry
 from infra.providers.gcp.program.scheduled_reaper import ScheduledReaper
-from infra.providers.gcp.program.storage import Storage, kept_on_down
+from infra.providers.gcp.program.storage import Storage, grant_data_readers, kept_on_down
 from infra.providers.gcp.program.tpu import TpuVm, gcloud_command, queued_request, tpu_name
 from infra.spec.cluster import ClusterSpec
 
@@ -248,6 +248,7 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
         member=base.account_member, opts=endpoint)
+    grant_data_readers(spec, base.account_member, endpoint)
     images = ImageRegistry(spec.name, spec, labels, base.account_member, opts=after_apis)
     if spec.scheduled_reaper:
         ScheduledReaper(spec.name, spec, storage.bucket.name, labels, opts=after_apis)

@@ -115,6 +115,9 @@ class GkeCluster(pulumi.ComponentResource):
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=f"{spec.project}.svc.id.goog"),
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
+            # Pods mount an experiment's data: inputs with the Cloud Storage FUSE CSI driver.
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)),
             resource_labels=labels, **_multi_networking(extra_nics), opts=child)
         self.pools = [
             gcp.container.NodePool(

@@ -115,7 +115,9 @@ def test_a_gke_a3_mega_pool_gets_its_additional_node_networks_on_a_multi_network
     stack = program_stack(sim, tmp_path, "gke-a3mega", int(time.time()) + 3600)
     stack.up(policy_packs=[str(REPO_ROOT / "policy")])
     cluster = f"/v1beta1/projects/{PROJECT}/locations/us-central1-a/clusters/gke-a3mega-gke"
-    network = sim.http("GET", cluster)[1]["networkConfig"]
+    got = sim.http("GET", cluster)[1]
+    assert got["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}  # pods mount data: inputs
+    network = got["networkConfig"]
     assert network["enableMultiNetworking"] is True and network["datapathProvider"] == "ADVANCED_DATAPATH"
     pool = sim.http("GET", f"{cluster}/nodePools/gke-a3mega-pool")[1]
     assert pool["config"]["gvnic"] == {"enabled": True}

@@ -115,7 +115,8 @@ class Cluster(GkeResource):
             "workloadIdentityConfig": inputs.get("workloadIdentityConfig"),
             "releaseChannel": inputs.get("releaseChannel"), "nodeConfig": node_config(inputs.get("nodeConfig")),
             "networkConfig": cluster_network_config(inputs),
-            "addonsConfig": {"gcePersistentDiskCsiDriverConfig": {"enabled": True}}})
+            # expandClusterAddonsConfig: the add-ons the program names, over the PD CSI driver's default
+            "addonsConfig": {"gcePersistentDiskCsiDriverConfig": {"enabled": True}, **(inputs.get("addonsConfig") or {})}})
         op = self.rest.call("POST", self.url(f"{parent}/clusters"), {"cluster": cluster})
         id_ = f"{parent}/clusters/{inputs['name']}"
         try:
@@ -162,7 +163,8 @@ class Cluster(GkeResource):
                                     {"resourceLabels": labels, "labelFingerprint": current.get("labelFingerprint")})
                 self.wait_container(op, project, location, "updating GKE resource labels")
         for field, desired in (("releaseChannel", "desiredReleaseChannel"),
-                               ("workloadIdentityConfig", "desiredWorkloadIdentityConfig")):
+                               ("workloadIdentityConfig", "desiredWorkloadIdentityConfig"),
+                               ("addonsConfig", "desiredAddonsConfig")):
             if field in changed:
                 with failing_as(f"Error updating GKE cluster {field}"):
                     op = self.rest.call("PUT", self.url(id_), {"update": {desired: news.get(field)}})
