@@ -30,6 +30,16 @@ def simulated_home(trainctl_home):
     nodes.cleanup_all(sim_home)
 
 
+def run_simulated(tmp_path, name: str, experiment: str) -> str:
+    """`trainctl run --simulate` of an experiment file (YAML text); its log, once it succeeded."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(experiment)
+    done = trainctl("run", str(path), "--simulate", "--runs-dir", str(tmp_path / "runs"), timeout=900)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    return log
+
+
 def _leftovers(home) -> list[str]:
     from infra.providers.gcp.simulator import daemon, nodes
 

@@ -13,8 +13,7 @@ import re
 import pytest
 
 from infra.providers.gcp.simulator.apis.container_nodes import group_name
-from tests.conftest import trainctl
-from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, simulated_home  # noqa: F401 (fixture)
+from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, run_simulated, simulated_home  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -29,8 +28,7 @@ def test_every_pod_of_every_slice_runs_on_its_slices_pool_with_its_slices_values
     code = tmp_path / "code"
     code.mkdir()
     (code / "README").write_text("nothing to install: the pods run a shell line\n")
-    experiment = tmp_path / "gke-multislice.yaml"
-    experiment.write_text(f"""name: gkeslice
+    log = run_simulated(tmp_path, "gke-multislice", f"""name: gkeslice
 stack: gke-tpu-v5e-2x16
 overrides:
   zone: {ZONE}
@@ -41,9 +39,6 @@ run:
   command: sh -c '{SHOW}'
 ttl_hours: 1
 """)
-    done = trainctl("run", str(experiment), "--simulate", "--runs-dir", str(tmp_path / "runs"), timeout=900)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-4000:]
     seen = sorted(set(re.findall(r"\[pod(\d)[^\]]*\]:slice (\d) of (\d) at (\S+) worker (\d) of (\S+)", log)))
     assert len(seen) == 4, log[-4000:]
     job = re.search(r"(\S+)-s0-0\.(\S+):8081", seen[0][3])
