@@ -1,13 +1,12 @@
-"""A multislice TPU stack in a simulated project, end to end: one queued resource grants both
-slices (each a real machine behind the simulator), bootstrap reaches every worker, and each
-worker's program sees the MEGASCALE_* variables of its own slice; nothing is left afterwards.
-
-Two single-host v5litepod-8 slices stand in for tpu-v5e-2x16 (2 x 4 hosts): eight namespaces with
-sshd and a bootstrapped environment each are more than this 2-core machine runs in a test."""
+"""A multislice TPU stack in a simulated project, end to end: tpu-v5e-2x16's one queued resource
+grants both v5litepod-16 slices (4 workers each, every worker a real machine behind the simulator),
+bootstrap reaches all eight workers, and each worker's program sees the MEGASCALE_* variables of
+its own slice; nothing is left afterwards."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,6 @@ SHOW = "echo megascale $MEGASCALE_SLICE_ID $MEGASCALE_NUM_SLICES $MEGASCALE_COOR
 def test_every_worker_of_two_granted_slices_runs_with_its_slices_megascale_variables(simulated_home, tmp_path):
     log = run_simulated(tmp_path, "multislice", f"""name: multislice
 stack: tpu-v5e-2x16
-overrides:
-  tpu: {{type: v5litepod-8, runtime_version: v2-alpha-tpuv5-lite, queued: true, slices: 2}}
 code: {REPO}
 requirements: trainers/requirements.txt
 run:
@@ -35,7 +32,9 @@ run:
 ttl_hours: 1
 """)
     assert re.search(r"queuedResources/multislice-\w+-tpu: ACTIVE", log), log[-4000:]
-    seen = sorted(set(re.findall(r"megascale (\d) (\d) (\S+)", log)))
-    assert [(s, n) for s, n, _ in seen] == [("0", "2"), ("1", "2")], log[-4000:]
-    assert len({address for _, _, address in seen}) == 1 and seen[0][2].endswith(":8081")
+    workers = set(re.findall(r"^\[([^\]\s]+)[^\]]*\]:megascale (\d) (\d) (\S+)$", log, re.M))
+    assert len({worker for worker, *_ in workers}) == 8, log[-4000:]  # every worker of both slices
+    assert sorted(Counter(s for _, s, _, _ in workers).items()) == [("0", 4), ("1", 4)], workers
+    assert {n for _, _, n, _ in workers} == {"2"}
+    assert len({address for *_, address in workers}) == 1 and next(iter(workers))[3].endswith(":8081")
     assert _leftovers(simulated_home) == []
