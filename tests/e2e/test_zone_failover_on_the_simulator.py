@@ -12,7 +12,8 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import REPO, Streamed, experiment, run_id_of, trainctl
+from tests.conftest import REPO, experiment, trainctl
+from tests.e2e.test_gcp_stack_on_the_simulator_drains_for_maintenance import started
 from tests.reliability.test_spot_recovery import SPOT
 from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, simulated_home  # noqa: F401 (fixture)
 
@@ -61,20 +62,11 @@ def sim_admin(simulator: str, verb: str, path: str, body: object) -> dict:
 
 def test_a_spot_run_preempted_in_a_zone_then_stocked_out_moves_whole_to_the_zone_the_stockout_names(  # noqa: F811
         simulated_home, tmp_path):
-    from infra.providers import realizers
-    from infra.providers.gcp.simulator import daemon
-
     runs = tmp_path / "runs"
     exp = experiment(tmp_path, "--epochs 4 --epoch-sleep 2", nodes=2, name="moved", extra=SPOT)
     exp.write_text(exp.read_text().replace("stack: local", "stack: gpu-l4-spot").replace(
         "overrides: {nodes: 2}", f"overrides: {{nodes: 2, zones: [{A}, {B}, {C}]}}"))
-    run = Streamed("run", str(exp), "--simulate", "--runs-dir", str(runs))
-    run.wait_for(r"\[trainctl\] run ")
-    run_id = run_id_of("".join(run.seen))
-    run.wait_for(r"epoch 2/4")
-    node = realizers.inventory(run_id).nodes[1].name
-    simulator = daemon.url_of(simulated_home / "simulator")
-    assert simulator is not None
+    run, run_id, node, simulator = started(exp, runs, simulated_home, r"epoch 2/4")
     sim_admin(simulator, "POST", f"zones/{A}/instances/{node}:preempt", {"grace_seconds": 2})
     # the spot capacity is gone from a and b once the node is reclaimed: a's refusal names c
     sim_admin(simulator, "PUT", "stockouts", [{"zone": z, "machine_type": "g2-standard-8"} for z in (A, B)])
