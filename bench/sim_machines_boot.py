@@ -28,6 +28,7 @@ from pathlib import Path
 import paramiko
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.fakes
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for conftest, which they import
 
 from infra.providers import keys  # noqa: E402
 from infra.providers.local import netns, sshd  # noqa: E402
@@ -94,7 +95,8 @@ def floor(n: int, home: Path) -> float:
 def simulated(n: int, home: Path) -> tuple[float, float, float]:
     """(boot() calls, last host key published, all logged in), seconds from the first call."""
     key = home / "client"
-    sim = SimMachines(home, nodes.NodeMachines(home), key, keys.write_ed25519_keypair(key, "bench"))
+    backend = nodes.NodeMachines(home)
+    sim = SimMachines(home, backend, key, keys.write_ed25519_keypair(key, "bench"), backend.external_range())
     machines = [sim.machine(f"vm{i}") for i in range(n)]
     start = time.monotonic()
     try:

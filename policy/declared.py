@@ -23,6 +23,7 @@ class Resource:
 T_INSTANCE = "gcp:compute/instance:Instance"
 T_FIREWALL = "gcp:compute/firewall:Firewall"
 T_BUCKET = "gcp:storage/bucket:Bucket"
+BUCKET_IAM = ("gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:storage/bucketIAMBinding:BucketIAMBinding")
 T_CLUSTER = "gcp:container/cluster:Cluster"
 T_NODEPOOL = "gcp:container/nodePool:NodePool"
 T_TPU_VM = "gcp:tpu/v2Vm:V2Vm"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from policy import compute_rules, gke_rules, gpudirect_rules, label_rules, service_rules, storage_rules
+from policy import compute_rules, gke_rules, gpudirect_rules, iam_rules, label_rules, service_rules, storage_rules
 from policy.declared import Resource
 
 ENFORCEMENT = "mandatory"
@@ -87,6 +87,11 @@ RULES: tuple[Rule, ...] = (
          "Bucket names follow Cloud Storage's naming rules.",
          "https://cloud.google.com/storage/docs/buckets#naming",
          check=storage_rules.bucket_name),
+    Rule("foreign-bucket-read-only",
+         "On a bucket the stack does not create (a data input), the stack grants only "
+         "roles/storage.objectViewer.",
+         "https://cloud.google.com/storage/docs/access-control/iam-roles",
+         stack_check=storage_rules.foreign_buckets_read_only),
     Rule("gpu-vm-terminate-on-maintenance",
          "VMs with GPUs must stop on host maintenance (onHostMaintenance TERMINATE).",
          "https://cloud.google.com/compute/docs/instances/setting-vm-host-options",
@@ -151,6 +156,11 @@ RULES: tuple[Rule, ...] = (
          "No image repository is readable by allUsers or allAuthenticatedUsers.",
          "https://cloud.google.com/artifact-registry/docs/access-control",
          check=service_rules.registry_not_public),
+    Rule("vm-changes-scoped",
+         "A custom role that changes VMs (setLabels) is granted on the project only under an IAM "
+         "condition naming those VMs by resource.name, and holds no delete, metadata or actAs right.",
+         "https://cloud.google.com/iam/docs/conditions-resource-attributes",
+         stack_check=iam_rules.vm_changes_scoped),
     Rule("api-service-not-disabled-on-destroy",
          "APIs enabled by a stack stay enabled when it is destroyed (disableOnDestroy false).",
          "https://cloud.google.com/service-usage/docs/enable-disable",

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -32,24 +33,15 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
-# End-to-end files that stand up simulated GCP machines: they share root pieces and addresses
-# (the simulator's chains, service address and external-address routes, made with the first
-# network and removed with the last, which they assert), so they run one after another, on one
-# worker. Such a file is named after the simulator (`*_on_the_simulator*`, `test_sim_*`); the
-# GKE experiment file is the one that is not.
-SIMULATED_NETWORK_FILES = ("test_experiment_on_gke.py",)
-
-
 def work_unit(nodeid: str) -> str:
     """What one test worker runs in order (pytest-xdist's scope). The tests of an end-to-end file
     name their stacks alike (netns names come from stack names), so they stay together; unit tests
-    spread one by one."""
+    spread one by one. Simulated worlds of two files coexist (each its own home, names and
+    external range; the root pieces they share go with the last of them), so a simulator file
+    is a unit like any other."""
     path = nodeid.split("::")[0]
     if not path.startswith(("tests/e2e/", "tests/reliability/")):
         return nodeid
-    name = Path(path).name
-    if name.startswith("test_sim_") or "_on_the_simulator" in name or name in SIMULATED_NETWORK_FILES:
-        return "simulated-networks"
     return path
 
 
@@ -63,6 +55,17 @@ def environment_restored():
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def interrupt_latch_cleared():
+    """A budget or TTL reached outside `trainctl run` (a unit test of Spending) latches an interrupt
+    in the process (trainctl.launchers.interrupts); the CLI clears it with every run, and so does
+    each test here, or a later test on the same worker is interrupted at its next phase check."""
+    yield
+    interrupts = sys.modules.get("trainctl.launchers.interrupts")
+    if interrupts is not None:
+        interrupts._pending = None  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
@@ -138,6 +141,39 @@ def trainer_python() -> Path:
 def tf_trainer_python() -> Path:
     """The TensorFlow trainers' interpreter."""
     return seeded_python(REPO / "trainers" / "requirements-tf.txt")
+
+
+def undisturbed_training(world_size: int, args: list[str]) -> dict:
+    """metrics.json of `trainers.digits_ddp ARGS` trained undisturbed by `world_size` ranks.
+
+    The digits trainer is deterministic for a given world size and arguments, wherever its ranks
+    run (gloo on loopback or across nodes give the same steps and accuracy: checked against a
+    3-node local stack), so the undisturbed twin of a disturbed run is one torchrun on this
+    host, computed once per trainer code and arguments and shared by the test workers."""
+    import hashlib
+    import json
+
+    from infra.providers.stack_home import cache_dir
+
+    python = seeded_python(REPO / "trainers" / "requirements.txt")
+    code = b"".join(p.read_bytes() for p in sorted((REPO / "trainers").glob("*.py")))
+    key = hashlib.sha256(code + repr((world_size, args, str(python))).encode()).hexdigest()[:16]
+    cached = cache_dir() / "tests-undisturbed" / f"{key}.json"
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    with open(cached.parent / f".{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cached.exists():
+            job_dir = Path(tempfile.mkdtemp(prefix="undisturbed-", dir=cached.parent))
+            try:
+                done = subprocess.run([str(python), "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+                                       "--nproc-per-node", str(world_size), "-m", "trainers.digits_ddp",
+                                       "--job-dir", str(job_dir), *args],
+                                      cwd=REPO, capture_output=True, text=True, timeout=300)
+                assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+                cached.write_text((job_dir / "metrics.json").read_text())
+            finally:
+                shutil.rmtree(job_dir, ignore_errors=True)
+        return json.loads(cached.read_text())
 
 
 def free_port() -> int:

@@ -102,13 +102,15 @@ def main(argv: list[str] | None = None) -> int:
 
     # Position: `batch` batches of epoch `epoch` done, their summed loss `epoch_loss`.
     start_epoch, start_batch, partial_loss, step, history = 0, 0, 0.0, 0, []
+    restoring = time.monotonic()
     state = checkpoint.load_latest(ckpt_dir)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         start_epoch, step, history = state["epoch"], state["step"], state["history"]
         start_batch, partial_loss = state.get("batch", 0), state.get("epoch_loss", 0.0)
-        print(f"rank {rank}: resumed from epoch {start_epoch} batch {start_batch} (step {step})", flush=True)
+        print(f"rank {rank}: resumed from epoch {start_epoch} batch {start_batch} (step {step}); "
+              f"{checkpoint.restored_line(time.monotonic() - restoring)}", flush=True)
 
     ddp = DistributedDataParallel(model) if world > 1 else model
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
@@ -117,10 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
 
     def save(epoch: int, batch: int, epoch_loss: float) -> None:
+        saving = time.monotonic()
         with stop.busy():  # a SIGTERM now lets the write finish
             checkpoint.save(ckpt_dir, step, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                                              "epoch": epoch, "batch": batch, "epoch_loss": epoch_loss,
                                              "step": step, "history": history})
+        print(f"rank 0: {checkpoint.saved_line(time.monotonic() - saving)}", flush=True)
 
     def stop_here(epoch: int, batch: int, epoch_loss: float, why: str) -> None:
         # The optimizer has not stepped since `step`: every rank holds that same state, so rank

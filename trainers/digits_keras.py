@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ckpt_dir = storage.join(args.job_dir, "checkpoints")
     # Position: `batch` batches of epoch `epoch` done, their summed loss `epoch_loss`.
     start_epoch, start_batch, partial_loss, step, history = 0, 0, 0.0, 0, []
+    restoring = time.monotonic()
     state = checkpoint.load_latest(ckpt_dir, checkpoint.NPZ)
     if state is not None:
         model.set_weights(state["weights"])
@@ -130,14 +131,17 @@ def main(argv: list[str] | None = None) -> int:
             variable.assign(value)
         start_epoch, start_batch, partial_loss = state["epoch"], state["batch"], state["epoch_loss"]
         step, history = state["step"], state["history"]
-        print(f"{me}: resumed from epoch {start_epoch} batch {start_batch} (step {step})", flush=True)
+        print(f"{me}: resumed from epoch {start_epoch} batch {start_batch} (step {step}); "
+              f"{checkpoint.restored_line(time.monotonic() - restoring)}", flush=True)
 
     def save(epoch: int, batch: int, epoch_loss: float) -> None:
+        saving = time.monotonic()
         with stop.busy():  # a SIGTERM now lets the write finish
             checkpoint.save(ckpt_dir, step, {
                 "weights": model.get_weights(), "optimizer": [v.numpy() for v in optimizer.variables],
                 "epoch": epoch, "batch": batch, "epoch_loss": epoch_loss, "step": step,
                 "history": history}, checkpoint.NPZ)
+        print(f"{me}: {checkpoint.saved_line(time.monotonic() - saving)}", flush=True)
 
     started = time.time()
     for epoch in range(start_epoch, args.epochs):

@@ -5,6 +5,8 @@ decided before anything exists (`plan`, `up`, `run` refuse a cluster over `max_u
 and how long `max_usd` lasts at that price is decided from the moment the stack starts coming up,
 since that is when billing starts. The stop keeps back STOP_RESERVE_SECONDS of the budget: the
 nodes are still billed while the trainers save their checkpoints and while the stack is removed.
+What collecting the artifacts takes grows while the run trains: a run keeps that back as well
+(trainctl/jobs/collect_reserve.py), on top of this.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from infra.spec import catalog
 from infra.spec.accelerator import Cpu, Gpu, Tpu
 from infra.spec.budget import Budget
 from infra.spec.cluster_sections import (BucketSpec, GpuRequest, NetworkSpec, SshSpec, TpuRequest,
-                                         check_reservation_value)
+                                         check_data_buckets, check_reservation_value)
 from infra.spec.model import SpecModel, resolve
 from infra.spec.provider_constraints import check_provider
 
@@ -97,6 +97,9 @@ class ClusterSpec(SpecModel):
     ssh: SshSpec = Field(default_factory=SshSpec)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     bucket: BucketSpec = Field(default_factory=BucketSpec)
+    # Buckets the nodes only read (an experiment's `data:` sources): GCP grants the nodes'
+    # account roles/storage.objectViewer on each, nothing more.
+    data_buckets: tuple[str, ...] = ()
     ttl_hours: float = Field(4.0, gt=0, le=24 * 30)
     ephemeral: bool = False
     scheduled_reaper: bool = False  # GCP: deploy a timer that deletes expired resources
@@ -119,6 +122,11 @@ class ClusterSpec(SpecModel):
     @classmethod
     def reservation_value(cls, v: str | None) -> str | None:
         return check_reservation_value(v)
+
+    @field_validator("data_buckets")
+    @classmethod
+    def data_bucket_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return check_data_buckets(v)
 
     @field_validator("pools")
     @classmethod
@@ -195,12 +203,14 @@ class ClusterSpec(SpecModel):
         """Why `framework` cannot run on this cluster's nodes as declared, or None."""
         if framework == "torch" and any(p.role == "ps" for p in self.pools):
             return TORCH_HAS_NO_PS
-        if framework != "tensorflow" or self.tpu is None or self.kind != "tpu":
+        if framework != "tensorflow" or self.tpu is None:
             return None
         if self.tpu.slices > 1:
             return (f"stack {self.name}: TensorFlow cannot train on {self.tpu.slices} TPU slices: its TPUStrategy "
                     "drives one slice's TF servers and has no multislice (MEGASCALE) path; use framework torch "
                     "(PyTorch/XLA) or a JAX program, or tpu.slices: 1")
+        if self.kind != "tpu":
+            return None
         tpu = catalog.TPUS[self.tpu.type]
         runtime = self.tpu.runtime_version or tpu.runtime_versions[0]
         if catalog.tpu_runtime_has_tensorflow(runtime):

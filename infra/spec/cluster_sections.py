@@ -39,8 +39,9 @@ class TpuRequest(SpecModel):
     # waiting even when trainctl is gone).
     queued: bool = False
     queue_deadline_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
-    # Multislice: this many slices of `type`, granted together by one queued resource (its
-    # nodeSpec's multisliceParams) and joined over the data-center network (libtpu's MEGASCALE_*).
+    # Multislice: this many slices of `type`, joined over the data-center network (libtpu's
+    # MEGASCALE_*): on TPU VMs granted together by one queued resource (its nodeSpec's
+    # multisliceParams), on GKE a multi-host slice node pool each.
     slices: int = Field(1, ge=1, le=MAX_SLICES)
 
     @field_validator("type")
@@ -191,6 +192,16 @@ class BucketSpec(SpecModel):
         if problems:
             raise ValueError(f"bucket.name {v!r}: {'; '.join(problems)} (Cloud Storage bucket naming rules)")
         return v
+
+
+def check_data_buckets(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`data_buckets`: Cloud Storage bucket names (no gs://), each once, in a stable order."""
+    for name in names:
+        problems = bucket_name_problems(name)
+        if problems:
+            raise ValueError(f"data_buckets: {name!r} {'; '.join(problems)} (a bucket's name, without "
+                             "gs:// or a prefix)")
+    return tuple(sorted(set(names)))
 
 
 # GCE resource names (RFC 1035, at most 63 characters): what a reservation is called.

@@ -35,6 +35,9 @@ _AR = "us-docker.pkg.dev/gce-ai-infra"
 _A3_HIGH_GPU_IFACES = "enp6s0,enp12s0,enp134s0,enp140s0"
 _A3_MEGA_GPU_IFACES = "enp6s0,enp7s0,enp13s0,enp14s0,enp134s0,enp135s0,enp141s0,enp142s0"
 _A3_CTRL_IFACE = "enp0s12"
+# By transport, for the GKE pods that name the same NICs eth0..ethN (trainctl/launchers/gke/gpudirect.py).
+VM_GPU_INTERFACES = {"tcpx": _A3_HIGH_GPU_IFACES, "tcpxo": _A3_MEGA_GPU_IFACES}
+VM_CTRL_INTERFACE = _A3_CTRL_IFACE
 
 
 def _library_path(directory: str) -> str:

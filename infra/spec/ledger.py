@@ -3,9 +3,10 @@ what the nodes cost while they lasted (`runs/<run>/ledger.json`; budgets read it
 
 Goodput is productive training time over wall time, as Google's `ml-goodput-measurement`
 defines it; its badput causes keep Google's names (lowercase) where trainctl sees the same thing,
-and trainctl adds what that library cannot see from inside the program: provisioning, the image,
-bootstrap, collecting artifacts, idle nodes and teardown. Accounting is in node-seconds, so a
-sweep whose trials share the nodes is weighed as fairly as one run on all of them; for a run,
+and trainctl adds what that library cannot see from inside the program: waiting for capacity,
+provisioning, the image, bootstrap, collecting artifacts, idle nodes and teardown. Accounting is
+in node-seconds, so a sweep whose trials share the nodes is weighed as fairly as one run on all
+of them; for a run,
 where every node follows the same timeline, node-seconds over the node count are plain seconds.
 """
 
@@ -20,13 +21,17 @@ from infra.spec.model import SpecModel
 
 PRODUCTIVE = "productive_training"
 # In the order a run meets them (tables and pictures list them so).
+WAITING = "waiting_for_capacity"
 KINDS: tuple[str, ...] = (
+    WAITING,  # queued for capacity the provider has not granted yet: nothing billed (trainctl's own)
     "provisioning",  # `up`: the stack's resources created (trainctl's own)
     "image",  # the experiment's image pushed to the stack's registry (trainctl's own)
     "bootstrap",  # code, environment and setup on the nodes (trainctl's own)
     "data_staging",  # the experiment's data copied onto the nodes before training (trainctl's own)
     "program_startup",  # Google's PROGRAM_STARTUP: launch to the first step, less that step's share
+    "unproductive_checkpoint_restore_time",  # Google's: reading the checkpoint a start resumes from
     PRODUCTIVE,  # Google's GoodputType.TOTAL: steps that stayed in the model
+    "unproductive_checkpoint_save_time",  # Google's: writing checkpoints, the others waiting for it
     "wasted_progress_from_disruption",  # Google's: steps trained again after a failure
     "infrastructure_recovery_from_disruption",  # Google's: failure until the job runs again
     "other",  # Google's OTHER: after the last step (final evaluation, saving, exiting)
@@ -34,6 +39,9 @@ KINDS: tuple[str, ...] = (
     "idle",  # nodes up, nothing of the run on them (trainctl's own)
     "teardown",  # `down` (trainctl's own)
 )
+# Kinds no node is billed for: nodes waiting for capacity do not exist yet (a PENDING flex-start
+# VM, a queued TPU, a zone that refused them, a preempted node not recreated yet).
+UNBILLED = frozenset({WAITING})
 Capacity = Literal["on-demand", "spot", "reservation", "local"]
 
 
@@ -107,6 +115,8 @@ class Ledger(SpecModel):
         return sum(i.seconds * len(i.nodes) for i in self.intervals if kind is None or i.kind == kind)
 
     def interval_usd(self, interval: Interval, on_demand: bool = False) -> float:
+        if interval.kind in UNBILLED:
+            return 0.0
         rates = self._rates(on_demand)
         return interval.seconds / 3600 * sum(rates.get(n, 0.0) for n in interval.nodes)
 

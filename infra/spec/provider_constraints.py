@@ -74,9 +74,10 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
         raise ValueError("ssh.source_ranges is required for provider gcp: the CIDRs allowed to "
                          "reach port 22 (there is no 0.0.0.0/0 default)")
     _check_reservations(spec)
-    if spec.idle_minutes is not None:
-        raise ValueError("idle_minutes is watched on local stacks only so far (no watch runs on GCP "
-                         "nodes yet); remove it and let ttl_hours bound the stack, which the reaper enforces")
+    if spec.idle_minutes is not None and spec.kind != "vm":
+        raise ValueError(f"idle_minutes is watched on local stacks and GCP VM stacks only (kind vm; this "
+                         f"stack is kind {spec.kind}); remove it and let ttl_hours bound the stack, "
+                         "which the reaper enforces")
     if spec.kind == "tpu" or (spec.kind == "gke" and spec.tpu):
         updates = _check_tpu(spec)
     elif spec.pools:
@@ -155,13 +156,19 @@ def _check_flex_start(spec: ClusterSpec, machine_type: str | None) -> None:
 
 
 def _check_slices(spec: ClusterSpec) -> None:
-    """Multislice (tpu.slices > 1) exists on TPU VMs, through a queued resource."""
+    """Multislice (tpu.slices > 1): on TPU VMs through a queued resource; on GKE as one multi-host
+    slice node pool per slice, the only pools GKE runs Multislice on
+    (https://cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice, "Multislice only
+    supports multi-host TPU slice node pools")."""
     assert spec.tpu is not None
-    if spec.tpu.slices > 1 and spec.kind != "tpu":
-        raise ValueError("tpu.slices applies to TPU VM stacks (kind: tpu): trainctl does not build GKE "
-                         "multislice (one Job per slice, as JobSet runs it) yet; use kind: tpu with "
-                         "tpu.queued: true, or one slice per GKE stack (remove tpu.slices)")
-    if spec.tpu.slices > 1 and not spec.tpu.queued:
+    if spec.tpu.slices == 1:
+        return
+    tpu = catalog.TPUS[spec.tpu.type]
+    if spec.kind == "gke" and not tpu.multi_host:
+        raise ValueError(f"tpu.slices: {spec.tpu.slices} of {tpu.name} on GKE: GKE runs Multislice on multi-host "
+                         f"TPU slice node pools only, and {tpu.name} is a single host; pick a multi-host type "
+                         "(e.g. v5litepod-16, v4-16), or kind: tpu with tpu.queued: true")
+    if spec.kind == "tpu" and not spec.tpu.queued:
         raise ValueError(f"tpu.slices: {spec.tpu.slices} needs tpu.queued: true: Cloud TPU grants the slices of "
                          "a multislice together only through a queued resource; set tpu.queued: true, "
                          "or remove tpu.slices")
@@ -186,6 +193,11 @@ def _check_tpu(spec: ClusterSpec) -> dict[str, Any]:
             slices = f"{spec.tpu.slices} slices of " if spec.tpu.slices > 1 else ""
             raise ValueError(f"nodes {spec.nodes} does not match {slices}TPU type {tpu.name}, which "
                              f"has {nodes} host(s); leave nodes out or set {nodes}")
+    elif spec.tpu.slices > 1:  # GKE multislice: every slice's hosts, a node pool per slice
+        nodes = tpu.hosts * spec.tpu.slices
+        if spec.nodes not in (None, nodes):
+            raise ValueError(f"nodes {spec.nodes} does not match {spec.tpu.slices} slices of TPU type {tpu.name}, "
+                             f"which have {nodes} host(s); leave nodes out or set {nodes}")
     else:  # GKE: nodes = number of slices' hosts in the pool
         hosts = tpu.hosts
         nodes = spec.nodes or hosts

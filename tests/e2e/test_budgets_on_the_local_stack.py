@@ -65,6 +65,7 @@ def test_a_run_that_would_exceed_max_usd_checkpoints_and_stops_before_it_does(tm
     run_id = run_id_of(output)
     assert done.returncode == 4, output[-4000:]
     assert "[trainctl] budget reached:" in output and "checkpointing and stopping the job" in output
+    assert re.search(r"the rest pays for the stop \(checkpoint, teardown, collecting \d+ object", output)
     assert "stopped at its budget" in done.stderr and f"max_usd ${max_usd:g}" in done.stderr
     phases = json.loads((runs / run_id / "timings.json").read_text())
     trained = [int(step) for step in re.findall(r"\[node0 r0\]:epoch \d+/1000 .* step (\d+)",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, experiment, leftovers, run_id_of, trainctl
+from conftest import REPO, experiment, leftovers, run_id_of, trainctl, undisturbed_training
 
 pytestmark = pytest.mark.e2e
 
@@ -26,20 +26,19 @@ def libpod_cgroups() -> set[str]:
 
 def test_the_ddp_trainer_trains_in_a_container_as_in_its_uv_environment(tmp_path, trainctl_home):
     cgroups_before = libpod_cgroups()
-    metrics = {}
-    for name, extra in (("uv", ""), ("ctr", "container: {}\n")):
-        result = trainctl("run", str(experiment(tmp_path, ARGS, name=name, extra=extra)),
-                          "--runs-dir", str(tmp_path / "runs"))
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-        run_id = run_id_of(result.stdout)
-        out = tmp_path / "runs" / run_id
-        metrics[name] = json.loads((out / "metrics.json").read_text())
-        phases = json.loads((out / "timings.json").read_text())
-        assert ("image" in phases) == (name == "ctr")
-        assert leftovers(run_id) == []  # registry process, namespaces, node image stores: gone
-    assert metrics["ctr"]["world_size"] == 2
+    result = trainctl("run", str(experiment(tmp_path, ARGS, name="ctr", extra="container: {}\n")),
+                      "--runs-dir", str(tmp_path / "runs"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_id = run_id_of(result.stdout)
+    out = tmp_path / "runs" / run_id
+    in_container = json.loads((out / "metrics.json").read_text())
+    assert "image" in json.loads((out / "timings.json").read_text())
+    assert leftovers(run_id) == []  # registry process, namespaces, node image stores: gone
+    # The same training in the uv environment bootstrap seeds nodes with, on 2 ranks.
+    in_uv_env = undisturbed_training(2, ARGS.split())
+    assert in_container["world_size"] == 2
     for key in ("test_accuracy", "steps", "world_size"):
-        assert metrics["ctr"][key] == metrics["uv"][key], key
+        assert in_container[key] == in_uv_env[key], key
     assert "image 10.210." in result.stdout and "@sha256:" in result.stdout  # pulled by digest
     assert libpod_cgroups() <= cgroups_before  # every container removed with its cgroups
 

@@ -52,7 +52,7 @@ def announce(simulator: str, instance: str, notice: float) -> dict:
 def test_a_gpu_vm_announcing_maintenance_is_drained_and_the_run_ends_as_an_undisturbed_one(simulated_home,  # noqa: F811
                                                                                             tmp_path):
     runs = tmp_path / "runs"
-    undisturbed = undisturbed_metrics(on_the_simulated_stack(tmp_path, "calm", EPOCHS), runs, "--simulate")
+    undisturbed = undisturbed_metrics(on_the_simulated_stack(tmp_path, "calm", EPOCHS))
     run, run_id, node, simulator = started(on_the_simulated_stack(tmp_path, "maint", f"{EPOCHS} --epoch-sleep 2"),
                                            runs, simulated_home, r"epoch 2/6")
     assert announce(simulator, node, notice=3)["event"] == "TERMINATE_ON_HOST_MAINTENANCE"

@@ -54,6 +54,8 @@ def the_ledger_accounts_for_the_whole_run(out: Path, metrics: dict) -> None:
     assert 0 < ledger.node_seconds("productive_training") < ledger.node_seconds()
     assert {"provisioning", "bootstrap", "program_startup", "productive_training", "collect",
             "teardown"} <= set(ledger.kinds())
+    # the trainer's checkpoint each epoch, as it reported its time, is not productive time
+    assert 0 < ledger.node_seconds("unproductive_checkpoint_save_time") < ledger.node_seconds("productive_training")
     assert ledger.goodput is not None and 0 < ledger.goodput < 1
     assert ledger.steps_redone is None  # nothing failed, nothing was trained twice
     assert (out / "timeline.png").read_bytes()[:4] == b"\x89PNG"
@@ -145,6 +147,7 @@ def test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count(tmp_path
     # as lost: never the epoch a checkpoint-per-epoch program would lose.
     ledger = Ledger.from_json((runs / run_id / "ledger.json").read_text())
     assert ledger.badput["infrastructure_recovery_from_disruption"] > 0
+    assert ledger.badput["unproductive_checkpoint_restore_time"] > 0  # reading the checkpoint it resumed from
     assert ledger.steps == 6 * 15 and ledger.steps_redone is not None and ledger.steps_redone < 15
     assert [e.kind for e in ledger.events] == ["restart"]
     assert re.search(r"lost work: \d+ step\(s\) trained again after failures", output)

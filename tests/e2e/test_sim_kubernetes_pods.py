@@ -50,7 +50,7 @@ else:
 
 
 def launch(gke_cluster, tmp_path: Path, image: str | None, command: tuple[str, ...], run_id: str = "probe",
-           cancel: threading.Event | None = None, echo=None, framework: str = "tensorflow"):
+           cancel: threading.Event | None = None, echo=None, framework: str = "tensorflow", data: tuple = ()):
     from infra.providers.inventory import Inventory
     from infra.spec.stack_config import load_stack
     from trainctl.launchers.gke.job import run_job
@@ -62,7 +62,7 @@ def launch(gke_cluster, tmp_path: Path, image: str | None, command: tuple[str, .
                           known_hosts="", gke_service_account="runner@p.iam.gserviceaccount.com",
                           kubeconfig=str(config))
     spec = LaunchSpec(run_id=run_id, framework=framework, command=command, image=image,
-                      env={"JOB": run_id, "SVC": f"{run_id}-svc"})
+                      env={"JOB": run_id, "SVC": f"{run_id}-svc"}, data=data)
     result = run_job(load_stack("gke-l4"), inventory, spec, tmp_path / "logs", echo or lines.append,
                      poll=0.05, cancel=cancel)
     return result, lines
@@ -213,3 +213,43 @@ def _quietly(fn, *args, **kwargs) -> None:
         fn(*args, **kwargs)
     except Exception:
         pass
+
+
+READ_DATA = """
+import os
+root = os.environ["TRAINCTL_DATA_DIR"] + "/digits"
+print("files", sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs), flush=True)
+print("a.txt says", open(root + "/a.txt").read(), flush=True)
+try:
+    open(root + "/new.txt", "w")
+    print("the volume is writable", flush=True)
+except OSError as exc:
+    print("the volume is read-only:", exc.strerror, flush=True)
+"""
+
+
+def test_every_pod_reads_its_data_input_from_a_read_only_gcsfuse_volume(gke_cluster, tmp_path):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from bootstrap.data_inputs import DataInput
+
+    sim = gke_cluster[0]
+    bucket = storage.Client(project=sim.project, credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": sim.url}).create_bucket("user-datasets")
+    for name, text in {"digits/a.txt": "shard a", "digits/sub/b.txt": "shard b", "labels/c.txt": "other"}.items():
+        bucket.blob(name).upload_from_string(text)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "read_data.py").write_text(textwrap.dedent(READ_DATA))
+    image = "simulated.registry.invalid/tests/read-data:1"
+    images.register(sim.simulator.home, image, env=None, workdir=code, describe="the reader's code")
+    existed = Path("/data").exists()
+    result, lines = launch(gke_cluster, tmp_path, image, ("python3", "read_data.py"), run_id="withdata",
+                           data=(DataInput(source="gs://user-datasets/digits/", path="digits"),))
+    assert result.ok, "\n".join(lines[-30:])
+    logs = "\n".join(lines)
+    assert logs.count("files ['a.txt', 'sub/b.txt']") == 2, logs  # both pods; only-dir keeps labels/ out
+    assert logs.count("a.txt says shard a") == 2
+    assert logs.count("the volume is read-only: Read-only file system") == 2
+    assert Path("/data").exists() == existed  # the mountPath made for the pods went with them

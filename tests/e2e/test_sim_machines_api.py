@@ -4,6 +4,7 @@ API's getGuestAttributes returns; deleting the VM and its network leaves nothing
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import shutil
 import uuid
@@ -30,14 +31,16 @@ def api_machines() -> Iterator[tuple[ComputeSim, SimMachines]]:
     running = start_sim(home, backend, delays=NO_WAIT, caller_ip=CALLER_IP)
     running.enable("compute.googleapis.com")
     key = home / "client" / "id_ed25519"
+    own_range = backend.external_range()
     try:
-        yield ComputeSim(running, backend), SimMachines(home, backend, key, keys.write_ed25519_keypair(key, "me"))
+        yield ComputeSim(running, backend), SimMachines(home, backend, key, keys.write_ed25519_keypair(key, "me"),
+                                                        own_range)
     finally:
         running.simulator.stop()
         nodes.cleanup_all(home)
         left = nodes.leftovers(home)
         shutil.rmtree(home, ignore_errors=True)
-        assert left == [] and root_leftovers() == []
+        assert left == [] and root_leftovers(own_range) == []
 
 
 def test_a_vm_inserted_through_the_api_is_a_machine_reached_with_the_apis_host_key(api_machines):
@@ -52,6 +55,7 @@ def test_a_vm_inserted_through_the_api_is_a_machine_reached_with_the_apis_host_k
     with machines.backend.ledger.edit() as data:
         machine = nodes.machine_of(data["machines"][f"{PROJECT}/{ZONE}/vm-0"]["machine"])
     assert machine.external_ip == vm.network_interfaces[0].access_configs[0].nat_i_p
+    assert ipaddress.ip_address(machine.external_ip) in machines.own_range  # this world's, no other's
     published = machines.host_keys(machine)  # by the guest agent, as the VM booted
     from_api = client.get_guest_attributes(request=compute_v1.GetGuestAttributesInstanceRequest(
         project=PROJECT, zone=ZONE, instance="vm-0", query_path="hostkeys/"))  # as the GCP realizer asks

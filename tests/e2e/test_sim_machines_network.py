@@ -17,6 +17,7 @@ import pytest
 from conftest import listening, reach
 from infra.providers.gcp.simulator import nodes, vpc
 from infra.providers.gcp.simulator.machines import FirewallRule
+from infra.providers.local import netns
 from infra.providers.local.netns import run
 from tests.fakes.sim_machines_fixtures import CALLER_IP, INTERNAL, SSH_FROM_CALLER, root_leftovers, sim_machines  # noqa: F401
 
@@ -135,4 +136,16 @@ def test_removing_the_network_leaves_nothing_on_this_machine(sim_machines):  # n
     assert nodes.leftovers(sim_machines.home) == []  # the ledger stays, recording nothing
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "sleep 6062" not in ps and str(sim_machines.home) not in ps
-    assert root_leftovers() == []  # chains, service address, pool routes: gone with the last network
+    # its routes, and the chains, service address and pool routes unless another home uses them
+    assert root_leftovers(sim_machines.own_range) == []
+
+
+def test_the_shared_pieces_stay_while_another_home_serves_at_the_service_address(sim_machines):  # noqa: F811
+    vm, = sim_machines.boot(sim_machines.machine("vm0"))
+    with service_listener(18125):  # as another home's simulator does, waiting for its first network
+        sim_machines.backend.remove_network(vm.network)
+        assert any(user.startswith(f"listener {vpc.SERVICE_IP}:18125") for user in vpc.service_users())
+        assert netns.link_exists(vpc.SERVICE_LINK)  # the other home still serves its machines there
+    with vpc.host_lock():
+        assert vpc.remove_service_if_unused() == (vpc.service_users() == [])
+    assert root_leftovers(sim_machines.own_range) == []

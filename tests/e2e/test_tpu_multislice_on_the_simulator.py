@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import trainctl
-from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, simulated_home  # noqa: F401 (fixture)
+from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, run_simulated, simulated_home  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -24,8 +23,7 @@ SHOW = "echo megascale $MEGASCALE_SLICE_ID $MEGASCALE_NUM_SLICES $MEGASCALE_COOR
 
 
 def test_every_worker_of_two_granted_slices_runs_with_its_slices_megascale_variables(simulated_home, tmp_path):
-    experiment = tmp_path / "multislice.yaml"
-    experiment.write_text(f"""name: multislice
+    log = run_simulated(tmp_path, "multislice", f"""name: multislice
 stack: tpu-v5e-2x16
 overrides:
   tpu: {{type: v5litepod-8, runtime_version: v2-alpha-tpuv5-lite, queued: true, slices: 2}}
@@ -36,9 +34,6 @@ run:
   command: sh -c '{SHOW}'
 ttl_hours: 1
 """)
-    done = trainctl("run", str(experiment), "--simulate", "--runs-dir", str(tmp_path / "runs"), timeout=900)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-4000:]
     assert re.search(r"queuedResources/multislice-\w+-tpu: ACTIVE", log), log[-4000:]
     seen = sorted(set(re.findall(r"megascale (\d) (\d) (\S+)", log)))
     assert [(s, n) for s, n, _ in seen] == [("0", "2"), ("1", "2")], log[-4000:]

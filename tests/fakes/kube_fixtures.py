@@ -38,19 +38,19 @@ def k8s() -> Iterator[ScriptedApi]:
 
 def launch_job(api: KubernetesApi, tmp_path: Path, *, run_id: str = "r1", framework: str = "tensorflow",
                echo: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-               **spec: Any) -> tuple[Any, list[str]]:
-    """trainctl.launchers.gke.job.run_job on the gke-l4 stack (2 pods), through the real kubernetes client
-    and a kubeconfig that points at the API; returns the result and the echoed lines."""
+               stack: str = "gke-l4", **spec: Any) -> tuple[Any, list[str]]:
+    """trainctl.launchers.gke.job.run_job on a GKE stack (gke-l4: 2 pods), through the real kubernetes
+    client and a kubeconfig that points at the API; returns the result and the echoed lines."""
     from infra.providers.inventory import Inventory
     from infra.spec.stack_config import load_stack
     from trainctl.launchers.gke.job import run_job
     from trainctl.launchers.spec import LaunchSpec
 
     lines: list[str] = []
-    inventory = Inventory(stack="gke-l4", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="",
+    inventory = Inventory(stack=stack, provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="",
                           known_hosts="", gke_service_account=GSA,
                           kubeconfig=str(api.write_kubeconfig(tmp_path / "kubeconfig")))
     launch = LaunchSpec(run_id=run_id, framework=framework, command=("python", "train.py"), **spec)
-    result = run_job(load_stack("gke-l4"), inventory, launch, tmp_path / "runs" / run_id / "logs" / "launch",
+    result = run_job(load_stack(stack), inventory, launch, tmp_path / "runs" / run_id / "logs" / "launch",
                      echo or lines.append, poll=POLL, cancel=cancel)
     return result, lines

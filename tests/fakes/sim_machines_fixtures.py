@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import ipaddress
+import json
 import shutil
 import socket
 import subprocess
@@ -43,17 +44,19 @@ class SimMachines:
     backend: nodes.NodeMachines
     key: Path  # the client's private key; its public half is in every machine's ssh-keys
     public: str
+    own_range: ipaddress.IPv4Network  # this world's external addresses (external_ranges.py)
     _next_ip: int = 2
 
     def machine(self, name: str, network: str = "net1", **fields: Any) -> Machine:
         """A machine as the Compute module would declare it, with the next free addresses."""
         index = self._next_ip
         self._next_ip += 1
+        external = self.own_range.network_address + index
         metadata = {"ssh-keys": f"trainctl:{self.public} trainctl", "enable-guest-attributes": "TRUE",
                     "block-project-ssh-keys": "TRUE", "startup-script": STARTUP}
         base = dict(key=f"{PROJECT}/us-central1-a/{name}", project=PROJECT, zone="us-central1-a", name=name,
                     network=f"{PROJECT}/{network}", subnet_cidr=SUBNET, internal_ip=f"10.128.0.{index}",
-                    external_ip=f"10.213.0.{index}", metadata=metadata, machine_type="e2-standard-2")
+                    external_ip=str(external), metadata=metadata, machine_type="e2-standard-2")
         return Machine(**{**base, **fields})
 
     def boot(self, *machines: Machine, rules: tuple[FirewallRule, ...] = (SSH_FROM_CALLER, INTERNAL)) -> list[Machine]:
@@ -118,26 +121,41 @@ def wait_for(check: Any, timeout: float = 15.0, what: str = "condition") -> Any:
     return result
 
 
-def root_leftovers() -> list[str]:
-    """The shared root pieces, which must be gone once no simulated network is left."""
-    if any(p.name.startswith(vpc.ALL_NETWORK_LINKS) for p in Path("/sys/class/net").iterdir()):
-        return []  # another home's network still needs them
+def root_leftovers(own_range: ipaddress.IPv4Network | None = None) -> list[str]:
+    """This world's pieces in the root namespace (routes into its external range), and the
+    shared ones, which must be gone once no home uses them (vpc.service_users)."""
+    routes = json.loads(subprocess.run(["ip", "-j", "route", "show"], capture_output=True, text=True).stdout)
+    found = [_shown(r) for r in routes if own_range and _within(r["dst"], own_range)]
+    if vpc.service_users():
+        return found  # another home's network or simulator still needs the shared pieces
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
-    found = [line for line in rules.splitlines() if "TCSIM" in line]
+    found += [line for line in rules.splitlines() if "TCSIM" in line]
     found += [f"link {vpc.SERVICE_LINK}"] if Path(f"/sys/class/net/{vpc.SERVICE_LINK}").exists() else []
-    routes = subprocess.run(["ip", "route", "show"], capture_output=True, text=True).stdout
-    found += [line for line in routes.splitlines() if _in_pools(line.split()[0])]
+    found += [_shown(r) for r in routes if _in(r["dst"], (vpc.EXTERNAL_POOL, vpc.LINK_POOL))
+              and _shown(r) not in found]
     return found
 
 
-def _in_pools(destination: str) -> bool:
-    """A route to the simulator's pools (by address, not by text: a local stack's 10.210.213.0/24
+def _shown(route: dict[str, Any]) -> str:
+    return f"route {route.get('type', 'unicast')} {route['dst']} {route.get('dev', '')}".strip()
+
+
+def _within(destination: str, own_range: ipaddress.IPv4Network) -> bool:
+    """A route to addresses of this world's range only (the pool's own route covers it too)."""
+    try:
+        return ipaddress.ip_network(destination, strict=False).subnet_of(own_range)  # type: ignore[arg-type]
+    except (ValueError, TypeError):  # "default", an IPv6 route
+        return False
+
+
+def _in(destination: str, pools: tuple[ipaddress.IPv4Network, ...]) -> bool:
+    """A route into one of `pools` (by address, not by text: a local stack's 10.210.213.0/24
     reads "10.213." too)."""
     try:
         net = ipaddress.ip_network(destination, strict=False)
     except ValueError:  # "default"
         return False
-    return any(net.overlaps(pool) for pool in (vpc.EXTERNAL_POOL, vpc.LINK_POOL))
+    return any(net.overlaps(pool) for pool in pools)
 
 
 @pytest.fixture
@@ -146,10 +164,12 @@ def sim_machines() -> Iterator[SimMachines]:
     home.mkdir(parents=True, mode=0o700)
     key = home / "client" / "id_ed25519"
     public = keys.write_ed25519_keypair(key, "me@controller")
+    backend = nodes.NodeMachines(home)
+    own_range = backend.external_range()
     try:
-        yield SimMachines(home, nodes.NodeMachines(home), key, public)
+        yield SimMachines(home, backend, key, public, own_range)
     finally:
         nodes.cleanup_all(home)
         left = nodes.leftovers(home)
         shutil.rmtree(home, ignore_errors=True)
-        assert left == [] and root_leftovers() == []
+        assert left == [] and root_leftovers(own_range) == []

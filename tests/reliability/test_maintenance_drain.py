@@ -20,7 +20,7 @@ MIGRATE, TERMINATE = "MIGRATE_ON_HOST_MAINTENANCE", "TERMINATE_ON_HOST_MAINTENAN
 
 
 def test_terminate_maintenance_drains_the_node_and_the_run_ends_as_an_undisturbed_one(trainctl_home, tmp_path):
-    undisturbed = undisturbed_metrics(experiment(tmp_path, EPOCHS, nodes=3, name="calm", extra=SPOT), tmp_path / "runs")
+    undisturbed = undisturbed_metrics(experiment(tmp_path, EPOCHS, nodes=3, name="calm", extra=SPOT))
 
     # a pause between epochs leaves room for both notices inside the run
     maintained = experiment(tmp_path, f"{EPOCHS} --epoch-sleep 2", nodes=3, name="maint", extra=SPOT)

@@ -7,12 +7,13 @@ count and test accuracy as an undisturbed run of the same experiment; nothing is
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import shlex
+from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import REPO, Streamed, experiment, leftovers
+from conftest import Streamed, experiment, leftovers, undisturbed_training
 from infra.providers.local import realizer
 
 pytestmark = pytest.mark.e2e
@@ -29,12 +30,16 @@ def spot_experiment(tmp_path, name: str, pause: str = ""):
     return path
 
 
-def undisturbed_metrics(experiment_file, runs, *flags: str) -> dict:
-    """metrics.json of the experiment run with nothing in its way (`flags`: of `trainctl run`)."""
-    calm = subprocess.run([sys.executable, "-m", "trainctl.cli", "run", str(experiment_file), "--runs-dir", str(runs),
-                           *flags], cwd=REPO, capture_output=True, text=True)
-    assert calm.returncode == 0, calm.stdout + calm.stderr
-    return json.loads(next(runs.glob(f"{experiment_file.stem}-*/metrics.json")).read_text())
+def undisturbed_metrics(experiment_file: Path) -> dict:
+    """metrics.json of the experiment's training with nothing in its way: its trainer, arguments
+    and world size (nodes x processes per node) on this host (see `undisturbed_training`)."""
+    spec = yaml.safe_load(experiment_file.read_text())
+    world = spec["overrides"]["nodes"] * spec["run"].get("processes_per_node", 1)
+    args = shlex.split(spec["run"]["command"])
+    assert args[:3] == ["python", "-m", "trainers.digits_ddp"], args
+    trainer_args = args[3:]
+    at = trainer_args.index("--job-dir")
+    return undisturbed_training(world, trainer_args[:at] + trainer_args[at + 2:])
 
 
 def finished_as_undisturbed(run: Streamed, run_dir, undisturbed: dict) -> tuple[str, dict]:
@@ -48,7 +53,7 @@ def finished_as_undisturbed(run: Streamed, run_dir, undisturbed: dict) -> tuple[
 
 
 def test_a_spot_run_preempted_twice_finishes_as_an_undisturbed_one(trainctl_home, tmp_path):
-    undisturbed = undisturbed_metrics(spot_experiment(tmp_path, "calm"), tmp_path / "runs")
+    undisturbed = undisturbed_metrics(spot_experiment(tmp_path, "calm"))
 
     run, run_id = Streamed.run(spot_experiment(tmp_path, "spot", "--epoch-sleep 1"), tmp_path / "runs")
     run.wait_for(r"epoch 2/6")

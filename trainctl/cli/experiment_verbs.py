@@ -133,8 +133,11 @@ def stage(experiment: Annotated[Path, typer.Argument(help="experiment YAML: its 
     inventory = realizers.inventory(stack)
     capabilities = realizers.capabilities(realizers.spec(stack))
     reaches_google = capabilities.reaches_google
+    if not capabilities.needs_bootstrap:
+        raise ConfigError(f"stack {stack} runs jobs as GKE pods, which mount the data: inputs when they "
+                          "start (Cloud Storage FUSE); there are no nodes to stage onto")
     refuse_unobtainable(exp.data, over_ssh=capabilities.needs_bootstrap, reaches_google=reaches_google,
-                        image=False, stack=stack)
+                        image=False)
     log_dir = (runs_dir or runs_root()) / f"stage-{stack}"
     with _data_board(inventory) as board:
         results = stage_inputs(inventory, exp.data, log_dir, reaches_google=reaches_google, echo=say, report=board)

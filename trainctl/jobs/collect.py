@@ -53,13 +53,7 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
     missing: list[str] = []
     wanted: dict[str, Path] = {}  # remote path -> local file in staging
     for artifact in (a for a in artifacts if from_workdir(a) is None):
-        name = artifact.rstrip("/")
-        remote = f"{root}/{name}"
-        if artifact.endswith("/"):
-            found = {p: staging / name / p[len(remote) + 1:] for p in listed
-                     if p.startswith(remote + "/") and not p.endswith("/")}  # not a folder marker
-        else:
-            found = {remote: staging / name} if remote in listed else {}
+        found = {p: staging / p[len(root) + 1:] for p in artifact_objects(listed, root, artifact)}
         if not found:
             missing.append(artifact)
         wanted.update(found)
@@ -86,6 +80,15 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
     if draw:
         draw_loss(dest)
     return missing
+
+
+def artifact_objects(listed: dict[str, Any], root: str, artifact: str) -> list[str]:
+    """The objects of the job dir `root` that make up an artifact: a file, or a folder's files
+    when it ends in '/'."""
+    remote = f"{root}/{artifact.rstrip('/')}"
+    if artifact.endswith("/"):
+        return [p for p in listed if p.startswith(remote + "/") and not p.endswith("/")]  # not a folder marker
+    return [remote] if remote in listed else []
 
 
 def _download(fs: Any, listed: dict[str, dict], wanted: dict[str, Path]) -> None:

@@ -19,25 +19,34 @@ from urllib.parse import urlparse
 from bootstrap.data_inputs import DataInput
 from infra.errors import ConfigError
 from infra.providers.inventory import Inventory
+from infra.spec.cluster import ClusterSpec
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 COPIERS = 8
 
 
 def refuse_unobtainable(inputs: tuple[DataInput, ...], *, over_ssh: bool, reaches_google: bool,
-                        image: bool, stack: str) -> None:
+                        image: bool) -> None:
     """Bad input, before anything is created (exit 2)."""
     if not inputs:
         return
     if not over_ssh:
-        raise ConfigError(f"data: stack {stack} runs the job as GKE pods, which trainctl does not stage "
-                          "data into; read the objects from gs:// in the program (gcsfs) instead")
+        return  # GKE: every pod mounts them with the Cloud Storage FUSE CSI driver
     if image:
         raise ConfigError("data: with container, the staged folders are not mounted into the image; "
                           "leave container out (the node's uv environment reads them) or read gs:// "
                           "from the program")
     if not reaches_google:
         emulator_host()
+
+
+def readable_by_nodes(spec: ClusterSpec, inputs: tuple[DataInput, ...]) -> ClusterSpec:
+    """The stack with its nodes allowed to read every input's bucket (on GCP the program grants
+    their account roles/storage.objectViewer there)."""
+    if not inputs:
+        return spec
+    buckets = tuple(sorted({*spec.data_buckets, *(i.bucket for i in inputs)}))
+    return spec.model_copy(update={"data_buckets": buckets})
 
 
 def emulator_host() -> str:

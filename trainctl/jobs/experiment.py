@@ -26,13 +26,14 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
 from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
-from trainctl.jobs.data_phase import refuse_unobtainable
+from trainctl.jobs.data_phase import readable_by_nodes, refuse_unobtainable
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
 from trainctl.jobs.node_recovery import keep_placement, recovery
 from trainctl.jobs.before_training import check_network, stage_data_inputs
 from trainctl.jobs.run_ledger import keep_ledger, share_ledger
 from trainctl.jobs.spending import budgeted
-from trainctl.jobs.stack_run import PhaseClock, RunReport, StackRun
+from trainctl.jobs.collect_reserve import reserving_collect
+from trainctl.jobs.stack_run import PhaseClock, RunReport, StackRun, keeping_waits
 from trainctl.launchers.interrupts import (
     interrupt_main,
     signals_as_interrupt,
@@ -129,7 +130,8 @@ def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
                       max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
                       permanent_exit_codes=exp.restart.permanent_exit_codes, env=exp.run.env,
-                      max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands)
+                      max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands,
+                      data=exp.data)
 
 
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
@@ -167,6 +169,7 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     budget = {"budget": exp.budget} if exp.budget else {}
     spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
                       overrides={**exp.overrides, **budget, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+    spec = readable_by_nodes(spec, exp.data)
     spending = budgeted(exp, spec, echo)
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
@@ -175,20 +178,20 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
     refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)
     refuse_unobtainable(exp.data, over_ssh=needs_bootstrap, reaches_google=realizers.capabilities(spec).reaches_google,
-                        image=exp.container is not None, stack=exp.stack)
+                        image=exp.container is not None)
     if exp.sweep:
         launcher.check_slots(spec, parallelism(exp.sweep))
     report = RunReport(run_id, runs_dir / run_id)
     report.run_dir.mkdir(parents=True, exist_ok=True)
     return StackRun(exp, run_id, spec, bspec, lspec, launcher, needs_bootstrap, report,
-                    PhaseClock(report, echo), echo, spending)
+                    PhaseClock(report, echo), keeping_waits(report, echo), spending)
 
 
 def up_with_image(run: StackRun, builder: ThreadPoolExecutor, image_log: Path) -> Inventory:
     """The stack up, the experiment's image built meanwhile and then pushed to it."""
     built = start_image(run.exp, run.spec, run.bspec, image_log, builder, run.echo)
     with run.phase("up"):
-        inventory = realizers.for_spec(run.spec).up(run.spec, lambda m: run.echo(f"[trainctl] {m}"))
+        inventory = realizers.for_spec(run.spec).up(run.spec, keeping_waits(run.report, run.echo, "[trainctl] "))
     run.inventory = inventory
     keep_placement(run.report.run_dir, inventory)
     if built is not None:
@@ -240,7 +243,8 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
     # Once the job runs, the budget's end stops it (cancel); a job that ended by itself is
     # collected whatever the clock says: interrupting that would only lose what was paid for.
     with run.spending.launching() as over_budget:
-        with run.phase("train"):
+        with run.phase("train"), reserving_collect(run.spending, collector.fs, job_dir(inventory, run.run_id),
+                                                   run.exp.artifacts):
             report.result = run.launcher.run(run.launcher.dryrun(run.spec, inventory, run.lspec),
                                              report.run_dir / "logs" / "launch", echo, cancel=over_budget,
                                              recovery=recovery(run.run_id, run.bspec, report.run_dir, echo,

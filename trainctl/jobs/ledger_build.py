@@ -5,11 +5,14 @@ sweep node's time between its trials, is idle."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from infra.spec.ledger import PRODUCTIVE, Event, Interval, Ledger, NodeRate, TrialCost
+from infra.providers.capacity_wait import CapacityWait
+from infra.spec.ledger import PRODUCTIVE, UNBILLED, Event, Interval, Ledger, NodeRate, TrialCost
+from trainctl.jobs.ledger_cuts import carve_all, wait_cuts
 from trainctl.jobs.ledger_training import read_journal, training
 from trainctl.launchers.lines import journal_path
 from trainctl.launchers.result import RecoveryRecord
@@ -60,9 +63,33 @@ def trial_nodes(log_dir: Path) -> tuple[str, ...]:
     return tuple(sorted(p.stem for p in log_dir.glob("*.log")))
 
 
+POD_LANE = re.compile(r"pod(\d+)")  # a GKE trial's lanes: its pods, by completion index
+
+
+def pods_on_nodes(trials: Sequence[TrialWindow], nodes: Sequence[str]) -> dict[int, dict[str, str]]:
+    """Each GKE trial's pods onto the pool's nodes, which pods run on but trainctl does not see:
+    a trial takes the first block of nodes (as many as its pods) that no trial overlapping it in
+    time holds, pod i the block's i-th node. So a pod is priced as a node of its pool (the
+    catalog's price of its machine type and accelerators) and no node is counted twice."""
+    held: list[tuple[float, float, int]] = []  # (started, ended, the block's first node)
+    placed: dict[int, dict[str, str]] = {}
+    for t in sorted(trials, key=lambda t: t.started):
+        pods = {lane: int(m.group(1)) for lane in trial_nodes(t.log_dir)
+                if lane not in nodes and (m := POD_LANE.fullmatch(lane))}
+        if not pods or not nodes:
+            continue
+        size = max(pods.values()) + 1
+        busy = {first for a, b, first in held if a < t.ended and t.started < b}
+        first = next((f for f in range(0, max(1, len(nodes) - size + 1), size) if f not in busy), 0)
+        held.append((t.started, t.ended, first))
+        placed[t.number] = {lane: nodes[min(first + index, len(nodes) - 1)] for lane, index in pods.items()}
+    return placed
+
+
 def priced(rates: Iterable[NodeRate], intervals: list[Interval]) -> float:
     by_name = {r.name: r.usd_per_hour for r in rates}
-    return sum(i.seconds / 3600 * sum(by_name.get(n, 0.0) for n in i.nodes) for i in intervals)
+    return sum(i.seconds / 3600 * sum(by_name.get(n, 0.0) for n in i.nodes)
+               for i in intervals if i.kind not in UNBILLED)
 
 
 def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
@@ -72,9 +99,11 @@ def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
     intervals: list[Interval] = []
     events: list[Event] = []
     costs: list[TrialCost] = []
+    placed = pods_on_nodes(trials, [r.name for r in rates])
     for t in trials:
-        nodes = trial_nodes(t.log_dir)
-        done = training(chief_journal(t.log_dir, nodes[0]) if nodes else [], t.started, t.ended, nodes,
+        lanes = trial_nodes(t.log_dir)
+        nodes = tuple(placed.get(t.number, {}).get(lane, lane) for lane in lanes)
+        done = training(chief_journal(t.log_dir, lanes[0]) if lanes else [], t.started, t.ended, nodes,
                         failure_times(t.log_dir))
         ran = [i.model_copy(update={"note": f"trial {t.number}"}) for i in done.intervals]
         if window[0] <= t.started <= window[1]:
@@ -91,8 +120,9 @@ def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
 def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: float,
                  windows: dict[str, tuple[float, float]], launch_logs: Path, chief: str,
                  recoveries: Sequence[RecoveryRecord] = (), trials: Sequence[TrialWindow] = (),
-                 bootstrapped: dict[str, float] | None = None) -> Ledger:
-    """`bootstrapped`: when each node's bootstrap ended (its lane is idle until the phase's end)."""
+                 bootstrapped: dict[str, float] | None = None, waits: Sequence[CapacityWait] = ()) -> Ledger:
+    """`bootstrapped`: when each node's bootstrap ended (its lane is idle until the phase's end);
+    `waits`: for capacity, as the realizer and the launcher told them."""
     nodes = tuple(r.name for r in rates)
     started = min(a for a, _ in windows.values())
     ended = max(b for _, b in windows.values())
@@ -119,6 +149,7 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
             ran, restarts, costs = trial_costs(rates, trials, (a, b))
             intervals += ran
             events += restarts
+    intervals = carve_all(intervals, wait_cuts(waits, nodes, started, ended))
     return Ledger(run_id=run_id, started=started, ended=ended, nodes=rates,
                   intervals=tuple(fill_idle(intervals, nodes, started, ended)),
                   events=tuple(sorted(events, key=lambda e: e.time)),

@@ -16,7 +16,8 @@ COLORS = {
     "provisioning": "#6baed6", "image": "#9ecae1", "bootstrap": "#4292c6", "data_staging": "#2171b5",
     "program_startup": "#fdae6b", PRODUCTIVE: "#31a354", "wasted_progress_from_disruption": "#de2d26",
     "infrastructure_recovery_from_disruption": "#fb6a4a", "other": "#fdd0a2", "collect": "#807dba",
-    "idle": "#d9d9d9", "teardown": "#54278f",
+    "idle": "#d9d9d9", "teardown": "#54278f", "waiting_for_capacity": "#f0f0f0",
+    "unproductive_checkpoint_save_time": "#fd8d3c", "unproductive_checkpoint_restore_time": "#e6550d",
 }
 OTHER_PHASE = "#969696"  # a phase the ledger has no kind for
 MARKS = {"restart": ("#000000", "--"), "preemption": ("#de2d26", "-")}

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from infra.errors import ConfigError
 from infra.providers import realizers
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.inventory import Inventory
 from infra.spec.cluster import ClusterSpec
 from infra.spec.ledger import Ledger
@@ -39,7 +40,8 @@ def trial_windows(run_dir: Path, trials: Sequence[TrialResult]) -> list[TrialWin
 
 def run_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Inventory | None,
                windows: dict[str, tuple[float, float]], result: LaunchResult | None,
-               metric: str | None = None, bootstrapped: dict[str, float] | None = None) -> Ledger | None:
+               metric: str | None = None, bootstrapped: dict[str, float] | None = None,
+               waits: Sequence[CapacityWait] = ()) -> Ledger | None:
     """`metric`: a sweep's (its trials, of every run of it, are read from its study)."""
     if not windows:
         return None
@@ -48,7 +50,7 @@ def run_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Invento
     trials = trial_windows(run_dir, recorded_trials(run_id, run_dir)) if metric else []
     ledger = build_ledger(run_id, node_rates(spec, names, priced), fixed_per_hour(spec, priced), windows,
                           run_dir / "logs" / "launch", names[0], result.recoveries if result else (),
-                          trials, bootstrapped or {})
+                          trials, bootstrapped or {}, waits)
     return ledger.model_copy(update={"metric": metric})
 
 

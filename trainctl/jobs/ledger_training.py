@@ -9,7 +9,9 @@ times, from the launcher's step journal), as `ml-goodput-measurement` reads a jo
   disruption (a worker's failure as torchrun reported it, a preemption) unless the program
   reported after it (it stopped and saved there), at the segment's pace;
   from the disruption to the resumed line is recovery (noticing it, restarting, restoring);
-- after the last report: other (the final evaluation, saving, exiting).
+- after the last report: other (the final evaluation, saving, exiting);
+- a checkpoint's write or read, where the program says how long it took, is cut out of whatever
+  it fell in (Google's unproductive checkpoint save and restore time).
 
 A program that prints no steps leaves its whole window as program startup: nothing shows that it
 trained."""
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Sequence
 
 from infra.spec.ledger import PRODUCTIVE, Event, Interval
+from trainctl.jobs.ledger_cuts import carve_all, checkpoint_cuts
 
 STARTUP, WASTED, RECOVERY, OTHER = ("program_startup", "wasted_progress_from_disruption",
                                     "infrastructure_recovery_from_disruption", "other")
@@ -71,8 +74,8 @@ def _disrupted(failures: list[float], seg: Segment, before: float) -> float:
 def segments(records: list[dict], start: float, end: float, failures: Sequence[float] = ()) -> list[Segment]:
     found = [Segment(start, 0)]
     for r in records:
-        if "failed" in r or not start <= r["t"] <= end:
-            continue
+        if not ("step" in r or "resumed" in r) or not start <= r["t"] <= end:
+            continue  # a failure (the caller's), a checkpoint's time (ledger_cuts)
         current = found[-1]
         if "resumed" in r:
             if current.reports:
@@ -156,4 +159,5 @@ def training(records: list[dict], start: float, end: float, nodes: tuple[str, ..
                    [RECOVERY, lost_at, following, last_step, last_step]]
         redone += round((lost_at - last_t) * (pace or 0))
     intervals = [Interval(kind=k, start=a, end=b, nodes=nodes) for k, a, b, _, _ in chunks if b > a]
+    intervals = carve_all(intervals, checkpoint_cuts(records, start, end, nodes))
     return Training(intervals, events, furthest, redone if len(segs) > 1 else None)

@@ -16,7 +16,7 @@ def account(run: StackRun) -> Ledger | None:
     report = run.report
     return ledger_record.run_ledger(run.run_id, report.run_dir, run.spec, run.inventory, report.windows,
                                     report.result, run.exp.sweep.metric if run.exp.sweep else None,
-                                    report.bootstrapped)
+                                    report.bootstrapped, report.capacity_waits)
 
 
 def share_ledger(run: StackRun) -> None:

@@ -1,9 +1,10 @@
 """A run's spending against its budget's max_usd, from the moment its stack starts coming up.
 
-When the money left only covers the stop (infra/spec/budget.py: STOP_RESERVE_SECONDS), the run
-stops: while the job runs, through the launcher's cancel, so every node's program gets SIGTERM
-and saves its checkpoint, and what was trained is collected; before that (up, bootstrap), as
-an interrupt at the next phase boundary, since nothing was trained yet. A sweep asks before each
+When the money left only covers the stop (infra/spec/budget.py: STOP_RESERVE_SECONDS, and what
+collecting the artifacts would take: collect_reserve.py), the run stops: while the job runs,
+through the launcher's cancel, so every node's program gets SIGTERM and saves its checkpoint,
+and what was trained is collected; before that (up, bootstrap), as an interrupt at the next
+phase boundary, since nothing was trained yet. A sweep asks before each
 trial whether another one, as long as its trials took so far, still fits.
 """
 
@@ -35,6 +36,8 @@ class Spending:
         self._timer: threading.Timer | None = None
         self.declined: list[str] = []  # what was not started because the budget could not pay for it
         self.usd_at_stop: float | None = None  # what was spent when the stop began
+        self.collect_reserve = 0.0  # seconds kept back for collecting the artifacts (collect_reserve.py)
+        self.collect_said = ""
 
     @property
     def elapsed(self) -> float:
@@ -46,22 +49,42 @@ class Spending:
 
     def describe(self) -> str:
         assert self.budget is not None and self.budget.max_usd is not None  # only said with a limit
+        collecting = f", {self.collect_said}" if self.collect_said else ", collect"
         return (f"${self.usd:.4f} spent of max_usd ${self.budget.max_usd:g} at ${self.per_hour:.4f}/hour; "
-                "the rest pays for the stop (checkpoint, teardown)")
+                f"the rest pays for the stop (checkpoint, teardown{collecting})")
+
+    @property
+    def stops_at(self) -> float | None:
+        """Seconds after the stack started coming up when the stop begins."""
+        return None if self.limit is None else self.limit - self.collect_reserve
+
+    def reserve_for_collect(self, seconds: float, said: str = "") -> None:
+        """Keep `seconds` more back for collecting the artifacts: the stop begins that much
+        before the checkpoint and teardown reserve (at once, where that moment has passed)."""
+        with self._lock:
+            self.collect_reserve, self.collect_said = seconds, said
+            if self.limit is None or self.reached.is_set() or self._timer is None:
+                return
+            self._timer.cancel()
+            self._timer = threading.Timer(max(0.0, self.limit - seconds - self.elapsed), self._reach)
+            self._timer.daemon = True
+            self._timer.start()
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[Spending]:
         """Start the clock now (the stack is about to come up) until the block ends."""
         self._started = time.monotonic()
         if self.limit is not None:
-            self._timer = threading.Timer(max(0.0, self.limit), self._reach)
+            self._timer = threading.Timer(max(0.0, self.limit - self.collect_reserve), self._reach)
             self._timer.daemon = True
             self._timer.start()
         try:
             yield self
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
+            with self._lock:  # and no collect estimate arriving later starts another
+                if self._timer is not None:
+                    self._timer.cancel()
+                self._timer = None
 
     @contextlib.contextmanager
     def launching(self) -> Iterator[threading.Event]:
@@ -76,7 +99,8 @@ class Spending:
 
     def affords(self, seconds: float) -> bool:
         """Whether `seconds` more of the stack still end within max_usd, stop included."""
-        return not self.reached.is_set() and affordable(self.budget, self.per_hour, self.elapsed, seconds)
+        return not self.reached.is_set() and affordable(self.budget, self.per_hour, self.elapsed,
+                                                        seconds + self.collect_reserve)
 
     def _reach(self) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from bootstrap.plan import BootstrapSpec
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.inventory import Inventory
 from infra.spec.cluster import ClusterSpec
 from infra.spec.ledger import Ledger
@@ -38,6 +39,17 @@ class RunReport:
     ledger: Ledger | None = None
     staged: list[Any] = field(default_factory=list)  # each node's data staging (NodeStaging)
     network: Any = None  # the network pre-flight's figure (NetworkFigure), where one was measured
+    capacity_waits: list[CapacityWait] = field(default_factory=list)  # as the realizer and launcher told them
+
+
+def keeping_waits(report: RunReport, echo: Callable[[str], None], prefix: str = "") -> Callable[[str], None]:
+    """A progress callback (or echo) that says each line and keeps the waits for capacity among
+    them for the run's ledger."""
+    def say(line: str) -> None:
+        if isinstance(line, CapacityWait):
+            report.capacity_waits.append(line)
+        echo(f"{prefix}{line}")
+    return say
 
 
 class PhaseClock:

@@ -20,6 +20,10 @@ STEP_RE = re.compile(r"\bstep (\d+)\b")
 
 
 RESUMED_RE = re.compile(r"\bresumed from\b.*\bstep (\d+)\b")
+# How long a checkpoint took to write or to read back, as the reference trainers print it
+# (trainers/checkpoint.py: saved_line, restored_line).
+SAVED_RE = re.compile(r"\bcheckpoint saved in (\d+(?:\.\d+)?) s\b")
+RESTORED_RE = re.compile(r"\bcheckpoint restored in (\d+(?:\.\d+)?) s\b")
 
 
 def journal_path(log_path: Path) -> Path:
@@ -29,7 +33,8 @@ def journal_path(log_path: Path) -> Path:
 
 class StepJournal:
     """The times of a program's progress lines, one JSON line each ({"t", "step"},
-    {"t", "resumed"}, and {"t", "failed"} when torchrun reports a worker's failure), appended
+    {"t", "resumed"}, {"t", "checkpoint_save"} and {"t", "checkpoint_restore"} (seconds, ending at
+    t), and {"t", "failed"} when torchrun reports a worker's failure), appended
     across attempts: the ledger's productive time and lost work are read from them (the lines
     themselves carry no time)."""
 
@@ -37,7 +42,7 @@ class StepJournal:
         self.path = path
         self.file: IO[str] | None = None
 
-    def record(self, key: str, value: int) -> None:
+    def record(self, key: str, value: float) -> None:
         if self.file is None:
             self.file = open(self.path, "a")
         self.file.write(json.dumps({"t": round(time.time(), 3), key: value}) + "\n")
@@ -111,6 +116,13 @@ class LinePrinter:
             self.on_worker_exit(int(match.group(1)))
 
     def _progress(self, line: str) -> None:
+        saved = SAVED_RE.search(line)
+        if saved:
+            self.journal.record("checkpoint_save", float(saved.group(1)))
+            return
+        restored = RESTORED_RE.search(line)
+        if restored:
+            self.journal.record("checkpoint_restore", float(restored.group(1)))
         resumed = RESUMED_RE.search(line)
         if resumed:
             step = int(resumed.group(1))

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bootstrap.data_inputs import DataInput
 from infra.spec.cluster import Role
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 
@@ -28,6 +29,8 @@ class LaunchSpec(BaseModel):
     role_commands: dict[Role, tuple[str, ...]] = Field(default_factory=dict)
     # An image by digest holding code and environment; None: the node's synced code and uv env.
     image: str | None = None
+    # The experiment's data inputs: GKE pods mount them (SSH nodes had them staged before launch).
+    data: tuple[DataInput, ...] = ()
 
     @field_validator("run_id")
     @classmethod

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Callable, TypeVar
 
 from infra.errors import CapacityUnavailable
-from infra.providers.gcp.grant_wait import GrantWait
+from infra.providers.capacity_wait import CapacityWait
+from infra.providers.gcp.grant_wait import GrantWait, duration
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.program.compute import node_name
 from infra.providers.protocol import Progress
@@ -39,13 +40,19 @@ def await_grant(spec: ClusterSpec, run_up: Callable[[], T], progress: Progress) 
                      progress, remind_s=REMIND_SECONDS)
     progress(f"flex-start: GCE's Dynamic Workload Scheduler grants the VMs when it has capacity; "
              f"waiting at most {spec.flex_start_deadline_minutes:g}m")
-    with wait.watching(POLL_SECONDS):
-        try:
-            return run_up()
-        except Exception:
-            pending = wait.still_waiting()
-            if not pending:
-                raise
+    try:
+        with wait.watching(POLL_SECONDS):
+            try:
+                return run_up()
+            except Exception:
+                pending = wait.still_waiting()
+                if not pending:
+                    raise
+    finally:
+        waited_for = wait.capacity_wait()
+        if waited_for is not None:  # granted, or given up at the deadline
+            progress(CapacityWait(f"flex-start: the VMs waited {duration(waited_for[1] - waited_for[0])} "
+                                  "in PENDING for GCE's grant", *waited_for))
     # removed by realizer.up once `up` has let go of the stack (`down` takes the stack's lock)
     wait.give_up(f"stack {spec.name}: GCE granted no flex-start capacity for {', '.join(pending)} "
                  f"({spec.machine_type} in {spec.zone}) within flex_start_deadline_minutes "

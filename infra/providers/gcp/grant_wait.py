@@ -49,11 +49,30 @@ class GrantWait:
     waiting: Callable[[str | None], bool]
     progress: Progress
     remind_s: float = 30.0
+    # states still waiting for capacity (default: `waiting`); a queued TPU PROVISIONING is granted
+    ungranted: Callable[[str | None], bool] | None = None
     started: float = field(default_factory=time.monotonic)
     _last: States | None = None
     _said_at: float = 0.0
+    _ungranted_since: float | None = None  # unix seconds: for the ledger's capacity wait
+    _granted_at: float | None = None
+
+    def capacity_wait(self) -> tuple[float, float] | None:
+        """When what waits was first seen without capacity and when it was granted (or now);
+        None: it never waited."""
+        if self._ungranted_since is None:
+            return None
+        return self._ungranted_since, self._granted_at or time.time()
+
+    def _note(self, states: States) -> None:
+        ungranted = any((self.ungranted or self.waiting)(s) for s in states.values())
+        if ungranted and self._ungranted_since is None:
+            self._ungranted_since = time.time()
+        elif not ungranted and self._ungranted_since is not None and self._granted_at is None:
+            self._granted_at = time.time()
 
     def report(self, states: States) -> None:
+        self._note(states)
         now = time.monotonic()
         if states != self._last or now - self._said_at >= self.remind_s:
             self._last, self._said_at = states, now
@@ -71,6 +90,7 @@ class GrantWait:
 
         states: States = on_results(lambda s: bool(self.pending(s)), within=self.deadline_s, first=first_poll_s,
                                     cap=poll_cap_s, before_sleep=between)(self.read)
+        self._note(states)
         return states
 
     @contextlib.contextmanager

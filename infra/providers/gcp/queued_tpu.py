@@ -14,9 +14,11 @@ SUSPENDED when what it granted was taken back.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
-from infra.providers.gcp.grant_wait import GrantWait
+from infra.providers.capacity_wait import CapacityWait
+from infra.providers.gcp.grant_wait import GrantWait, duration
 from infra.providers.gcp.program.cluster import tpu_worker
 from infra.providers.gcp.program.tpu import queued_resource_id, slice_node_ids
 from infra.providers.gcp.reaper import google_client
@@ -27,6 +29,7 @@ from infra.spec.cluster import ClusterSpec
 
 RECORD = "queued_tpu.json"
 STILL_WAITING = ("STATE_UNSPECIFIED", "CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES", "PROVISIONING")
+NOT_GRANTED = STILL_WAITING[:-1]  # waiting for capacity; PROVISIONING: granted, being created
 CREATE_TIMEOUT_SECONDS = 300
 DELETE_TIMEOUT_SECONDS = 600
 REPORT_EVERY_SECONDS = 60.0  # a state unchanged this long is reported again, with the time waited
@@ -100,9 +103,13 @@ def _wait(client: Any, name: str, spec: ClusterSpec, progress: Progress) -> None
         return {name: latest["request"].state.state.name}
 
     wait = GrantWait("queued TPU", deadline, read, lambda state: state in STILL_WAITING, progress,
-                     remind_s=REPORT_EVERY_SECONDS)
+                     remind_s=REPORT_EVERY_SECONDS, ungranted=lambda state: state in NOT_GRANTED)
     # Poll often for a short deadline (and the tests' simulated ones), at most every 15 s.
-    if wait.until_granted(min(1.0, deadline / 20), 15.0)[name] == "ACTIVE":
+    state = wait.until_granted(min(1.0, deadline / 20), 15.0)[name]
+    began, granted = wait.capacity_wait() or (time.time(), time.time())
+    progress(CapacityWait(f"queued TPU {name}: {'granted' if state == 'ACTIVE' else 'not granted'} after "
+                          f"waiting {duration(granted - began)} for capacity", began, granted))
+    if state == "ACTIVE":
         progress(f"queued TPU {name}: ACTIVE")
         return
     tries = "raise tpu.queue_deadline_minutes or try another zone" + (" or on-demand capacity" if spec.spot else "")

@@ -7,7 +7,6 @@ NodeKind (node_kinds.py); what the program is handed, of pulumi_workspace.py.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import time
@@ -17,7 +16,7 @@ from typing import Any, Callable
 from infra.spec import cost
 from infra.providers import keys
 from infra.spec.cost import Estimate
-from infra.providers.gcp import queued_tpu, simulation
+from infra.providers.gcp import gke_cluster_objects, idle_status, queued_tpu, simulation
 from infra.providers.gcp.adoption import bucket_to_adopt
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
@@ -63,7 +62,7 @@ def plan(spec: ClusterSpec) -> list[PlanRow]:
         if kind == "storage/bucket":
             values["on_down"] = "kept" if kept_on_down(spec) else "deleted with its objects"
         rows.append(PlanRow(kind, str(r.inputs.get("name", r.name)), values))
-    rows += queued_tpu.plan_rows(spec)
+    rows += queued_tpu.plan_rows(spec) + gke_cluster_objects.plan_rows(spec)
     # Pulumi registers resources from its own threads, in no fixed order: a plan is compared
     # between runs (CI logs, `plan --json`), so it is listed by kind and name, node-1 before node-10.
     return sorted(rows, key=lambda row: (row.kind, _natural(row.name))) + pools
@@ -92,7 +91,7 @@ def _refuse_policy_violations(spec: ClusterSpec, declared: list[Any]) -> None:
 
 def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
     keys_ = ("machineType", "acceleratorType", "runtimeVersion", "zone", "location", "sourceRanges",
-             "nodeCount", "ipCidrRange")
+             "nodeCount", "ipCidrRange", "bucket", "permissions", "role")
     role = (inputs.get("labels") or {}).get("trainctl-role")
     out = {**({"pool": role} if role else {}), **{k: inputs[k] for k in keys_ if k in inputs}}
     affinity = inputs.get("reservationAffinity") or (inputs.get("nodeConfig") or {}).get("reservationAffinity")
@@ -168,12 +167,7 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
     """The program's `inventory` output completed with pinned host keys, written to the state."""
     sdir = state_dir(spec.name)
     partial = queued_tpu.granted(spec, outputs, progress)["inventory"]
-    kubeconfig = None
-    if "kubeconfig" in outputs:
-        kubeconfig = sdir / "kubeconfig"
-        fd = os.open(kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(outputs["kubeconfig"])
+    kubeconfig = gke_cluster_objects.write_kubeconfig(sdir, outputs)
     nodes = partial["nodes"]
     host_keys = fetch_host_keys(spec, nodes, progress)
     (sdir / "keys").mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -187,6 +181,7 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
         registry=Registry(**partial["registry"]) if partial.get("registry") else None, placement=placement)
     inventory = simulation.adapt(inventory, progress)
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
+    gke_cluster_objects.apply(spec, kubeconfig, progress)
     inventory.write(sdir / "inventory.json")
     return inventory
 
@@ -255,6 +250,7 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
         try:
             queued_tpu.release(stack, progress)  # not Pulumi's: it goes first, the network it uses after
+            gke_cluster_objects.remove(meta, sdir, progress)  # inside the cluster: before it goes
             workspace_stack.destroy(on_output=progress)
         except Exception as exc:
             if not force:
@@ -315,7 +311,7 @@ def info(stack: str) -> StackInfo:
         return StackInfo(stack, "gcp", 0, 0.0, 0.0, 0.0, broken=True)
     age_h = (time.time() - created) / 3600
     return StackInfo(stack, "gcp", spec.node_count, age_h, spec.ttl_hours - age_h,
-                     estimate(spec).per_hour * age_h)
+                     estimate(spec).per_hour * age_h, idle_h=idle_status.idle_hours(spec))
 
 
 def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]:

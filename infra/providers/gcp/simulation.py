@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from infra.providers.inventory import Inventory
 
 SIMULATOR_ENV = "TRAINCTL_GCP_SIMULATOR"  # the simulator home in use by this process
+# Where the nodes reach the APIs when that differs from where the controller does (a private
+# endpoint seen from inside the VPC); the simulator's nodes reach it on its service address.
+NODE_API_ENDPOINT_ENV = "TRAINCTL_GCP_NODE_API_ENDPOINT"
 MARKER = "simulated.json"
 RELEASE_WAIT_SECONDS = 10.0
 
@@ -65,7 +68,10 @@ def _export(url: str) -> None:
     bin_dir = home() / "bin"
     write_launcher(bin_dir)
     write_auth_plugin(bin_dir, home())  # gke-gcloud-auth-plugin: the kubeconfig's credential helper
+    from infra.providers.gcp.simulator.daemon import SERVICE_IP
+
     os.environ[API_ENDPOINT_ENV] = url
+    os.environ[NODE_API_ENDPOINT_ENV] = f"http://{SERVICE_IP}:{url.rsplit(':', 1)[1]}"
     os.environ[SIMULATOR_ENV] = str(home())
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ["PULUMI_BACKEND_URL"] = f"file://{home() / 'pulumi'}"

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, TypeVar
 
 from infra.errors import CapacityUnavailable, ConfigError, ProvisionError
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.protocol import Progress
 from infra.spec.catalog import region_of
 from infra.spec.cluster import ClusterSpec
@@ -150,7 +151,7 @@ def place(spec: ClusterSpec, attempt: Callable[[ClusterSpec], T],
         zone = remaining.pop(0)
         if len(attempts) or remaining:
             progress(f"zone {zone}: placing all {spec.node_count} node(s) here")
-        started = time.monotonic()
+        started, began = time.monotonic(), time.time()
         placed = spec.model_copy(update={"zone": zone})
         try:
             result = attempt(placed)
@@ -158,10 +159,12 @@ def place(spec: ClusterSpec, attempt: Callable[[ClusterSpec], T],
             hints = capacity_hints(getattr(exc, "provider_text", str(exc)))
             outcome = "no capacity" if isinstance(exc, CapacityUnavailable) else "no quota"
             attempts.append(ZoneAttempt(zone, outcome, time.monotonic() - started, str(exc), hints))
+            remaining = next_zones(remaining, hints)
+            said = f"zone {attempts[-1].describe(why=True)}" + (f"; next: {remaining[0]}" if remaining else "")
+            # A zone out of capacity held the cluster's nodes back: that time is a wait for it.
+            progress(CapacityWait(said, began, time.time()) if outcome == "no capacity" else said)
             if not remaining:
                 raise _exhausted(attempts, exc) from exc
-            remaining = next_zones(remaining, hints)
-            progress(f"zone {attempts[-1].describe(why=True)}; next: {remaining[0]}")
             continue
         attempts.append(ZoneAttempt(zone, "up", time.monotonic() - started))
         return result, placed, attempts

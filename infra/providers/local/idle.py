@@ -9,6 +9,7 @@ has no accelerators; CPU load is what its work shows as):
   works through one), seen as a session process of the node's sshd;
 - busy: the node's processes used more than IDLE_CPU_CORES of CPU since the last look (a
   program left running without a session still counts).
+The rule (what counts, the window) is infra/providers/idle_rule.py's, shared with GCP's watch.
 
 Its command line names the stack's state folder, so `down` (by hand, `reap`, or its own) ends it
 with the stack's other clients (stack_home.kill_clients); it also ends when the stack is gone.
@@ -25,6 +26,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from infra.providers.idle_rule import cores_used as cores_between
 from infra.providers.local.layout import Names
 from infra.providers.local.netns import guest_pids
 from infra.providers.stack_home import state_dir
@@ -32,7 +34,6 @@ from infra.providers.stack_home import state_dir
 if TYPE_CHECKING:  # only the watch process reads processes; `trainctl ls` never loads psutil
     import psutil
 
-IDLE_CPU_CORES = 0.05  # below this, summed over a node's processes, the node does nothing
 IDLE_FILE = "idle.json"
 LOG_FILE = "idle-watch.log"
 
@@ -65,13 +66,8 @@ def sample(stack: str, nodes: int) -> Sample:
 
 
 def cores_used(before: Sample, after: Sample, seconds: float) -> float:
-    """CPU the nodes used between two looks, in cores; a process that appeared counts whole."""
-    spent = sum(now - before.cpu_seconds.get(pid, 0.0) for pid, now in after.cpu_seconds.items())
-    return max(0.0, spent) / max(seconds, 1e-6)
-
-
-def poll_seconds(idle_seconds: float) -> float:
-    return min(30.0, max(0.5, idle_seconds / 5))
+    """CPU the nodes used between two looks, in cores."""
+    return cores_between(before.cpu_seconds, after.cpu_seconds, seconds)
 
 
 def record(stack: str, idle_since: float | None) -> None:

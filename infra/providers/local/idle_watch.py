@@ -6,8 +6,9 @@ from __future__ import annotations
 import sys
 import time
 
+from infra.providers.idle_rule import IdleWindow, busy, poll_seconds
 from infra.providers.local import realizer
-from infra.providers.local.idle import IDLE_CPU_CORES, cores_used, poll_seconds, record, sample
+from infra.providers.local.idle import cores_used, record, sample
 from infra.providers.stack_home import stack_still_up
 
 
@@ -15,15 +16,14 @@ def watch(stack: str, nodes: int, idle_seconds: float) -> None:
     """Until the stack is gone: bring it down after `idle_seconds` unused and idle."""
     poll = poll_seconds(idle_seconds)
     last, last_at = sample(stack, nodes), time.monotonic()
-    idle_since: float | None = None  # wall clock, for `ls`
+    window = IdleWindow(idle_seconds)
     while stack_still_up(stack):
         time.sleep(poll)
         now, now_at = sample(stack, nodes), time.monotonic()
-        busy = now.sessions > 0 or cores_used(last, now, now_at - last_at) > IDLE_CPU_CORES
+        window.observe(busy(now.sessions, cores_used(last, now, now_at - last_at)), time.time(), poll)
         last, last_at = now, now_at
-        idle_since = None if busy else idle_since or time.time() - poll
-        record(stack, idle_since)
-        if idle_since is not None and time.time() - idle_since >= idle_seconds:
+        record(stack, window.idle_since)
+        if window.expired(time.time()):
             print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} idle for {idle_seconds:.0f} s: bringing stack {stack} down",
                   flush=True)
             realizer.down(stack, progress=lambda m: print(m, flush=True))

@@ -71,7 +71,17 @@ def instance_tree(node: dict[str, Any], project: dict[str, Any]) -> dict[str, An
     }
     if "tags" in node:  # GCE serves instance/tags as a JSON list
         tree["tags"] = json.dumps(list(node["tags"]))
+    if node.get("service-account"):  # under default/ and under its email, as GCE lists it
+        account = node["service-account"]
+        entry = {"email": account["email"], "scopes": "".join(f"{s}\n" for s in account["scopes"]), "token": Token(account["token"])}
+        tree["service-accounts"] = {"default": entry, account["email"]: entry}
     return tree
+
+
+class Token(str):
+    """An access token: served as JSON, as GCE does (google-auth parses only that), never listed."""
+    def answer(self) -> str:
+        return json.dumps({"access_token": str(self), "expires_in": 3599, "token_type": "Bearer"})
 
 
 def camel(key: str) -> str:
@@ -83,7 +93,7 @@ def as_json(value: Any, keys_as_is: bool = False) -> Any:
     """GCE's recursive JSON: camelCase keys, except inside user-named maps (attributes)."""
     if isinstance(value, dict):
         return {(k if keys_as_is else camel(k)): as_json(v, k in ("attributes", "guest-attributes"))
-                for k, v in value.items()}
+                for k, v in value.items() if not isinstance(v, Token)}
     if isinstance(value, list):
         return [as_json(v) for v in value]
     return value
@@ -140,6 +150,8 @@ def lookup(tree: Any, parts: list[str]) -> Any:
 
 def render(value: Any, directory: bool, query: Any) -> tuple[str, str]:
     """(body, content type) of a value as GCE answers it."""
+    if isinstance(value, Token):
+        return value.answer(), "application/json"
     if directory and query.get("recursive") == "true":
         return json.dumps(as_json(value), sort_keys=True), "application/json"
     if query.get("alt") == "json":

@@ -17,9 +17,9 @@ from trainctl.jobs.experiment import prepare_run
 from trainctl.jobs.experiment_file import load_experiment
 
 
-def experiment(tmp_path: Path, data: str, extra: str = "") -> Path:
+def experiment(tmp_path: Path, data: str, extra: str = "", stack: str = "local") -> Path:
     f = tmp_path / "exp.yaml"
-    f.write_text(f"name: withdata\nstack: local\nrun:\n  command: python train.py\n{extra}data:\n{data}")
+    f.write_text(f"name: withdata\nstack: {stack}\nrun:\n  command: python train.py\n{extra}data:\n{data}")
     return f
 
 
@@ -47,6 +47,27 @@ def test_the_local_stack_without_a_gcs_emulator_is_refused_before_anything_exist
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://10.0.0.5:9023")
     with pytest.raises(ConfigError, match="this machine only"):
         prepare_run(exp, "withdata-1", tmp_path / "runs", print)
+
+
+def test_a_gcp_run_lets_its_nodes_read_each_data_bucket(tmp_path):
+    data = ("  - {source: gs://datasets/digits/, path: digits}\n  - {source: gs://datasets/labels/, path: labels}\n"
+            "  - {source: gs://more-data.example.com/x, path: x, mode: mount}\n")
+    run = prepare_run(load_experiment(experiment(tmp_path, data, stack="gpu-t4x2")), "withdata-1", tmp_path / "runs", print)
+    assert run.spec.data_buckets == ("datasets", "more-data.example.com")  # each once: one grant per bucket
+
+
+def test_a_gke_run_mounts_its_data_in_every_pod(tmp_path):
+    exp = load_experiment(experiment(tmp_path, "  - {source: gs://datasets/digits/, path: digits}\n", stack="gke-l4"))
+    run = prepare_run(exp, "withdata-1", tmp_path / "runs", print)
+    assert run.spec.data_buckets == ("datasets",) and run.lspec.data == exp.data  # the Job's pods mount them
+
+
+def test_a_stack_files_data_bucket_must_be_a_bucket_name():
+    from infra.spec.cluster import ClusterSpec
+
+    with pytest.raises(ValueError, match="data_buckets: 'gs://datasets/digits' .*without gs://"):
+        ClusterSpec(name="s", data_buckets=("gs://datasets/digits",))
+    assert ClusterSpec(name="s", data_buckets=("bb2", "bb1", "bb2")).data_buckets == ("bb1", "bb2")
 
 
 def test_data_in_a_container_is_refused_before_anything_exists(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 
 from policy.declared import (
     AR_IAM,
+    BUCKET_IAM,
     FUNCTION_V2_IAM,
     T_AR_REPOSITORY,
     T_BUCKET,
@@ -104,6 +105,20 @@ def test_bucket_names_follow_cloud_storage_rules(name: str) -> None:
 @pytest.mark.parametrize("name", ["my-project-gpu-t4x2-trainctl", "a_b.c-d", "abc", "x" * 63])
 def test_valid_bucket_names_pass(name: str) -> None:
     assert not fired("bucket-name", Resource(T_BUCKET, "b", {"name": name}))
+
+
+def test_a_bucket_the_stack_does_not_create_is_only_read() -> None:
+    own = Resource(T_BUCKET, "b", {"name": "p-s-trainctl"})
+    member = "serviceAccount:s-sa@p.iam.gserviceaccount.com"
+
+    def grant(bucket: str, role: str) -> Resource:
+        return Resource(BUCKET_IAM[0], f"{bucket}-{role}", {"bucket": bucket, "role": role, "member": member})
+
+    (v,) = fired("foreign-bucket-read-only", own, grant("my-datasets", "roles/storage.objectAdmin"))
+    assert v.resource == "my-datasets-roles/storage.objectAdmin"
+    assert "'my-datasets'" in v.message and "roles/storage.objectViewer" in v.message
+    assert not fired("foreign-bucket-read-only", own, grant("my-datasets", "roles/storage.objectViewer"),
+                     grant("p-s-trainctl", "roles/storage.objectAdmin"))
 
 
 def test_gpu_vms_terminate_on_host_maintenance() -> None:
@@ -300,7 +315,28 @@ def test_list_rules_fire_on_the_read_only_lists_the_policy_engine_hands_over() -
     assert fired("firewall-no-public-ssh", Resource(T_FIREWALL, "fw", proxied))
 
 
+def test_a_role_that_changes_vms_is_granted_only_on_the_vms_it_names() -> None:
+    from policy.iam_rules import T_CUSTOM_ROLE, T_PROJECT_MEMBER
+
+    role = Resource(T_CUSTOM_ROLE, "role", {"project": "p", "roleId": "watch",
+                                            "permissions": ["compute.instances.get", "compute.instances.setLabels"]})
+    grant = {"project": "p", "role": "projects/p/roles/watch", "member": "serviceAccount:n@p.iam.gserviceaccount.com"}
+    (v,) = fired("vm-changes-scoped", role, Resource(T_PROJECT_MEMBER, "grant", grant))
+    assert v.resource == "grant" and "resource.name" in v.message
+    named = {"expression": 'resource.name == "projects/p/zones/z/instances/s-node-0"', "title": "t"}
+    assert not fired("vm-changes-scoped", role, Resource(T_PROJECT_MEMBER, "grant", {**grant, "condition": named}))
+    deleting = Resource(T_CUSTOM_ROLE, "role", {**role.props, "permissions": [
+        "compute.instances.setLabels", "compute.instances.delete"]})
+    (v,) = fired("vm-changes-scoped", deleting, Resource(T_PROJECT_MEMBER, "grant", {**grant, "condition": named}))
+    assert v.resource == "role" and "compute.instances.delete" in v.message
+    # the reaper's role deletes but changes nothing: not this rule's
+    reaper = Resource(T_CUSTOM_ROLE, "reaper", {"project": "p", "roleId": "reaper",
+                                                "permissions": ["compute.instances.list", "compute.instances.delete"]})
+    assert not fired("vm-changes-scoped", reaper, Resource(T_PROJECT_MEMBER, "g", {**grant, "role": "projects/p/roles/reaper"}))
+
+
 def test_every_rule_has_a_firing_test() -> None:
     text = Path(__file__).read_text()
     missing = [r.name for r in RULES if f'"{r.name}"' not in text.split("def test_every_rule_has")[0]]
     assert not missing
+

@@ -64,15 +64,11 @@ class Attempt:
         """The attempt's result, and whether a rerun makes sense (not when the Job was deleted
         behind trainctl's back)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        # The client's models make every field optional; what the API returns has them (Any).
-        created: Any = self.kube.batch.create_namespaced_job(self.kube.ns, self.job_model,
-                                                             field_validation="Strict")
-        self.job = created
-        self.selector = f"{UID_LABEL}={created.metadata.uid}"
+        version = self.create()
         self.echo(f"[trainctl] job {self.name}: {len(self.outcomes)} pod(s) in namespace {self.kube.ns}; "
                   f"logs in {self.log_dir}")
         try:
-            self.follow(created.metadata.resource_version)
+            self.follow(version)
             self.drain()
             return self.result(), not self.gone
         finally:
@@ -86,14 +82,40 @@ class Attempt:
                     except BaseException:  # its last line's echo raised: the file still closes
                         seen.printer.log.close()
 
+    def create(self) -> str:
+        """Create the Job; the resourceVersion to watch from."""
+        # The client's models make every field optional; what the API returns has them (Any).
+        created: Any = self.kube.batch.create_namespaced_job(self.kube.ns, self.job_model,
+                                                             field_validation="Strict")
+        self.job = created
+        self.selector = f"{UID_LABEL}={created.metadata.uid}"
+        return str(created.metadata.resource_version)
+
+    def stop_jobs(self) -> None:
+        """Delete the attempt's Job now (its pods go in the background)."""
+        self.stopping = True
+        self.kube.delete_job(self.name, 0, self.poll)
+
+    def read_jobs(self) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.on_job("MODIFIED", self.kube.batch.read_namespaced_job_status(self.name, self.kube.ns))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.on_job("DELETED", self.job)
+
+    def index_of(self, pod: Any) -> int:
+        return int((pod.metadata.labels or {})[INDEX_LABEL])
+
     # -- reading the cluster ----------------------------------------------------------------
 
     def follow(self, job_version: str) -> None:
         pods: Any = self.kube.core.list_namespaced_pod(self.kube.ns, label_selector=self.selector)
         for pod in pods.items:
             self.on_pod(pod)
-        self.watch("job", self.kube.batch.list_namespaced_job,
-                   field_selector=f"metadata.name={self.name}", resource_version=job_version)
+        self.watch("job", self.kube.batch.list_namespaced_job, resource_version=job_version, **self.job_selector())
         self.watch("pod", self.kube.core.list_namespaced_pod, label_selector=self.selector,
                    resource_version=pods.metadata.resource_version)
         synced = time.monotonic()
@@ -101,8 +123,7 @@ class Attempt:
             raise_if_pending()
             if self.cancelled():
                 self.echo(f"[trainctl] run {self.spec.run_id} cancelled: stopping job {self.name}")
-                self.stopping = True
-                self.kube.delete_job(self.name, 0, self.poll)
+                self.stop_jobs()
                 return
             self.handle_events(self.poll)
             if self.watching < 2 and time.monotonic() - synced >= self.poll:
@@ -111,8 +132,10 @@ class Attempt:
         if self.permanent and not self.gone:
             index, code = self.permanent
             self.echo(f"[trainctl] permanent exit code {code} on pod{index}: stopping job {self.name}")
-            self.stopping = True
-            self.kube.delete_job(self.name, 0, self.poll)
+            self.stop_jobs()
+
+    def job_selector(self) -> dict[str, str]:
+        return {"field_selector": f"metadata.name={self.name}"}
 
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
@@ -121,10 +144,7 @@ class Attempt:
         return self.gone or self.permanent is not None or self.condition() in ("Complete", "Failed")
 
     def condition(self) -> str:
-        for cond in (self.job.status.conditions or []) if self.job and self.job.status else []:
-            if cond.type in ("Complete", "Failed") and cond.status == "True":
-                return str(cond.type)
-        return ""
+        return job_condition(self.job)
 
     def drain(self) -> None:
         """Every pod that ran has its log streamed to the end (bounded: a stream can hang); then
@@ -139,14 +159,7 @@ class Attempt:
 
     def sync(self) -> None:
         """Read the Job and its pods once: the watches' fallback, and a consistent final view."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            self.on_job("MODIFIED", self.kube.batch.read_namespaced_job_status(self.name, self.kube.ns))
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            self.on_job("DELETED", self.job)
+        self.read_jobs()
         listed: list[Any] = self.kube.core.list_namespaced_pod(self.kube.ns, label_selector=self.selector).items
         for pod in listed:
             self.on_pod(pod)
@@ -223,22 +236,26 @@ class Attempt:
     def on_job(self, event: str, job: Any) -> None:
         if job is None or job.metadata.uid != self.job.metadata.uid:
             return
+        self.job = self.seen_job(event, job, self.job)
+
+    def seen_job(self, event: str, job: Any, last: Any) -> Any:
+        """A Job of the attempt as just read, in place of `last` (kept where it was deleted); its
+        deletion by someone else, or its failure, is said once."""
         if event == "DELETED":
             if not self.stopping and not self.gone and not self.condition():
-                self.echo(f"[trainctl] job {self.name} was deleted outside trainctl")
+                self.echo(f"[trainctl] job {job.metadata.name} was deleted outside trainctl")
                 self.gone = True
-            return
-        before = self.condition()
-        self.job = job
-        if self.condition() == "Failed" and not before:
+            return last
+        if job_condition(job) == "Failed" and not job_condition(last):
             cond = next(c for c in job.status.conditions if c.type == "Failed")
-            self.echo(f"[trainctl] job {self.name} failed: {cond.reason}: {cond.message}")
+            self.echo(f"[trainctl] job {job.metadata.name} failed: {cond.reason}: {cond.message}")
+        return job
 
     def on_pod(self, pod: Any, deleted: bool = False) -> None:
         name = pod.metadata.name
         seen = self.pods.get(name)
         if seen is None:
-            index = int((pod.metadata.labels or {})[INDEX_LABEL])
+            index = self.index_of(pod)
             if any(s.index == index for s in self.pods.values()):
                 self.echo(f"[trainctl] pod{index}: replacement pod {name}")
             seen = self.pods[name] = PodSeen(name, index, len(self.pods), pod)
@@ -301,3 +318,11 @@ class Attempt:
                 outcome.collateral = False
         return LaunchResult(self.spec.run_id, list(self.outcomes.values()), permanent_failure=permanent,
                             cancelled=self.cancelled())
+
+
+def job_condition(job: Any) -> str:
+    """"Complete" or "Failed" once the Job (V1Job, as last seen) has ended, else ""."""
+    for cond in (job.status.conditions or []) if job is not None and job.status else []:
+        if cond.type in ("Complete", "Failed") and cond.status == "True":
+            return str(cond.type)
+    return ""

@@ -20,6 +20,7 @@ go first); the ServiceAccount stays: every run of the stack uses it.
 
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -28,10 +29,12 @@ from infra.errors import RemoteError
 from infra.providers.inventory import Inventory
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
+from infra.spec.gke_gpudirect import pod_networks
 from infra.spec.stack_config import ConfigError
 from trainctl.launchers.gke.attempt import Attempt
 from trainctl.launchers.gke.kube import Kube
 from trainctl.launchers.gke.manifests import manifests, names, validate
+from trainctl.launchers.gke.slice_set import SliceSetAttempt
 from trainctl.launchers.interrupts import uninterruptible
 from trainctl.launchers.result import LaunchResult, write_result
 from trainctl.launchers.spec import LaunchSpec
@@ -53,22 +56,23 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
         raise ConfigError(f"namespace {namespace!r}: the pods' service account is bound to the bucket "
                           f"in namespace {catalog.GKE_KSA_NAMESPACE!r} only (Workload Identity)")
     planned = objects if objects is not None else manifests(cluster, inventory, spec, image, gsa)
-    service_account, service, job = (validate(o) for o in planned)
-    job_name, service_name = names(spec)
+    service_account, service, *jobs = (validate(o) for o in planned)
+    job_names, service_name = [j.metadata.name for j in jobs], names(spec)[1]
     kube = Kube(inventory, namespace, cluster.node_count)
+    refuse_what_cannot_start(kube, cluster, inventory, spec, job_names)
     kube.keep_or_create(kube.core.create_namespaced_service_account, service_account)
-    if kube.job_exists(job_name):  # before the try: its teardown would delete someone's run
-        raise ConfigError(f"a job {job_name} is already running in namespace {namespace} (run "
-                          f"{spec.run_id} launched twice?); pick another run id or `kubectl delete "
-                          f"job {job_name} --cascade=foreground` first")
+    # A multislice set restarts whole: JobSet's maxRestarts (max_restarts) and then the reruns.
+    reruns = spec.job_retries + (spec.max_restarts if len(jobs) > 1 else 0)
     try:
         kube.keep_or_create(kube.core.create_namespaced_service, service)
         attempt = 0
         while True:
-            result, retryable = Attempt(kube, job, spec, log_dir / f"attempt-{attempt + 1:02d}",
-                                        echo, poll, torchrun=spec.framework == "torch" and not cluster.tpu,
-                                        cancel=cancel).run()
-            if result.ok or result.cancelled or attempt >= spec.job_retries or not retryable:
+            folder = log_dir / f"attempt-{attempt + 1:02d}"
+            one = (SliceSetAttempt(kube, jobs, spec, folder, echo, poll, cancel=cancel) if len(jobs) > 1 else
+                   Attempt(kube, jobs[0], spec, folder, echo, poll,
+                           torchrun=spec.framework == "torch" and not cluster.tpu, cancel=cancel))
+            result, retryable = one.run()
+            if result.ok or result.cancelled or attempt >= reruns or not retryable:
                 break
             if result.permanent(spec.permanent_exit_codes):
                 echo(f"[trainctl] exit code {result.permanent_failure or sorted(result.worker_exit_codes())} "
@@ -79,32 +83,52 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
                 echo(f"[trainctl] no retry can fix {failure.error}: no rerun")
                 break
             attempt += 1
-            echo(f"[trainctl] job failed; rerun {attempt}/{spec.job_retries} from the latest checkpoint")
-            kube.delete_job(job_name, DELETE_WAIT_SECONDS, poll)
+            what = "every slice's job restarted" if len(jobs) > 1 else "job failed"
+            echo(f"[trainctl] {what}; rerun {attempt}/{reruns} from the latest checkpoint")
+            for job_name in job_names:
+                kube.delete_job(job_name, DELETE_WAIT_SECONDS, poll)
         result.attempts = attempt + 1
     except BaseException:
-        teardown(kube, job_name, service_name, echo, poll)
+        teardown(kube, job_names, service_name, echo, poll)
         raise
-    left = teardown(kube, job_name, service_name, echo, poll)
+    left = teardown(kube, job_names, service_name, echo, poll)
     write_result(log_dir, result)  # the run's outcome is known even if its cleanup failed
     if left:
         raise RemoteError(left)
     return result
 
 
-def teardown(kube: Kube, job: str, service: str, echo: Callable[[str], None], poll: float) -> str:
-    """Delete the Job (and wait for its pods) and the Service; never cut short by a signal.
+def refuse_what_cannot_start(kube: Kube, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
+                             job_names: list[str]) -> None:
+    """Refuse, before anything is created, a launch whose pods could never start or whose Job
+    name is taken (the teardown would then delete someone else's run)."""
+    # GKE does not create a pod naming a missing Network, and the Job would wait for pods forever.
+    networks = [n.name for n in pod_networks(cluster)]
+    missing = kube.missing_networks(networks) if networks else []
+    if missing:
+        raise ConfigError(f"stack {inventory.stack}: the cluster has no Network object {', '.join(missing)} for "
+                          "the pool's GPU NICs (trainctl up creates them): run "
+                          f"`trainctl up --stack {inventory.stack}` again")
+    for job_name in job_names:
+        if kube.job_exists(job_name):
+            raise ConfigError(f"a job {job_name} is already running in namespace {kube.ns} (run "
+                              f"{spec.run_id} launched twice?); pick another run id or `kubectl delete "
+                              f"job {job_name} --cascade=foreground` first")
+
+
+def teardown(kube: Kube, jobs: list[str], service: str, echo: Callable[[str], None], poll: float) -> str:
+    """Delete the Jobs (and wait for their pods) and the Service; never cut short by a signal.
     Returns what could not be deleted, and how to delete it by hand ("" when all went)."""
     failed = []
+    deletions = [(f"job {job}", functools.partial(kube.delete_job, job, DELETE_WAIT_SECONDS, poll)) for job in jobs]
     with uninterruptible():
-        for what, delete in ((f"job {job}", lambda: kube.delete_job(job, DELETE_WAIT_SECONDS, poll)),
-                             (f"service {service}", lambda: kube.delete_service(service))):
+        for what, delete in (*deletions, (f"service {service}", functools.partial(kube.delete_service, service))):
             try:
                 delete()
             except Exception as exc:
                 failed.append(f"{what}: {type(exc).__name__}: {exc}")
     if failed:
-        message = (f"could not delete {'; '.join(failed)}; delete them with `kubectl delete job {job} "
+        message = (f"could not delete {'; '.join(failed)}; delete them with `kubectl delete job {' '.join(jobs)} "
                    f"--cascade=foreground; kubectl delete service {service}`")
         try:
             echo(f"[trainctl] {message}")

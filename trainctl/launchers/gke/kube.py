@@ -4,7 +4,7 @@ and the Job and Service deleted (the Job in the foreground, waiting for its pods
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError
@@ -47,6 +47,15 @@ class Kube:
             if exc.status != 409:
                 raise
             return False
+
+    def missing_networks(self, names: list[str]) -> list[str]:
+        """Which of these multi-networking Network objects (cluster-scoped) the cluster lacks."""
+        from kubernetes import client
+
+        listed = cast(dict, client.CustomObjectsApi(self.api).list_cluster_custom_object("networking.gke.io", "v1",
+                                                                                            "networks"))
+        present = {item["metadata"]["name"] for item in listed.get("items", [])}
+        return [n for n in names if n not in present]
 
     def job_exists(self, name: str) -> bool:
         from kubernetes.client.exceptions import ApiException

@@ -31,7 +31,12 @@ class GkeJob:
         return run_job(plan.cluster, plan.inventory, plan.spec, log_dir, echo, cancel=cancel, objects=plan.objects)
 
     def check_slots(self, cluster: ClusterSpec, parts: int) -> int:
-        """A TPU share is whole slices: a multi-host slice cannot be split between Jobs."""
+        """A TPU share is whole slices: a multi-host slice cannot be split between Jobs, nor the
+        slices of a multislice stack, which train one program."""
+        if cluster.tpu and cluster.tpu.slices > 1 and parts > 1:
+            raise ConfigError(f"{parts} parallel trials would split the {cluster.tpu.slices} slices of multislice "
+                              f"stack {cluster.name}, which train one program together; run the trials one at a "
+                              "time (parallel_trials: 1)")
         size = share(cluster, parts)
         if cluster.tpu and size % catalog.TPUS[cluster.tpu.type].hosts:
             raise ConfigError(f"{parts} parallel trials would split a {cluster.tpu.type} slice "

@@ -16,6 +16,9 @@ from typing import Any
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 from trainctl.launchers.cluster_env import TF_PORT, expand, torchrun_target
+from trainctl.launchers.gke.data_volumes import add_data
+from trainctl.launchers.gke.gpudirect import apply as apply_gpudirect, gpudirect_pod
+from trainctl.launchers.gke.slice_jobs import is_multislice, slice_jobs
 from trainctl.launchers.spec import LaunchSpec
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError
@@ -177,8 +180,21 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
     }
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
-    return [service_account(email, labels), _service(svc, labels, spec, ports),
-            _indexed_job(job, labels, cluster, spec, pod_spec)]
+    indexed = _indexed_job(job, labels, cluster, spec, pod_spec)
+    with_gpudirect(cluster, inventory, indexed["spec"]["template"])
+    add_data(spec.data, indexed["spec"]["template"])
+    jobs = slice_jobs(cluster, indexed, svc) if is_multislice(cluster) else [indexed]
+    return [service_account(email, labels), _service(svc, labels, spec, ports), *jobs]
+
+
+def with_gpudirect(cluster: ClusterSpec, inventory: Inventory, template: dict[str, Any]) -> None:
+    """A GPUDirect pool's networks, sidecar, volumes and NCCL environment, merged into the pods."""
+    parts = gpudirect_pod(cluster, simulated=any(n.simulates is not None for n in inventory.nodes))
+    if parts is None:
+        return
+    apply_gpudirect(template["spec"], template["metadata"], parts)
+    command = template["spec"]["containers"][0]["command"]
+    command[-1] = parts.preamble + command[-1]
 
 
 def pod_failure_policy(spec: LaunchSpec) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from concurrent.futures import Future
 from typing import Callable
 
 from infra.errors import CapacityUnavailable, RemoteError
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.inventory import Inventory
 from trainctl.launchers.interrupts import raise_if_pending
 from trainctl.launchers.protocol import Recovery
@@ -59,15 +60,21 @@ def recreate_with_backoff(recovery: Recovery, lost: list[str], echo: Callable[[s
                           sleep: Callable[[float], None]) -> tuple[Inventory, int]:
     """Recreate lost nodes; while the provider has no capacity, try again after growing waits
     (the run's TTL bounds it all). Returns the inventory and the number of tries."""
-    tries = 0
+    tries, began = 0, time.time()
     while True:
         tries += 1
+        tried_at = time.time()
         try:
-            return recovery.recreate(lost), tries
+            inventory = recovery.recreate(lost)
         except CapacityUnavailable as exc:
             wait = CAPACITY_BACKOFF_SECONDS[min(tries, len(CAPACITY_BACKOFF_SECONDS)) - 1]
             echo(f"[trainctl] no capacity for {', '.join(lost)} ({exc}): trying again in {wait:g} s")
             sleep(wait)
+            continue
+        if tries > 1:  # the lost nodes did not exist meanwhile: the ledger's wait, at no cost
+            echo(CapacityWait(f"[trainctl] {', '.join(lost)}: {tries - 1} tries refused for capacity over "
+                              f"{tried_at - began:.0f} s", began, tried_at, tuple(lost)))
+        return inventory, tries
 
 
 def await_maintenance_stop(recovery: Recovery, drained: list[str], echo: Callable[[str], None],

@@ -19,12 +19,13 @@ from infra.providers.gcp.program.common import labels as make_labels
 from infra.providers.gcp.program.common import expiry_ignore, network_tag, ssh_metadata
 from infra.providers.gcp.program.compute import GpuVmGroup, node_name
 from infra.providers.gcp.program.endpoints import api_provider
+from infra.providers.gcp.program import idle_autostop
 from infra.providers.gcp.program.gke import GkeCluster
 from infra.providers.gcp.program.gpu_network import ExtraNic, GpuNetworks, compact_placement, stack_gpudirect
 from infra.providers.gcp.program.network import Network
 from infra.providers.gcp.program.registry import ImageRegistry
 from infra.providers.gcp.program.scheduled_reaper import ScheduledReaper
-from infra.providers.gcp.program.storage import Storage, kept_on_down
+from infra.providers.gcp.program.storage import Storage, grant_data_readers, kept_on_down
 from infra.providers.gcp.program.tpu import TpuVm, gcloud_command, queued_request, tpu_name
 from infra.spec.cluster import ClusterSpec
 
@@ -170,8 +171,10 @@ def _declare_vms(base: Foundation) -> DeclaredNodes:
                          tag=base.tag, metadata=ssh_metadata(spec, base.public_key or ""), labels=base.labels,
                          service_account=base.account.email, first=first, role=role,
                          extra_nics=base.gpu_nics if gpu_networks.gpudirect(view.machine_type) else (),
-                         placement=placement, opts=base.after_apis)
+                         placement=placement, node_metadata=idle_autostop.node_metadata(spec),
+                         opts=base.after_apis)
               for role, first, view in spec.groups()]
+    idle_autostop.grant_idle_watch(spec, base.account_member, base.after_apis)
     return DeclaredNodes(_vm_nodes(spec, groups))
 
 
@@ -245,6 +248,7 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
     gcp.storage.BucketIAMMember(
         f"{spec.name}-sa-bucket", bucket=storage.bucket.name, role="roles/storage.objectAdmin",
         member=base.account_member, opts=endpoint)
+    grant_data_readers(spec, base.account_member, endpoint)
     images = ImageRegistry(spec.name, spec, labels, base.account_member, opts=after_apis)
     if spec.scheduled_reaper:
         ScheduledReaper(spec.name, spec, storage.bucket.name, labels, opts=after_apis)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pulumi
 import pulumi_gcp as gcp
@@ -102,6 +102,7 @@ class GpuVmGroup(pulumi.ComponentResource):
                  service_account: pulumi.Input[str], startup_script: str | None = None,
                  first: int = 0, role: str | None = None, extra_nics: Sequence[ExtraNic] = (),
                  placement: pulumi.Input[str] | None = None,
+                 node_metadata: Mapping[int, dict[str, str]] | None = None,
                  opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:GpuVmGroup", name, None, opts)
         child = child_opts(self, opts)
@@ -126,7 +127,7 @@ class GpuVmGroup(pulumi.ComponentResource):
                 guest_accelerators=guest_accelerators(spec),
                 scheduling=scheduling(spec),
                 reservation_affinity=reservation_affinity(spec),
-                metadata=meta,
+                metadata={**meta, **(node_metadata or {}).get(i, {})},
                 tags=[tag],
                 labels={**labels, "trainctl-rank": str(i), **({"trainctl-role": role} if role else {})},
                 service_account=gcp.compute.InstanceServiceAccountArgs(

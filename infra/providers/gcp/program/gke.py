@@ -4,7 +4,6 @@ has exactly the slice's hosts, a compact placement policy and the slice's topolo
 
 from __future__ import annotations
 
-import hashlib
 from typing import Sequence
 
 import pulumi
@@ -15,6 +14,7 @@ from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts
 from infra.providers.gcp.program.gpu_network import ExtraNic
 from infra.providers.gcp.program.compute import CONSUME_TYPES, RESERVATION_NAME_KEY, max_run_seconds
 from infra.spec.cluster import ClusterSpec
+from infra.spec.gke_names import GKE_NAME_MAX, bounded, cluster_name, pool_layout, pool_name  # noqa: F401 (named here too)
 
 
 def kubeconfig(cluster_name: str, endpoint: str, ca: str) -> str:
@@ -40,37 +40,9 @@ users:
 """
 
 
-# GKE's limit for cluster and node pool names (the API refuses longer ones):
-# https://cloud.google.com/kubernetes-engine/docs/reference/rest/v1/projects.locations.clusters#Cluster
-GKE_NAME_MAX = 40
 # The role GKE nodes' own service account needs to write logs and metrics:
 # https://cloud.google.com/kubernetes-engine/docs/how-to/service-accounts#default-gke-service-agent
 NODE_ACCOUNT_ROLE = "roles/container.defaultNodeServiceAccount"
-
-
-def bounded(name: str, limit: int = GKE_NAME_MAX) -> str:
-    """`name`, or where it is too long its head and a digest of the whole (still unique)."""
-    if len(name) <= limit:
-        return name
-    digest = hashlib.sha1(name.encode()).hexdigest()[:6]
-    return f"{name[:limit - 7].rstrip('-')}-{digest}"
-
-
-def cluster_name(spec: ClusterSpec) -> str:
-    return bounded(f"{spec.name}-gke")
-
-
-def pool_name(spec: ClusterSpec, pool: str) -> str:
-    return bounded(f"{spec.name}-{pool}")
-
-
-def pool_layout(spec: ClusterSpec) -> list[tuple[str, int]]:
-    """(pool name, node count) pairs: a multi-host TPU pool holds exactly one slice, so its
-    node count is the slice's host count and each slice gets a pool of its own."""
-    if spec.tpu and catalog.TPUS[spec.tpu.type].multi_host:
-        hosts = catalog.TPUS[spec.tpu.type].hosts
-        return [(f"pool-{i}", hosts) for i in range(spec.node_count // hosts)]
-    return [("pool", spec.node_count)]
 
 
 def _placement(spec: ClusterSpec) -> gcp.container.NodePoolPlacementPolicyArgs | None:
@@ -143,6 +115,9 @@ class GkeCluster(pulumi.ComponentResource):
             workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
                 workload_pool=f"{spec.project}.svc.id.goog"),
             release_channel=gcp.container.ClusterReleaseChannelArgs(channel="REGULAR"),
+            # Pods mount an experiment's data: inputs with the Cloud Storage FUSE CSI driver.
+            addons_config=gcp.container.ClusterAddonsConfigArgs(
+                gcs_fuse_csi_driver_config=gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)),
             resource_labels=labels, **_multi_networking(extra_nics), opts=child)
         self.pools = [
             gcp.container.NodePool(

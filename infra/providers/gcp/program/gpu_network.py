@@ -19,6 +19,7 @@ import pulumi_gcp as gcp
 from infra.providers.gcp.program.common import TYPE_PREFIX, child_opts, network_tag
 from infra.providers.gcp.program.network import region_of
 from infra.spec import gpu_networks
+from infra.spec.gke_gpudirect import gvnic_subnet_name, gvnic_vpc_name, roce_subnet_name, roce_vpc_name
 from infra.spec.cluster import ClusterSpec
 from infra.spec.gpu_networks import GpuDirect
 
@@ -60,11 +61,11 @@ def gpu_network_names(spec: ClusterSpec) -> list[tuple[str, str]]:
         return out
     vpcs = range(gvnic_vpc_count(profile))
     out += [("firewalls", f"{spec.name}-fw-gpunet-{i}") for i in vpcs]
-    out += [("subnetworks", f"{spec.name}-gpusub-{i}") for i in vpcs]
+    out += [("subnetworks", gvnic_subnet_name(spec.name, i)) for i in vpcs]
     if profile.transport == "rdma":
-        out += [("subnetworks", f"{spec.name}-rdmasub-{i}") for i in range(profile.gpu_nics)]
-        out.append(("networks", f"{spec.name}-rdma"))
-    return out + [("networks", f"{spec.name}-gpunet-{i}") for i in vpcs]
+        out += [("subnetworks", roce_subnet_name(spec.name, i)) for i in range(profile.gpu_nics)]
+        out.append(("networks", roce_vpc_name(spec.name)))
+    return out + [("networks", gvnic_vpc_name(spec.name, i)) for i in vpcs]
 
 
 def extra_subnet_cidr(index: int) -> str:
@@ -93,10 +94,10 @@ class GpuNetworks(pulumi.ComponentResource):
     def _gvnic_vpc(self, i: int, mtu: int) -> ExtraNic:
         spec, child = self._spec, self._child
         vpc = gcp.compute.Network(
-            f"{self._name}-gpunet-{i}", name=f"{spec.name}-gpunet-{i}", project=spec.project,
+            f"{self._name}-gpunet-{i}", name=gvnic_vpc_name(spec.name, i), project=spec.project,
             auto_create_subnetworks=False, mtu=mtu, opts=child)
         subnet = gcp.compute.Subnetwork(
-            f"{self._name}-gpusub-{i}", name=f"{spec.name}-gpusub-{i}", project=spec.project,
+            f"{self._name}-gpusub-{i}", name=gvnic_subnet_name(spec.name, i), project=spec.project,
             region=region_of(spec.zone or ""), network=vpc.id, ip_cidr_range=extra_subnet_cidr(i + 1),
             opts=child)
         tag = network_tag(spec)
@@ -112,11 +113,11 @@ class GpuNetworks(pulumi.ComponentResource):
     def _roce_vpc(self, profile: GpuDirect) -> list[ExtraNic]:
         spec, child = self._spec, self._child
         vpc = gcp.compute.Network(
-            f"{self._name}-rdma", name=f"{spec.name}-rdma", project=spec.project,
+            f"{self._name}-rdma", name=roce_vpc_name(spec.name), project=spec.project,
             auto_create_subnetworks=False, mtu=profile.mtu, network_profile=roce_profile(spec), opts=child)
         self.networks.append(vpc)
         return [ExtraNic(vpc.id, gcp.compute.Subnetwork(
-            f"{self._name}-rdmasub-{i}", name=f"{spec.name}-rdmasub-{i}", project=spec.project,
+            f"{self._name}-rdmasub-{i}", name=roce_subnet_name(spec.name, i), project=spec.project,
             region=region_of(spec.zone or ""), network=vpc.id, ip_cidr_range=extra_subnet_cidr(ROCE_FIRST + i),
             opts=child).id, "MRDMA") for i in range(profile.gpu_nics)]
 

@@ -63,3 +63,16 @@ class Storage(pulumi.ComponentResource):
         )
         self.uri = self.bucket.name.apply(lambda n: f"gs://{n}")
         self.register_outputs({"uri": self.uri})
+
+
+DATA_READER_ROLE = "roles/storage.objectViewer"  # list and read objects: all staging and gcsfuse need
+
+
+def grant_data_readers(spec: ClusterSpec, member: pulumi.Input[str],
+                       opts: pulumi.ResourceOptions) -> list[gcp.storage.BucketIAMMember]:
+    """The nodes' account may read the buckets an experiment's `data:` names (bucket-level, one
+    member each): buckets trainctl did not create, so it may only read them, and its `down`
+    removes the grant, never the bucket."""
+    return [gcp.storage.BucketIAMMember(f"{spec.name}-sa-data-{bucket}", bucket=bucket, role=DATA_READER_ROLE,
+                                        member=member, opts=opts)
+            for bucket in spec.data_buckets]

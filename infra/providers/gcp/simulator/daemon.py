@@ -156,12 +156,14 @@ def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float 
         from infra.providers.gcp.simulator import nodes, vpc
 
         backend = nodes.NodeMachines(home)
-        with vpc.host_lock():
-            vpc.ensure_service()
     sim = Simulator(home, backend)
     sim.start("127.0.0.1", port)
     if not api_only:
-        sim.start_also(SERVICE_IP, port)
+        # under the lock: another home's last network going must not take the address away
+        # between its making and this listener, which then keeps it (vpc.service_users)
+        with vpc.host_lock():
+            vpc.ensure_service()
+            sim.start_also(SERVICE_IP, port)
     _record_path(home).write_text(json.dumps({"pid": os.getpid(), "port": port}))
     try:
         while not done.wait(0.2):

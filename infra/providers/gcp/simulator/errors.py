@@ -31,6 +31,10 @@ class ApiError(Exception):
     reason: str | None = None  # the legacy `errors[].reason` (compute, storage)
     domain: str = "global"
     details: list[dict[str, Any]] = field(default_factory=list)
+    # The `errors` list even on an API that answers google.rpc.Status: GKE's FAILED_PRECONDITION
+    # carries one (Go clients print "googleapi: Error 400: ..., failedPrecondition":
+    # https://github.com/hashicorp/terraform-provider-google/issues/3650).
+    with_errors: bool = False
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -38,16 +42,13 @@ class ApiError(Exception):
 
     def body(self, legacy: bool) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if legacy:
+        if legacy or self.with_errors:
             error["errors"] = [{"message": self.message, "domain": self.domain,
                                 "reason": self.reason or _legacy_reason(self.code)}]
-            if self.details:
-                error["status"] = self.status
-                error["details"] = self.details
-        else:
+        if not legacy or self.details:
             error["status"] = self.status
-            if self.details:
-                error["details"] = self.details
+        if self.details:
+            error["details"] = self.details
         return {"error": error}
 
 

@@ -20,9 +20,11 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from infra.errors import ConfigError
 from infra.providers import keys
 from infra.providers.gcp.simulator.machines import Machine
 from infra.providers.local import sshd
+from infra.providers.stack_home import cache_dir, trainctl_home
 
 GUEST_AGENT = Path(__file__).with_name("guest.py")
 GUEST_PYTHON = "/usr/bin/python3"  # the image's interpreter (Debian's, shared from /usr)
@@ -30,6 +32,18 @@ HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"
 ACCELERATORS_FILE = "etc/trainctl-simulated-accelerators"  # relative to the root of /
 READ_ONLY = ("/usr", "/var/lib/dpkg", "/var/lib/apt", "/var/cache/apt")
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def hidden_paths(home: Path) -> tuple[Path, ...]:
+    """What a machine must not see: the simulator's home and trainctl's state (keys), unless
+    they hold what machines need (the guest agent, the shared uv cache)."""
+    needed, candidates = [GUEST_AGENT.resolve()], [home.resolve()]
+    for place, into in ((cache_dir, needed), (trainctl_home, candidates)):
+        try:
+            into.append(place())
+        except ConfigError:  # a setting trainctl itself refuses: nothing there to keep or hide
+            pass
+    return tuple(p for p in candidates if not any(n.is_relative_to(p) for n in needed))
 
 
 @dataclass(frozen=True)

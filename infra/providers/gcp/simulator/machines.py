@@ -12,7 +12,10 @@ subnetwork, metadata, labels); the backend makes a machine of it. Two backends e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from ipaddress import IPv4Network
 from typing import Any, Protocol
+
+from infra.providers.gcp.simulator.external_ranges import EXTERNAL_POOL
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Machine:
     metadata: dict[str, str]  # instance metadata items (ssh-keys, startup-script, ...)
     project_metadata: dict[str, str] = field(default_factory=dict)
     service_account: str | None = None
+    access_token: str | None = None  # the account's, which the metadata server hands the guest
     scopes: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     spot: bool = False
@@ -79,6 +83,10 @@ class MachineBackend(Protocol):
     def remove_network(self, network: str) -> None:
         """The VPC network is deleted: nothing of it may remain on this machine."""
 
+    def external_range(self) -> IPv4Network:
+        """Where the world's external addresses come from: no other world on this machine
+        hands out one of them while this backend's machines may be routed to it."""
+
 
 class ApiOnly:
     """No machines: what the API says is all there is. A stand-in guest agent publishes one
@@ -114,6 +122,9 @@ class ApiOnly:
 
     def remove_network(self, network: str) -> None:
         pass
+
+    def external_range(self) -> IPv4Network:
+        return EXTERNAL_POOL  # nothing is routed: worlds without machines cannot collide
 
 
 def _derived_host_key(key: str) -> str:

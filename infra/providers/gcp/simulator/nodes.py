@@ -17,6 +17,7 @@ nothing else; it shares this host's kernel, CPUs and /usr; its accelerators are 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import os
 import secrets
@@ -28,14 +29,13 @@ import urllib.error
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from infra.errors import ConfigError, ProvisionError
-from infra.providers.gcp.simulator import firewall, image, vpc
+from infra.errors import ProvisionError
+from infra.providers.gcp.simulator import external_ranges, firewall, image, vpc
 from infra.providers.gcp.simulator.guest_notices import GuestNotices
 from infra.providers.gcp.simulator.ledger import Ledger
 from infra.providers.gcp.simulator.machines import FirewallRule, Machine
 from infra.providers.gcp.simulator.project import ProjectFile
 from infra.providers.local import metadata, metadata_admin, netns, sshd
-from infra.providers.stack_home import cache_dir, trainctl_home
 
 T = TypeVar("T")
 ADMIN_WAIT_SECONDS = 15.0
@@ -67,18 +67,6 @@ def with_admin(fn: Callable[..., T], *args: Any) -> T:
             time.sleep(0.05)
 
 
-def hidden_paths(home: Path) -> tuple[Path, ...]:
-    """What a machine must not see: the simulator's home and trainctl's state (keys), unless
-    they hold what machines need (the guest agent, the shared uv cache)."""
-    needed, candidates = [image.GUEST_AGENT.resolve()], [home.resolve()]
-    for place, into in ((cache_dir, needed), (trainctl_home, candidates)):
-        try:
-            into.append(place())
-        except ConfigError:  # a setting trainctl itself refuses: nothing there to keep or hide
-            pass
-    return tuple(p for p in candidates if not any(n.is_relative_to(p) for n in needed))
-
-
 class NodeMachines(GuestNotices):
     """MachineBackend whose machines are real nodes (root: namespaces, iptables, sshd)."""
 
@@ -86,13 +74,23 @@ class NodeMachines(GuestNotices):
         self.home = home
         self.names = vpc.Names(home)
         self.ledger = Ledger(home)
-        self.hidden = hidden_paths(home)
+        self.hidden = image.hidden_paths(home)
 
     def alive(self) -> bool:
         """Whether a simulated network or machine exists (the simulator must stay up for it:
         machines reach its endpoint, and only it removes them)."""
         with self.ledger.edit() as data:
             return bool(data["machines"]) or any(n["status"] != "declared" for n in data["networks"].values())
+
+    def external_range(self) -> ipaddress.IPv4Network:
+        """This world's claim on the machine's external addresses (external_ranges.py), kept
+        in the ledger too, to claim the same range again after a reboot."""
+        with self.ledger.edit() as data:
+            held = external_ranges.claim(self.home, data.get("external_range"))
+            if data.get("external_range") != str(held):
+                data["external_range"] = str(held)
+                self.ledger.save()
+        return held
 
     # -- networks -------------------------------------------------------------------------
 
@@ -244,7 +242,9 @@ class NodeMachines(GuestNotices):
                 "zone": machine.zone, "machine-type": machine.machine_type or "unknown",
                 "spot": machine.spot, "attributes": dict(machine.metadata),
                 "external-ip": machine.external_ip, "tags": list(machine.tags),
-                "network": machine.network.split("/", 1)[-1]}
+                "network": machine.network.split("/", 1)[-1],
+                "service-account": {"email": machine.service_account, "scopes": list(machine.scopes),
+                                    "token": machine.access_token} if machine.access_token else None}
 
     def _plug(self, net: dict[str, Any], rec: dict[str, Any], machine: Machine) -> None:
         if netns.netns_exists(rec["netns"]):
@@ -359,6 +359,8 @@ def leftovers(home: Path) -> list[str]:
         disks = [p.name for p in ledger.dir.iterdir() if p.is_dir()]
         if recorded.get("machines") or recorded.get("networks") or recorded.get("unreadable") or disks:
             found.append(f"dir {ledger.dir}: {sorted(recorded.get('machines', {}))} {disks}")
+    elif held := external_ranges.held_by(home):  # the world's ledger is gone, its claim must go too
+        found.append(f"external range {held} still claimed by {home}")
     return found
 
 
@@ -384,6 +386,7 @@ def cleanup_all(home: Path) -> list[str]:
         if link.startswith(names.link_prefix):
             netns.delete_link(link)
     shutil.rmtree(backend.ledger.dir, ignore_errors=True)
+    external_ranges.release(home)
     with vpc.host_lock():
         vpc.remove_service_if_unused()
     return found

@@ -83,6 +83,15 @@ STARTS: list[Callable[["Simulator"], None]] = []
 ALIVE: list[Callable[[Path], bool]] = []
 
 
+# Checks every call passes before its handler answers (who may call what): each raises an ApiError.
+GUARDS: list[Handler] = []
+
+
+def guard(fn: Handler) -> Handler:
+    GUARDS.append(fn)
+    return fn
+
+
 def handles(method_id: str, claims: Callable[[World, dict[str, str]], bool] | None = None
             ) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:

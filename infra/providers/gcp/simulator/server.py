@@ -28,8 +28,8 @@ from urllib.parse import parse_qs, urlsplit
 from infra.providers.gcp.simulator import discovery, validation
 from infra.providers.gcp.simulator.errors import ApiError, not_found, service_disabled, unimplemented
 from infra.providers.gcp.simulator.machines import ApiOnly, MachineBackend
-from infra.providers.gcp.simulator.routes import (ADMIN, ADMIN_PREFIX, ALIVE, CLAIMS, HANDLERS, PUBLIC_PROJECTS,
-                                                  RAW, STARTS, STOPS, Call, Raw, project_in)
+from infra.providers.gcp.simulator.routes import (ADMIN, ADMIN_PREFIX, ALIVE, CLAIMS, GUARDS, HANDLERS,
+                                                  PUBLIC_PROJECTS, RAW, STARTS, STOPS, Call, Raw, project_in)
 from infra.providers.gcp.simulator.state import Store, World
 
 
@@ -162,6 +162,8 @@ class Simulator:
                 if handler is None:
                     raise unimplemented(route.method.id)
                 call = Call(self, world, route.method, route.params, query, body, raw, headers, time.time())
+                for check in GUARDS:
+                    check(call)
                 result = handler(call)
             self._log(verb, target, route.method.id, raw, 200)
             if isinstance(result, Raw):

@@ -16,9 +16,11 @@ simulator's own endpoint answers; root iptables chains keep SERVICE_IP unreachab
 anything but the simulated networks, and the simulated networks from everything else.
 
 Names: a home's namespaces start "tcs-<home>-", its root links "tcsv<home>" (the local stack
-uses tc-/tcb/tcv); every other interface lives inside a namespace of ours. The address,
-service link and chains in the root namespace are shared by every simulator home on the machine:
-they are made under a host-wide lock and removed with the last network.
+uses tc-/tcb/tcv); every other interface lives inside a namespace of ours. Each home's external
+addresses come from a range of its own (external_ranges.py), so its /32 routes are its own. The
+address, service link, chains and pool routes in the root namespace are shared by every
+simulator home on the machine: they are made under a host-wide lock and removed by the last
+home that uses them (`service_users`: a network, or a simulator serving at SERVICE_IP).
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import psutil
+
+from infra.providers.gcp.simulator.external_ranges import EXTERNAL_POOL  # one /24 per home
 from infra.providers.local import metadata, netns
 from infra.providers.local.netns import run
 
 SERVICE_IP = "10.215.0.1"
 SERVICE_LINK = "tcsim-svc"
-EXTERNAL_POOL = ipaddress.IPv4Network("10.213.0.0/16")  # allocated by the Compute/TPU modules
 LINK_POOL = ipaddress.IPv4Network("10.214.0.0/16")  # one /31 per network: root side, edge side
 CHAINS = {"INPUT": "TCSIM-INPUT", "FORWARD": "TCSIM-FORWARD"}
 UPLINK, BRIDGE = "uplink", "br0"
@@ -152,10 +156,19 @@ def ensure_service() -> None:
         netns.add_host_rule([hook, "-j", chain])
 
 
+def service_users() -> list[str]:
+    """What still needs the shared root pieces, of any home: its networks' links and the
+    simulators listening at SERVICE_IP (a daemon waiting for its world's first network)."""
+    users = [f"link {link}" for link in os.listdir("/sys/class/net") if link.startswith(ALL_NETWORK_LINKS)]
+    users += [f"listener {c.laddr.ip}:{c.laddr.port} (pid {c.pid})" for c in psutil.net_connections("tcp4")
+              if c.status == psutil.CONN_LISTEN and c.laddr.ip == SERVICE_IP]
+    return users
+
+
 def remove_service_if_unused() -> bool:
-    """Remove the shared root pieces once no simulated network of any home is left (call
-    under host_lock). Returns whether they are gone."""
-    if any(link.startswith(ALL_NETWORK_LINKS) for link in os.listdir("/sys/class/net")):
+    """Remove the shared root pieces once no home uses them (call under host_lock). Returns
+    whether they are gone."""
+    if service_users():
         return False
     for hook, chain in CHAINS.items():
         netns.delete_host_rule([hook, "-j", chain])

@@ -178,3 +178,30 @@ def test_torchrun_in_a_pod_prefixes_worker_lines_with_the_pod_index(index):
     out = subprocess.run(["bash", "-c", echo], capture_output=True, text=True,
                          env={"JOB_COMPLETION_INDEX": str(index)}, check=True).stdout
     assert out == f"[pod{index} r${{rank}}]:"  # torchrun fills in ${rank}
+
+
+def test_data_inputs_are_read_only_gcsfuse_volumes_in_every_pod():
+    from bootstrap.data_inputs import DataInput
+
+    data = (DataInput(source="gs://user-datasets/digits/", path="digits"),
+            DataInput(source="gs://more-data/", path="tokens/all", mode="mount"))
+    spec = LaunchSpec(run_id="r1", command=("python", "train.py"), data=data)
+    _, _, job = manifests(load_stack("gke-l4"), INV, spec, image="example.invalid/x:1", gsa=GSA)
+    validate(job)
+    template = job["spec"]["template"]
+    assert template["metadata"]["annotations"] == {"gke-gcsfuse/volumes": "true"}  # the sidecar's webhook
+    assert template["spec"]["volumes"] == [
+        {"name": "trainctl-data-0", "csi": {"driver": "gcsfuse.csi.storage.gke.io", "readOnly": True, "volumeAttributes": {
+            "bucketName": "user-datasets", "mountOptions": "implicit-dirs,only-dir=digits"}}},
+        {"name": "trainctl-data-1", "csi": {"driver": "gcsfuse.csi.storage.gke.io", "readOnly": True, "volumeAttributes": {
+            "bucketName": "more-data", "mountOptions": "implicit-dirs"}}}]
+    container = template["spec"]["containers"][0]
+    assert container["volumeMounts"] == [
+        {"name": "trainctl-data-0", "mountPath": "/data/digits", "readOnly": True},
+        {"name": "trainctl-data-1", "mountPath": "/data/tokens/all", "readOnly": True}]
+    assert {"name": "TRAINCTL_DATA_DIR", "value": "/data"} in container["env"]
+    # without data: no annotation, no volumes
+    _, _, plain = manifests(load_stack("gke-l4"), INV, spec.model_copy(update={"data": ()}),
+                            image="example.invalid/x:1", gsa=GSA)
+    assert "annotations" not in plain["spec"]["template"]["metadata"]
+    assert "volumes" not in plain["spec"]["template"]["spec"]

@@ -10,6 +10,7 @@ from concurrent.futures import Future
 import pytest
 
 from infra.errors import CapacityUnavailable, ProvisionError
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.inventory import Inventory
 from trainctl.launchers.lines import LinePrinter
 from trainctl.launchers.protocol import Recovery
@@ -21,22 +22,36 @@ INVENTORY = Inventory(stack="s", provider="local", bucket_uri="gs://b", nodes=()
                       known_hosts="")
 
 
-def test_a_capacity_shortage_is_waited_out_with_growing_pauses() -> None:
-    answers: list[Exception | Inventory] = [CapacityUnavailable("stockout"), CapacityUnavailable("stockout"),
-                                            INVENTORY]
-    slept: list[float] = []
-    said: list[str] = []
+def answering(*answers: Exception | Inventory) -> Recovery:
+    """A provider's recreate that answers these in turn (raising the errors)."""
+    left = list(answers)
 
     def recreate(nodes: list[str]) -> Inventory:
-        answer = answers.pop(0)
+        answer = left.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
 
-    inventory, tries = recreate_with_backoff(Recovery(lambda n: [], recreate), ["node1"], said.append, slept.append)
+    return Recovery(lambda n: [], recreate)
+
+
+def test_a_capacity_shortage_is_waited_out_with_growing_pauses() -> None:
+    slept: list[float] = []
+    said: list[str] = []
+    recovery = answering(CapacityUnavailable("stockout"), CapacityUnavailable("stockout"), INVENTORY)
+    inventory, tries = recreate_with_backoff(recovery, ["node1"], said.append, slept.append)
     assert (inventory, tries) == (INVENTORY, 3)
     assert slept == list(CAPACITY_BACKOFF_SECONDS[:2])
     assert "no capacity for node1 (stockout): trying again in 5 s" in said[0]
+
+
+def test_a_capacity_shortage_waited_out_is_told_as_a_wait_on_the_lost_nodes() -> None:
+    said: list[str] = []
+    recreate_with_backoff(answering(CapacityUnavailable("stockout"), INVENTORY), ["node1"], said.append,
+                          lambda s: None)
+    waits = [line for line in said if isinstance(line, CapacityWait)]
+    assert len(waits) == 1 and waits[0].nodes == ("node1",) and waits[0].ended >= waits[0].started
+    assert "node1: 1 tries refused for capacity" in waits[0]
 
 
 def test_other_provisioning_errors_are_not_retried() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.gcp import realizer
 from infra.providers.gcp.flex_start import FlexStartNotGranted
 from infra.providers.stack_home import state_dir
@@ -30,6 +31,8 @@ def test_up_awaits_the_flex_start_grant_showing_the_wait(make_gcp) -> None:  # n
     assert int(vm["scheduling"]["maxRunDuration"]["seconds"]) == 6 * 3600  # the stack's TTL
     waits = [line for line in gcp.said if line.startswith("flex-start: gpu-l4-spot-node-0 PENDING")]
     assert waits and "waited 0m" in waits[0] and "of 60m" in waits[0]
+    (pending,) = [line for line in gcp.said if isinstance(line, CapacityWait)]  # kept by a run for its ledger
+    assert "in PENDING for GCE's grant" in pending and 2.0 <= pending.seconds <= 8.0  # the 4 s grant, 2 s polls
     assert realizer.down(spec.name, progress=gcp.progress) is True
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from infra.spec import catalog
 from infra.providers.gcp.program.mocks import RecordingMocks, evaluate
+from infra.providers.gcp.realizer import plan
 from infra.providers.gcp.program.cluster import service_account_id
 from infra.providers.gcp.program.scheduled_reaper import REAPER_PERMISSIONS, build_account_id, reaper_role_id, source_object_name
 from infra.providers.inventory import Inventory
@@ -78,6 +79,18 @@ def test_bucket_is_private_with_lifecycle(evaluated):
     assert member.inputs["member"].startswith(f"serviceAccount:{service_account_id(spec)}@")
     others = [m.inputs["role"] for m in ev.of_type("BucketIAMMember") if m is not member]
     assert others == (["roles/storage.objectViewer"] if spec.scheduled_reaper else [])  # the reaper's build
+
+
+def test_the_nodes_account_only_reads_the_data_buckets():
+    spec = load_stack("gpu-t4x2").model_copy(update={"data_buckets": ("my-datasets", "more.data.example")})
+    readers = {m.inputs["bucket"]: m.inputs for m in evaluate(spec, PUBKEY).of_type("BucketIAMMember")
+               if m.inputs["bucket"] in spec.data_buckets}
+    assert set(readers) == {"my-datasets", "more.data.example"}
+    for grant in readers.values():
+        assert grant["role"] == "roles/storage.objectViewer"
+        assert grant["member"].startswith(f"serviceAccount:{service_account_id(spec)}@")
+    rows = [r for r in plan(spec) if r.kind == "storage/bucketIAMMember" and r.values.get("bucket") == "my-datasets"]
+    assert [r.values["role"] for r in rows] == ["roles/storage.objectViewer"]  # visible in the plan
 
 
 def test_labels_carry_stack_and_expiry(evaluated):
@@ -150,6 +163,8 @@ def test_gke_stacks_declare_accelerator_pools(stack):
     assert cluster.inputs["deletionProtection"] is False
     assert cluster.inputs["releaseChannel"] == {"channel": "REGULAR"}
     assert cluster.inputs["workloadIdentityConfig"]["workloadPool"] == f"{spec.project}.svc.id.goog"
+    # pods mount data: inputs with the Cloud Storage FUSE CSI driver, a cluster add-on
+    assert cluster.inputs["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}
     assert cluster.inputs["removeDefaultNodePool"] is True
     pools = ev.of_type("container/nodePool:NodePool")
     assert sum(p.inputs["nodeCount"] for p in pools) == spec.node_count

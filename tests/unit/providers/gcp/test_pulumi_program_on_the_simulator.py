@@ -115,7 +115,9 @@ def test_a_gke_a3_mega_pool_gets_its_additional_node_networks_on_a_multi_network
     stack = program_stack(sim, tmp_path, "gke-a3mega", int(time.time()) + 3600)
     stack.up(policy_packs=[str(REPO_ROOT / "policy")])
     cluster = f"/v1beta1/projects/{PROJECT}/locations/us-central1-a/clusters/gke-a3mega-gke"
-    network = sim.http("GET", cluster)[1]["networkConfig"]
+    got = sim.http("GET", cluster)[1]
+    assert got["addonsConfig"]["gcsFuseCsiDriverConfig"] == {"enabled": True}  # pods mount data: inputs
+    network = got["networkConfig"]
     assert network["enableMultiNetworking"] is True and network["datapathProvider"] == "ADVANCED_DATAPATH"
     pool = sim.http("GET", f"{cluster}/nodePools/gke-a3mega-pool")[1]
     assert pool["config"]["gvnic"] == {"enabled": True}
@@ -128,3 +130,16 @@ def test_a_gke_a3_mega_pool_gets_its_additional_node_networks_on_a_multi_network
         assert nics[1:] == [(name, "GVNIC") for name in extra]
     stack.destroy()
     assert all(sim.http("GET", f"{COMPUTE}/global/networks/{n}")[0] == 404 for n in extra)
+
+
+def test_a_gke_multislice_stack_gets_every_slices_pool_although_gke_runs_one_cluster_operation_at_a_time(sim, tmp_path):
+    # The pools are created at once; GKE refuses a second while the first's operation runs
+    # (400 failedPrecondition) and the provider retries it, as terraform-provider-google does.
+    stack = program_stack(sim, tmp_path, "gke-tpu-v5e-2x16", int(time.time()) + 3600)
+    stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+    cluster = f"/v1beta1/projects/{PROJECT}/locations/us-west4-a/clusters/gke-tpu-v5e-2x16-gke"
+    for i in range(2):
+        pool = sim.http("GET", f"{cluster}/nodePools/gke-tpu-v5e-2x16-pool-{i}")[1]
+        assert (pool["status"], pool["initialNodeCount"], pool["placementPolicy"]["tpuTopology"]) == ("RUNNING", 4, "4x4")
+    stack.destroy()
+    assert sim.http("GET", cluster)[0] == 404

@@ -9,6 +9,7 @@ import pytest
 from google.cloud import tpu_v2
 
 from infra.errors import CapacityUnavailable
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.gcp import queued_tpu, quota_needs, reaper, realizer
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.program.tpu import queued_request
@@ -46,6 +47,10 @@ def test_a_queued_tpu_not_granted_by_the_deadline_is_refused_and_its_request_del
     assert "within tpu.queue_deadline_minutes (0.02)" in str(refused.value)
     assert f"`trainctl down --stack {spec.name}`" in str(refused.value)
     assert any("WAITING_FOR_RESOURCES, waited 0m00s of 0m01s" in line for line in project.said)
+    # the time it waited is told as a wait for capacity (the run's ledger keeps it, at no cost)
+    (waited,) = [line for line in project.said if isinstance(line, CapacityWait)]
+    assert "not granted after waiting" in waited and waited.nodes == ()
+    assert waited.seconds > 0.5  # of its 1.2 s deadline
     assert queued_resources(project) == [] and not (state_dir(spec.name) / queued_tpu.RECORD).exists()
 
 
@@ -69,6 +74,7 @@ def test_an_up_stopped_while_queued_leaves_a_recorded_request_that_the_next_up_w
     project.admin("PUT", "stockouts", [])
     granted = queued_tpu.granted(spec, outputs, project.progress)
     assert any("already requested, waiting for it" in line for line in project.said)
+    assert any(isinstance(line, CapacityWait) and "granted after waiting" in line for line in project.said)
     assert [n["name"] for n in granted["inventory"]["nodes"]] == [f"{spec.name}-tpu-w0"]
     queued_tpu.release(spec.name, project.progress)
     assert queued_resources(project) == [] and not (state_dir(spec.name) / queued_tpu.RECORD).exists()

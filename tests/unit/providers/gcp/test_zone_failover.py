@@ -4,6 +4,7 @@ refused attempt placed in the stocked-out zone does not outlive it."""
 
 from __future__ import annotations
 
+from infra.providers.capacity_wait import CapacityWait
 from infra.providers.gcp import realizer
 from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
 
@@ -49,6 +50,10 @@ def test_zones_without_hints_are_tried_in_their_order(make_gcp) -> None:
     inventory = realizer.up(spec, gcp.progress)
     assert [(a["zone"], a["outcome"], a["capacity_in"]) for a in inventory.placement] == [
         (A, "no capacity", []), (B, "no capacity", []), ("us-east1-c", "up", [])]
+    # each refused zone's attempt is told as a wait for capacity, which a run's ledger keeps
+    waits = [line for line in gcp.said if isinstance(line, CapacityWait)]
+    assert [w.split(":")[0] for w in waits] == [f"zone {A}", f"zone {B}"]
+    assert all(w.ended > w.started for w in waits)
     assert set(zones_of(gcp).values()) == {"us-east1-c"}
     assert realizer.down(spec.name, progress=gcp.progress) is True
 

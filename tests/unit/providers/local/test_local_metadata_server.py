@@ -19,7 +19,9 @@ from conftest import free_port, REPO
 from infra.providers.local import metadata_admin
 
 NODE = {"name": "node0", "ip": "127.0.0.1", "id": 4242, "zone": "local-a", "machine-type": "local",
-        "spot": True, "attributes": {"enable-oslogin": "FALSE", "trainctl-stack": "s"}}
+        "spot": True, "attributes": {"enable-oslogin": "FALSE", "trainctl-stack": "s"},
+        "service-account": {"email": "nodes-sa@local-p.iam.gserviceaccount.com",
+                            "scopes": ["https://www.googleapis.com/auth/cloud-platform"], "token": "ya29.sim-x"}}
 
 
 @pytest.fixture
@@ -122,3 +124,15 @@ def test_a_node_booted_again_starts_fresh(server):
     metadata_admin.boot(admin, {**NODE, "id": 4343})
     assert get(f"{base}/instance/preempted").read().decode() == "FALSE"
     assert get(f"{base}/instance/id").read().decode() == "4343"
+
+
+def test_the_nodes_account_token_is_served_as_gce_serves_it_and_never_listed(server):
+    base, _ = server
+    answer = get(f"{base}/instance/service-accounts/default/token")
+    assert answer.headers["Content-Type"].startswith("application/json")
+    assert json.load(answer) == {"access_token": "ya29.sim-x", "expires_in": 3599, "token_type": "Bearer"}
+    assert get(f"{base}/instance/service-accounts/default/email").read() == b"nodes-sa@local-p.iam.gserviceaccount.com"
+    listed = get(f"{base}/instance/service-accounts/nodes-sa@local-p.iam.gserviceaccount.com/").read().decode()
+    assert listed.split() == ["email", "scopes", "token"]
+    recursive = json.load(get(f"{base}/instance/?recursive=true"))
+    assert "token" not in recursive["serviceAccounts"]["default"] and "ya29" not in json.dumps(recursive)

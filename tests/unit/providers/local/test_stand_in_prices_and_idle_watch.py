@@ -37,9 +37,10 @@ def test_an_unknown_machine_type_on_a_local_stack_is_refused_by_name():
         load_stack("local", overrides={"machine_type": "n1-standard-5"})
 
 
-def test_idle_minutes_on_a_gcp_stack_is_refused_until_a_watch_runs_there():
-    with pytest.raises(ConfigError, match="idle_minutes is watched on local stacks only"):
-        load_stack("gpu-t4x2", overrides={"idle_minutes": 30})
+def test_idle_minutes_on_a_gcp_stack_of_other_than_vms_is_refused_by_kind():
+    with pytest.raises(ConfigError, match="idle_minutes is watched on local stacks and GCP VM stacks only.*kind tpu"):
+        load_stack("tpu-v5e-8", overrides={"idle_minutes": 30})
+    assert load_stack("gpu-t4x2", overrides={"idle_minutes": 30}).idle_minutes == 30
 
 
 def test_cpu_used_between_two_looks_counts_new_processes_whole_and_gone_ones_not_at_all():

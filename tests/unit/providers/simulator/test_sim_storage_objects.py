@@ -71,3 +71,18 @@ def test_objects_outlive_the_simulator_process_and_its_emulator(make_sim, tmp_pa
     assert again.bucket(BUCKET).blob("kept.txt").download_as_bytes() == b"still here"
     with pytest.raises(NotFound):
         again.bucket(BUCKET).blob("never.txt").download_as_bytes()
+
+
+def test_an_objects_links_point_at_the_address_the_reader_used(sim, bucket):
+    """An object uploaded by the controller (loopback) is listed to a VM (the service address)
+    with a mediaLink the VM can reach: google-cloud-storage downloads from it."""
+    import json
+    import urllib.request
+
+    bucket.blob("data/shard-0.npz").upload_from_string(b"x")
+    request = urllib.request.Request(f"{sim.url}/storage/v1/b/{BUCKET}/o?prefix=data/",
+                                     headers={"Host": "10.215.0.1:8080"})
+    with urllib.request.urlopen(request) as response:
+        (item,) = json.loads(response.read())["items"]
+    assert item["mediaLink"].startswith(f"http://10.215.0.1:8080/download/storage/v1/b/{BUCKET}/o/")
+    assert bucket.get_blob("data/shard-0.npz").media_link.startswith(sim.url)  # the controller's own

@@ -4,6 +4,7 @@ from infra.providers.gcp.simulator.apis import admin, serviceusage  # noqa: F401
 from infra.providers.gcp.simulator.apis import crm  # noqa: F401
 from infra.providers.gcp.simulator.apis import iam  # noqa: F401
 from infra.providers.gcp.simulator.apis import iam_roles  # noqa: F401
+from infra.providers.gcp.simulator.apis import access_tokens  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_operations  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_catalog  # noqa: F401
 from infra.providers.gcp.simulator.apis import compute_quotas  # noqa: F401

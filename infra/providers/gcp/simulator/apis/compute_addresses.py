@@ -7,11 +7,13 @@ the second-to-last and last addresses (https://cloud.google.com/vpc/docs/subnets
 The allocation is recorded on the subnetwork (under "_sim"), so the same address is never
 handed out twice while its instance or TPU worker exists.
 
-External (an access config's natIP, a TPU worker's externalIp): from EXTERNAL_POOL, recorded in
-the world's "external-ips" names. The root namespace routes each one to its network's edge, so
-two stacks whose subnetworks overlap (both 10.128.0.0/20) stay reachable by their external
-addresses. The pool's network address, first host and broadcast are never handed out (the
-first host is left for whatever gateway the machine backend puts on the pool).
+External (an access config's natIP, a TPU worker's externalIp): from the machine backend's
+external range (real machines: the world's own /24 of EXTERNAL_POOL, external_ranges.py; no
+machines: the whole pool), recorded in the world's "external-ips" names. The root namespace
+routes each one to its network's edge, so two stacks whose subnetworks overlap (both
+10.128.0.0/20) stay reachable by their external addresses, and two worlds never route the same
+one. The range's network address, first host and broadcast are never handed out (the first
+host is left for whatever gateway the machine backend puts on the range).
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ import ipaddress
 from typing import Any
 
 from infra.providers.gcp.simulator.errors import ApiError
+from infra.providers.gcp.simulator.external_ranges import EXTERNAL_POOL
 from infra.providers.gcp.simulator.state import World
 
-EXTERNAL_POOL = ipaddress.ip_network("10.213.0.0/16")
 EXTERNAL_NAMESPACE = "external-ips"
 
 
@@ -68,16 +70,23 @@ def internal_in_use(subnet: dict[str, Any]) -> dict[str, str]:
     return dict(_allocations(subnet))
 
 
+def external_range(world: World) -> ipaddress.IPv4Network:
+    """Where this world's external addresses come from (its machine backend decides)."""
+    backend = world.backend
+    return backend.external_range() if backend is not None else EXTERNAL_POOL
+
+
 def allocate_external(world: World, owner: str) -> str:
     taken = world.names(EXTERNAL_NAMESPACE)
-    hosts = EXTERNAL_POOL.hosts()
+    pool = external_range(world)
+    hosts = pool.hosts()
     next(hosts)  # the first host stays free (see the module docstring)
     for ip in hosts:
         if str(ip) not in taken:
             taken[str(ip)] = owner
             return str(ip)
-    raise ApiError(403, "Quota 'IN_USE_ADDRESSES' exceeded: the simulator's external address pool "
-                        f"{EXTERNAL_POOL} is used up.", reason="quotaExceeded")
+    raise ApiError(403, "Quota 'IN_USE_ADDRESSES' exceeded: the simulator's external address range "
+                        f"{pool} is used up.", reason="quotaExceeded")
 
 
 def release_external(world: World, ip: str | None) -> None:

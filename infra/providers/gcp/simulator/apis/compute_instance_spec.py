@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.spec import catalog
-from infra.providers.gcp.simulator.apis import compute_addresses, compute_catalog
+from infra.providers.gcp.simulator.apis import access_tokens, compute_addresses, compute_catalog
 from infra.providers.gcp.simulator.apis.compute_common import (
     collection, fingerprint, link, parse_ref, public, region_of, stamp)
 from infra.providers.gcp.simulator.apis.compute_networks import find_network, find_subnetwork, subnet_path
@@ -270,5 +270,6 @@ def machine(world: World, project: str, inst: dict[str, Any]) -> Machine:
         external_ip=sim.get("external"), metadata=metadata_items(inst["metadata"]),
         project_metadata=metadata_items({"items": p.get("commonInstanceMetadata", [])}),
         service_account=accounts[0].get("email"), scopes=tuple(accounts[0].get("scopes", ())),
+        access_token=access_tokens.mint(world, accounts[0]["email"]) if accounts[0].get("email") else None,
         tags=tuple(inst["tags"]["items"]), spot=sim["spot"], accelerators=dict(sim["gpus"]),
         machine_type=sim["machine_type"])

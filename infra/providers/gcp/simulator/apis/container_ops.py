@@ -7,7 +7,9 @@ project's number, startTime/endTime, and, when it failed, `error` (google.rpc.St
 older statusMessage. A cluster runs one operation at a time: a second mutation while one runs is
 refused as GKE refuses it (400 FAILED_PRECONDITION, "Cluster is running incompatible operation
 <name>.", ErrorInfo reason CLUSTER_ALREADY_HAS_OPERATION:
-https://github.com/kubernetes-sigs/cluster-api-provider-gcp/issues/1363).
+https://github.com/kubernetes-sigs/cluster-api-provider-gcp/issues/1363; and an `errors` entry of
+reason failedPrecondition, which Go clients print as "..., failedPrecondition":
+https://github.com/hashicorp/terraform-provider-google/issues/3650).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def busy(world: World, cluster: dict[str, Any]) -> None:
     op = operations.find(world, running) if running else None
     if op is not None and not op["done"]:
         raise ApiError(400, f"Cluster is running incompatible operation {op['name']}.", status="FAILED_PRECONDITION",
-                       details=[{"@type": ERROR_INFO, "reason": "CLUSTER_ALREADY_HAS_OPERATION",
+                       reason="failedPrecondition", with_errors=True, details=[{"@type": ERROR_INFO, "reason": "CLUSTER_ALREADY_HAS_OPERATION",
                                  "domain": "container.googleapis.com", "metadata": {}}])
 
 

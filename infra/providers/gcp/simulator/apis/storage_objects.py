@@ -12,6 +12,8 @@ another process that was using it starts the next one, on the same data, when it
 Requests are forwarded as they came, Host header included, so the URLs the emulator writes into
 its answers (resumable session `Location`, `mediaLink`) point at the simulator's address as the
 client used it: a VM reaches the simulator at its service address, the controller on loopback.
+The emulator stores an object's links as they were at its upload, so they are rewritten to the
+reading request's address (an object the controller uploaded is downloadable by a VM).
 Hand-written over an HTTP proxy library on purpose: it is one request forwarded with
 http.client, and no proxy library on PyPI is smaller than that.
 """
@@ -188,12 +190,32 @@ def proxy(home: Path, bucket: str | None, verb: str, target: str, body: bytes,
         try:
             if bucket is not None:
                 _ensure_bucket(url, bucket)
-            return forward(url, verb, target, body, headers)
+            status, kept, answer = forward(url, verb, target, body, headers)
+            return status, kept, _links_at(answer, kept, headers.get("host"))
         except ConnectionError:
             _known.pop(home, None)
             if attempt == 2:
                 raise
     raise AssertionError("unreachable")
+
+
+def _links_at(answer: bytes, headers: dict[str, str], host: str | None) -> bytes:
+    """Object resources' mediaLink and selfLink at the address this request came to, as Google's
+    name its own host: the emulator keeps the address an object was uploaded through, which a
+    reader elsewhere (a VM at the service address, the controller on loopback) cannot reach."""
+    content_type = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    if not host or not content_type.startswith("application/json"):
+        return answer
+    try:
+        document = json.loads(answer)
+    except ValueError:
+        return answer
+    for item in [document, *document.get("items", [])] if isinstance(document, dict) else []:
+        for key in ("mediaLink", "selfLink"):
+            parts = urllib.parse.urlsplit(item[key]) if isinstance(item.get(key), str) else None
+            if parts is not None and parts.netloc:  # a path alone already goes where the reader went
+                item[key] = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    return json.dumps(document).encode()
 
 
 def holds_objects(home: Path, bucket: str) -> bool:

@@ -28,10 +28,14 @@ from infra.providers.gcp.simulator.kubernetes.objects import KINDS, KubeError, O
 from infra.providers.gcp.simulator.kubernetes.store import Request
 
 ROUTES = [
-    (re.compile(r"/api/v1/namespaces/([^/]+)/(serviceaccounts|services|pods)"), "collection"),
+    (re.compile(r"/api/v1/namespaces/([^/]+)/(serviceaccounts|services|pods|events)"), "collection"),
     (re.compile(r"/apis/batch/v1/namespaces/([^/]+)/(jobs)"), "collection"),
+    (re.compile(r"/apis/apps/v1/namespaces/([^/]+)/(daemonsets)"), "collection"),
+    (re.compile(r"/apis/networking\.gke\.io/v1()/(gkenetworkparamsets|networks)"), "collection"),  # cluster-scoped
     (re.compile(r"/api/v1/namespaces/([^/]+)/(serviceaccounts|services|pods)/([^/]+)"), "object"),
     (re.compile(r"/apis/batch/v1/namespaces/([^/]+)/(jobs)/([^/]+)(/status)?"), "object"),
+    (re.compile(r"/apis/apps/v1/namespaces/([^/]+)/(daemonsets)/([^/]+)"), "object"),
+    (re.compile(r"/apis/networking\.gke\.io/v1()/(gkenetworkparamsets|networks)/([^/]+)"), "object"),
     (re.compile(r"/api/v1/namespaces/([^/]+)/(pods)/([^/]+)/log"), "log"),
 ]
 
@@ -111,7 +115,7 @@ class KubernetesApi(JobController):
 
     def _collection(self, h: BaseHTTPRequestHandler, request: Request, method: str, ns: str,
                     resource: str) -> None:
-        if method == "POST" and resource != "pods":
+        if method == "POST" and resource not in ("pods", "events"):
             created = self.create(resource, ns, request.body, request.query)
             request.status = 201
             _send(h, 201, created)

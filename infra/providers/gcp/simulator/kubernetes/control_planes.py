@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra.providers.gcp.simulator import routes
-from infra.providers.gcp.simulator.kubernetes import auth
+from infra.providers.gcp.simulator.kubernetes import auth, scheduling
 from infra.providers.gcp.simulator.kubernetes.api import KubernetesApi
 from infra.providers.gcp.simulator.kubernetes.processes import ProcessPods
 from infra.providers.gcp.simulator.state import World
@@ -158,7 +158,13 @@ def ensure(sim: Simulator, cluster: dict[str, Any], node_names: tuple[str, ...])
             if plane is None:
                 return
             _PLANES[home][cluster_id] = plane
-    plane.api.set_nodes(node_names or ("gke-simulated-node-without-pool",))
+    plane.api.set_nodes(node_names or ("gke-simulated-node-without-pool",), node_labels(cluster))
+
+
+def node_labels(cluster: dict[str, Any]) -> dict[str, scheduling.Labels]:
+    """Each node's labels, by node name, from its pool."""
+    return {key.split("/", 1)[1]: scheduling.pool_node_labels(pool)
+            for pool in cluster.get("pools", {}).values() for key in pool.get("nodes", [])}
 
 
 def _start(sim: Simulator, cluster: dict[str, Any], kube: dict[str, Any]) -> ControlPlane | None:

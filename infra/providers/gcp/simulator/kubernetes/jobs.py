@@ -20,7 +20,9 @@ import uuid
 from collections import Counter
 from typing import Any, Callable, Protocol
 
+from infra.providers.gcp.simulator.kubernetes.gke_networks import CUSTOM, admitted, check_custom
 from infra.providers.gcp.simulator.kubernetes.objects import GROUP, INDEX_LABEL, KubeError, Obj, now, status_obj
+from infra.providers.gcp.simulator.kubernetes import scheduling
 from infra.providers.gcp.simulator.kubernetes.store import ApiStore
 
 DEFAULT_GRACE_SECONDS = 30  # terminationGracePeriodSeconds when the pod does not say
@@ -47,6 +49,7 @@ class JobController(ApiStore):
         super().__init__()
         self.pods = pods
         self.node_names = node_names
+        self.node_labels: dict[str, scheduling.Labels] | None = None  # None: selectors are not checked
         self.job_attempts: Counter[str] = Counter()
         self.unscheduled: dict[str, tuple[Obj, Obj, int, int]] = {}  # pod uid -> (job, pod, attempt, try)
         self.pod_tries: Counter[tuple[str, int]] = Counter()
@@ -63,7 +66,9 @@ class JobController(ApiStore):
     def create(self, resource: str, ns: str, body: Any, query: dict[str, str]) -> Obj:
         from infra.providers.gcp.simulator.kubernetes.objects import check_body, check_job
 
-        if query.get("fieldValidation", "Strict") == "Strict":
+        if resource in CUSTOM:  # no client model: the CRD's schema
+            check_custom(resource, body)
+        elif query.get("fieldValidation", "Strict") == "Strict":
             check_body(resource, body)
         meta = body.get("metadata") or {}
         name = meta.get("name")
@@ -169,6 +174,8 @@ class JobController(ApiStore):
         tries = self.pod_tries[(meta["uid"], index)]
         self.pod_tries[(meta["uid"], index)] += 1
         template = copy.deepcopy(spec["template"])
+        if not admitted(self, job, template["metadata"].get("annotations") or {}):
+            return
         pod_spec = template["spec"]
         pod_spec["hostname"] = f"{meta['name']}-{index}"
         index_env = {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
@@ -180,7 +187,7 @@ class JobController(ApiStore):
                "metadata": {"name": f"{meta['name']}-{index}-{secrets.token_hex(3)[:5]}",
                             "namespace": meta["namespace"], "uid": str(uuid.uuid4()), "creationTimestamp": now(),
                             "labels": {**template["metadata"]["labels"], INDEX_LABEL: str(index)},
-                            "annotations": {INDEX_LABEL: str(index)},
+                            "annotations": {**(template["metadata"].get("annotations") or {}), INDEX_LABEL: str(index)},
                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"],
                                                  "uid": meta["uid"], "controller": True,
                                                  "blockOwnerDeletion": True}]},
@@ -195,26 +202,27 @@ class JobController(ApiStore):
         self.schedule(pod["metadata"]["uid"])
         if pod["metadata"]["uid"] in self.unscheduled:
             pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                            "message": "0/0 nodes are available: the cluster has no node pool "
-                                                       "with nodes", "lastTransitionTime": now()}]
+                                            "message": scheduling.unschedulable_message(self.node_names),
+                                            "lastTransitionTime": now()}]
             self.record("pods", "ADDED", pod)
 
     def schedule(self, uid: str) -> None:
-        """Onto the cluster's nodes, pod index i on node i (one pod a node, as accelerator
-        requests place them); without nodes the pod waits (hold self.cond)."""
-        if not self.node_names:
+        """Onto the cluster's nodes that its nodeSelector takes (scheduling.py); without one the
+        pod waits (hold self.cond)."""
+        nodes = scheduling.candidates(self.unscheduled[uid][1], self.node_names, self.node_labels)
+        if not nodes:
             return
         job, pod, attempt, tries = self.unscheduled.pop(uid)
         index = int(pod["metadata"]["annotations"][INDEX_LABEL])
-        pod["spec"]["nodeName"] = self.node_names[index % len(self.node_names)]
+        pod["spec"]["nodeName"] = nodes[index % len(nodes)]
         pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": now()}]
         self.record("pods", "ADDED" if "resourceVersion" not in pod["metadata"] else "MODIFIED", pod)
         self.pods.start(self, job, pod, attempt, tries)
 
-    def set_nodes(self, names: tuple[str, ...]) -> None:
-        """The node pools' nodes now; pods that waited for a node are scheduled."""
+    def set_nodes(self, names: tuple[str, ...], labels: dict[str, scheduling.Labels] | None = None) -> None:
+        """The node pools' nodes now (and their labels); pods that waited for a node are scheduled."""
         with self.cond:
-            self.node_names = names
+            self.node_names, self.node_labels = names, labels
             for uid in list(self.unscheduled):
                 pod = self.unscheduled[uid][1]
                 if not pod["metadata"].get("deletionTimestamp"):

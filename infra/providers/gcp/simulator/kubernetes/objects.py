@@ -21,8 +21,14 @@ Obj = dict[str, Any]
 KINDS = {"serviceaccounts": ("v1", "ServiceAccount", "V1ServiceAccount"),
          "services": ("v1", "Service", "V1Service"),
          "jobs": ("batch/v1", "Job", "V1Job"),
-         "pods": ("v1", "Pod", "V1Pod")}
-GROUP = {"jobs": "jobs.batch"}  # how a Status message names the resource
+         "pods": ("v1", "Pod", "V1Pod"),
+         "events": ("v1", "Event", "CoreV1Event"),
+         "daemonsets": ("apps/v1", "DaemonSet", "V1DaemonSet"),
+         # GKE's multi-networking custom resources: no client model, their CRD's schema (gke_networks.py)
+         "gkenetworkparamsets": ("networking.gke.io/v1", "GKENetworkParamSet", ""),
+         "networks": ("networking.gke.io/v1", "Network", "")}
+GROUP = {"jobs": "jobs.batch", "daemonsets": "daemonsets.apps",  # how a Status message names the resource
+         "gkenetworkparamsets": "gkenetworkparamsets.networking.gke.io", "networks": "networks.networking.gke.io"}
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 # The kubernetes client's packages import their modules lazily; two request threads importing it
 # first at once fail (ImportError or _DeadlockError in kubernetes.client.api_client).

@@ -13,7 +13,8 @@ What a pod gets, and what stands in for what a GKE node would give it:
     DNS answers them; each pod has a loopback address of its own (127.a.b.c) that those names
     point at, and that gloo and the c10d store bind to by the pod's hostname;
   - Workload Identity: the pod's Cloud Storage calls go to the simulator's storage
-    (STORAGE_EMULATOR_HOST), as the node's metadata server would hand it a token for Google's.
+    (STORAGE_EMULATOR_HOST), as the node's metadata server would hand it a token for Google's;
+  - Cloud Storage FUSE CSI volumes at their mountPaths (volumes.py: the objects copied in).
 Not given: a container (files, users, CPU and memory are this machine's, shared with every other
 pod), a network namespace (ports are this machine's: two Jobs whose pods bind the same port at
 once collide), accelerators (declared requests are reported, nothing is attached).
@@ -31,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.providers.gcp.simulator.kubernetes import images
+from infra.providers.gcp.simulator.kubernetes import images, volumes
 from infra.providers.gcp.simulator.kubernetes.objects import INDEX_LABEL, Obj, labels_match
 
 if TYPE_CHECKING:
@@ -137,20 +138,26 @@ class ProcessPods:
         (folder / "hosts").write_text(hosts)
         try:
             env = self._environment(pod, container, stand_in, ip, folder)
+            mounts = volumes.gcsfuse_mounts(pod, container, folder, self.storage_url)
         except ValueError as exc:
             api.container_waiting(pod, "CreateContainerConfigError", str(exc))
             return
-        argv = self._argv(pod, container, folder / "hosts")
+        argv = self._argv(pod, container, folder / "hosts", mounts)
         if not api.container_started(pod, ip):
             return
         for line in self._header(pod, container, stand_in, ip):
             api.container_output(pod, line)
-        proc = self._spawn(pod, argv, workdir, env)
-        if isinstance(proc, OSError):  # as a runtime that cannot start the container: 128
-            api.container_output(pod, f"{KUBELET} could not start the pod's process: {proc}")
-            api.container_exited(pod, 128)
-        elif proc is not None:
-            self._follow(api, pod, proc, folder)
+        paths = [m.path for m in mounts]
+        volumes.MountPoints.hold(paths)
+        try:
+            proc = self._spawn(pod, argv, workdir, env)
+            if isinstance(proc, OSError):  # as a runtime that cannot start the container: 128
+                api.container_output(pod, f"{KUBELET} could not start the pod's process: {proc}")
+                api.container_exited(pod, 128)
+            elif proc is not None:
+                self._follow(api, pod, proc, folder)
+        finally:
+            volumes.MountPoints.release(paths)
 
     def _spawn(self, pod: Obj, argv: list[str], workdir: Path,
                env: dict[str, str]) -> subprocess.Popen[bytes] | OSError | None:
@@ -176,14 +183,15 @@ class ProcessPods:
             self.procs.pop(pod["metadata"]["uid"], None)
         shutil.rmtree(folder, ignore_errors=True)
 
-    def _argv(self, pod: Obj, container: Obj, hosts: Path) -> list[str]:
+    def _argv(self, pod: Obj, container: Obj, hosts: Path, mounts: list[volumes.Mount]) -> list[str]:
         command = [*(container.get("command") or []), *(container.get("args") or [])]
         if not command:
             command = ["sh", "-c", "echo 'the image stand-in has no entrypoint: give the container a command' >&2; exit 127"]
         ns_flags = ["--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private"]
         if os.geteuid() != 0:
             ns_flags.append("--map-root-user")
-        return ["unshare", *ns_flags, "--", "sh", "-c", POD_SETUP, "pod-setup", str(hosts),
+        setup = " && ".join([m.shell() for m in mounts] + [POD_SETUP])  # volumes first, then the pod's own
+        return ["unshare", *ns_flags, "--", "sh", "-c", setup, "pod-setup", str(hosts),
                 pod["spec"]["hostname"], *command]
 
     def _environment(self, pod: Obj, container: Obj, stand_in: images.StandIn, ip: str,

@@ -16,12 +16,15 @@ instances (the oauth_scopes StateFunc).
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable, TypeVar
 
 from infra.providers.gcp.simulator.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last, relative, same_resource
 from infra.providers.gcp.simulator.pulumi.gcp.instance_fields import canonical_scope, same_scopes
-from infra.providers.gcp.simulator.pulumi.gcp.rest import poll
+from infra.providers.gcp.simulator.pulumi.gcp.rest import DEFAULT_TIMEOUT_SECONDS, GoogleApiError, poll
 from infra.providers.gcp.simulator.pulumi.plugins import Diff, ProviderError
+
+T = TypeVar("T")
 
 # node_config.go defaultOauthScopes (gcloud's gke-default)
 DEFAULT_SCOPES = [f"https://www.googleapis.com/auth/{scope}" for scope in (
@@ -112,7 +115,8 @@ class Cluster(GkeResource):
             "workloadIdentityConfig": inputs.get("workloadIdentityConfig"),
             "releaseChannel": inputs.get("releaseChannel"), "nodeConfig": node_config(inputs.get("nodeConfig")),
             "networkConfig": cluster_network_config(inputs),
-            "addonsConfig": {"gcePersistentDiskCsiDriverConfig": {"enabled": True}}})
+            # expandClusterAddonsConfig: the add-ons the program names, over the PD CSI driver's default
+            "addonsConfig": {"gcePersistentDiskCsiDriverConfig": {"enabled": True}, **(inputs.get("addonsConfig") or {})}})
         op = self.rest.call("POST", self.url(f"{parent}/clusters"), {"cluster": cluster})
         id_ = f"{parent}/clusters/{inputs['name']}"
         try:
@@ -159,7 +163,8 @@ class Cluster(GkeResource):
                                     {"resourceLabels": labels, "labelFingerprint": current.get("labelFingerprint")})
                 self.wait_container(op, project, location, "updating GKE resource labels")
         for field, desired in (("releaseChannel", "desiredReleaseChannel"),
-                               ("workloadIdentityConfig", "desiredWorkloadIdentityConfig")):
+                               ("workloadIdentityConfig", "desiredWorkloadIdentityConfig"),
+                               ("addonsConfig", "desiredAddonsConfig")):
             if field in changed:
                 with failing_as(f"Error updating GKE cluster {field}"):
                     op = self.rest.call("PUT", self.url(id_), {"update": {desired: news.get(field)}})
@@ -202,7 +207,7 @@ class NodePool(GkeResource):
                            "networkConfig": pool_network_config(inputs.get("networkConfig")),
                            "nodeLocations": inputs.get("nodeLocations"), "version": inputs.get("version")})
         with failing_as("error creating NodePool"):
-            op = self.rest.call("POST", self.url(f"{cluster}/nodePools"), {"nodePool": pool})
+            op = while_cluster_busy(lambda: self.rest.call("POST", self.url(f"{cluster}/nodePools"), {"nodePool": pool}))
         try:
             self.wait_container(op, project, location, "creating GKE NodePool")
         except ProviderError as exc:
@@ -245,9 +250,32 @@ class NodePool(GkeResource):
         return self.read(id_, news, state) or state
 
     def delete(self, id_: str, state: dict[str, Any]) -> None:
-        op = self.delete_request(self.url(id_), "NodePool")
+        op = while_cluster_busy(lambda: self.delete_request(self.url(id_), "NodePool"))
         if op is not None:
             self.wait_container(op, id_.split("/")[1], id_.split("/")[3], "deleting GKE NodePool")
+
+
+def while_cluster_busy(call: Callable[[], T]) -> T:
+    """The provider's retry of a node pool create or delete that GKE refuses with a failed
+    precondition (another operation of the cluster runs: several pools of one stack are created
+    at once), until its timeout (resource.Retry with tpgresource.IsFailedPreconditionError)."""
+    deadline = time.monotonic() + DEFAULT_TIMEOUT_SECONDS
+    wait = 0.1
+    while True:
+        try:
+            return call()
+        except ProviderError as exc:
+            # delete_request words the API's error as its own (the API's stays its __context__)
+            busy = _failed_precondition(exc) or _failed_precondition(exc.__context__)
+            if not busy or time.monotonic() > deadline:
+                raise
+        time.sleep(wait)
+        wait = min(wait * 2, 2.0)
+
+
+def _failed_precondition(exc: BaseException | None) -> bool:
+    return isinstance(exc, GoogleApiError) and exc.code == 400 and "failedPrecondition" in {
+        e.get("reason") for e in exc.errors}
 
 
 TYPES = (Cluster, NodePool)
