@@ -25,6 +25,21 @@ def on_the_simulated_stack(tmp_path, name: str, args: str):
     return path
 
 
+def started(experiment_file, runs, simulated_home, point: str) -> tuple[Streamed, str, str, str]:  # noqa: F811
+    """`trainctl run --simulate` of the file once its output reached `point`: the run, its id,
+    its second node and the simulator's address."""
+    from infra.providers import realizers
+    from infra.providers.gcp.simulator import daemon
+
+    run = Streamed("run", str(experiment_file), "--simulate", "--runs-dir", str(runs))
+    run.wait_for(r"\[trainctl\] run ")
+    run_id = run_id_of("".join(run.seen))
+    run.wait_for(point)
+    simulator = daemon.url_of(simulated_home / "simulator")
+    assert simulator is not None
+    return run, run_id, realizers.inventory(run_id).nodes[1].name, simulator
+
+
 def announce(simulator: str, instance: str, notice: float) -> dict:
     request = urllib.request.Request(
         f"{simulator}/trainctl-sim/v1/projects/{PROJECT}/zones/{ZONE}/instances/{instance}:maintenance",
@@ -36,19 +51,10 @@ def announce(simulator: str, instance: str, notice: float) -> dict:
 
 def test_a_gpu_vm_announcing_maintenance_is_drained_and_the_run_ends_as_an_undisturbed_one(simulated_home,  # noqa: F811
                                                                                             tmp_path):
-    from infra.providers import realizers
-    from infra.providers.gcp.simulator import daemon
-
     runs = tmp_path / "runs"
     undisturbed = undisturbed_metrics(on_the_simulated_stack(tmp_path, "calm", EPOCHS))
-    run = Streamed("run", str(on_the_simulated_stack(tmp_path, "maint", f"{EPOCHS} --epoch-sleep 2")),
-                   "--simulate", "--runs-dir", str(runs))
-    run.wait_for(r"\[trainctl\] run ")
-    run_id = run_id_of("".join(run.seen))
-    run.wait_for(r"epoch 2/6")
-    node = realizers.inventory(run_id).nodes[1].name
-    simulator = daemon.url_of(simulated_home / "simulator")
-    assert simulator is not None
+    run, run_id, node, simulator = started(on_the_simulated_stack(tmp_path, "maint", f"{EPOCHS} --epoch-sleep 2"),
+                                           runs, simulated_home, r"epoch 2/6")
     assert announce(simulator, node, notice=3)["event"] == "TERMINATE_ON_HOST_MAINTENANCE"
     run.wait_for(rf"{node}: TERMINATE_ON_HOST_MAINTENANCE announced: draining it")
     run.wait_for(rf"recovery 1: recreating {node}")

@@ -99,5 +99,6 @@ def _show_recoveries(recoveries: list[RecoveryRecord]) -> None:
     for i, r in enumerate(recoveries, 1):
         redone = "unknown steps" if r.steps_redone is None else f"{r.steps_redone} step(s)"
         tries = f" after {r.tries} tries (no capacity)" if r.tries > 1 else ""
+        tries += f", the cluster moved to zone {r.moved_to}" if r.moved_to else ""
         say(f"  {i}. {', '.join(r.nodes)} back and the job resumed in {r.seconds:.1f} s{tries}; "
             f"resumed from step {r.resumed_from_step}, {redone} redone")

@@ -28,7 +28,7 @@ from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
 from trainctl.jobs.data_phase import readable_by_nodes, refuse_unobtainable
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
-from trainctl.jobs.node_recovery import recovery
+from trainctl.jobs.node_recovery import keep_placement, recovery
 from trainctl.jobs.before_training import check_network, stage_data_inputs
 from trainctl.jobs.run_ledger import keep_ledger, share_ledger
 from trainctl.jobs.spending import budgeted
@@ -44,10 +44,6 @@ from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.run_logs import RESULT_FILE
 from trainctl.launchers.registry import launcher_for_cluster
 from trainctl.jobs.sweep import best, parallelism, run_sweep
-
-# Where the provider looked for room before the cluster came up (each zone tried, why it refused,
-# seconds taken), in runs/<run>/.
-PLACEMENT_FILE = "placement.json"
 
 
 class RunFailed(RemoteError):
@@ -197,8 +193,7 @@ def up_with_image(run: StackRun, builder: ThreadPoolExecutor, image_log: Path) -
     with run.phase("up"):
         inventory = realizers.for_spec(run.spec).up(run.spec, keeping_waits(run.report, run.echo, "[trainctl] "))
     run.inventory = inventory
-    if inventory.placement:  # the zones tried before one held the cluster: kept with the run
-        (run.report.run_dir / PLACEMENT_FILE).write_text(json.dumps(list(inventory.placement), indent=2))
+    keep_placement(run.report.run_dir, inventory)
     if built is not None:
         with run.phase("image"):
             image = push_image(built, inventory, image_log, run.echo)

@@ -128,7 +128,9 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
     ended = max(b for _, b in windows.values())
     intervals: list[Interval] = []
     events: list[Event] = [Event(kind="preemption", time=r.lost_at, nodes=tuple(r.nodes),
-                                 note=f"back in {r.seconds:.1f} s") for r in recoveries]
+                                 note=f"back in {r.seconds:.1f} s"
+                                 + (f", cluster moved to zone {r.moved_to}" if r.moved_to else ""))
+                           for r in recoveries]
     steps = redone = None
     costs: list[TrialCost] = []
     for name, (a, b) in windows.items():

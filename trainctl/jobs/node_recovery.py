@@ -1,10 +1,13 @@
 """What a run hands its launcher for preempted nodes (a `Recovery`, which the SSH launcher's
 recovery loop calls): which nodes the provider reclaimed, the same nodes recreated under their
 names once the provider has finished reclaiming them, and those nodes bootstrapped alone (and
-the experiment's data staged onto them: a recreated node may have a new disk)."""
+the experiment's data staged onto them: a recreated node may have a new disk). Where the
+provider moved the whole cluster instead (its zone had no capacity left), every node is new, and
+the zones it tried join the run's placement.json."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -19,6 +22,16 @@ from infra.providers import realizers
 from infra.providers.inventory import Inventory
 from trainctl.launchers.interrupts import raise_if_pending
 from trainctl.launchers.protocol import Recovery
+from trainctl.launchers.ssh.recovery import replaced_nodes
+
+PLACEMENT_FILE = "placement.json"
+
+
+def keep_placement(run_dir: Path, inventory: Inventory) -> None:
+    """The zones tried before one held the cluster (at `up`, and at a recovery that moved it):
+    kept with the run."""
+    if inventory.placement:
+        (run_dir / PLACEMENT_FILE).write_text(json.dumps(list(inventory.placement), indent=2))
 
 
 def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[str], None],
@@ -35,8 +48,12 @@ def recovery(stack: str, bspec: BootstrapSpec, run_dir: Path, echo: Callable[[st
 
     def recreate(lost: list[str]) -> Inventory:
         wait_until_reclaimed(stack, lost, progress)
-        repaired = realizers.for_stack(stack).repair(stack, lost, progress)
-        SyncedNodes(stack).forget(lost)  # new disks: their rsync need not wait
+        realizer = realizers.for_stack(stack)
+        before = realizer.inventory(stack)
+        repaired = realizer.repair(stack, lost, progress)
+        SyncedNodes(stack).forget(replaced_nodes(before, repaired, lost))  # new disks: their rsync need not wait
+        if repaired.placement != before.placement:
+            keep_placement(run_dir, repaired)
         return repaired
 
     def bootstrap_lost(repaired: Inventory, lost: list[str]) -> None:

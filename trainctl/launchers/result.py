@@ -121,6 +121,7 @@ class RecoveryRecord:
     tries: int  # recreate attempts (more than 1: the provider had no capacity for a while)
     furthest_step: int | None  # the furthest step the program printed before the loss
     resumed_from_step: int | None = None  # the step it said it resumed from
+    moved_to: str | None = None  # the zone the whole cluster moved to (its own had no capacity left)
 
     def joined(self, _recreated: Future) -> None:
         self.resumed_at = time.time()
@@ -149,7 +150,8 @@ def write_result(log_dir: Path, result: LaunchResult) -> None:
     (log_dir / RESULT_FILE).write_text(json.dumps({
         "run_id": result.run_id, "ok": result.ok, "attempts": result.attempts,
         "recoveries": [{"nodes": r.nodes, "seconds": r.seconds, "tries": r.tries,
-                        "resumed_from_step": r.resumed_from_step, "steps_redone": r.steps_redone}
+                        "resumed_from_step": r.resumed_from_step, "steps_redone": r.steps_redone,
+                        **({"moved_to": r.moved_to} if r.moved_to else {})}
                        for r in result.recoveries],
         "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
                      for o in result.failures()], **events}, indent=2))

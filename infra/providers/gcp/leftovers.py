@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from infra.errors import ProvisionError
+from infra.errors import ConfigError, ProvisionError
 from infra.providers.gcp.program.gpu_network import gpu_network_names
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV, google_client
@@ -153,3 +153,20 @@ def not_swept(spec: ClusterSpec) -> list[str]:
                      f"gcloud iam service-accounts delete {reaper_account}@{spec.project}"
                      f".iam.gserviceaccount.com {where}"]
     return commands
+
+
+def sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Callable[[str], None]) -> None:
+    """What a failed destroy left: everything labelled as the stack's, then its network (which
+    labels cannot find: by the names the program gives it, once the VMs using it are gone) and
+    an ephemeral stack's bucket."""
+    from infra.providers.gcp.reaper import delete, find_stack
+    from infra.spec.stack_config import load_stack
+
+    spec = ClusterSpec.model_validate(meta["spec"]) if meta and meta.get("spec") else load_stack(stack)
+    if spec.project is None:
+        raise ConfigError(f"stack {stack!r}: no project known to sweep (no state, no stack file)")
+    delete(spec.project, find_stack(spec.project, stack, progress), progress)
+    sweep_network(spec, progress)
+    sweep_bucket(spec, progress)
+    progress("if the destroy left them, delete these by hand (trainctl has no client for them; "
+             "a NotFound answer means it is gone):\n  " + "\n  ".join(not_swept(spec)))

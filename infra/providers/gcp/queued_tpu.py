@@ -17,14 +17,13 @@ import json
 import time
 from typing import Any
 
-from infra.errors import CapacityUnavailable
 from infra.providers.capacity_wait import CapacityWait
+from infra.providers.gcp.grant_wait import GrantWait, duration
 from infra.providers.gcp.program.cluster import tpu_worker
 from infra.providers.gcp.program.tpu import queued_resource_id, slice_node_ids
 from infra.providers.gcp.reaper import google_client
 from infra.providers.protocol import PlanRow, Progress
 from infra.providers.stack_home import state_dir
-from infra.retry import on_results
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 
@@ -97,31 +96,26 @@ def _create(client: Any, spec: ClusterSpec, body: dict[str, Any], progress: Prog
 def _wait(client: Any, name: str, spec: ClusterSpec, progress: Progress) -> None:
     assert spec.tpu is not None and spec.tpu.queue_deadline_minutes is not None
     deadline = spec.tpu.queue_deadline_minutes * 60
-    seen: dict[str, Any] = {"state": None, "reported": 0.0, "granted": None}
-    began = time.time()
+    latest: dict[str, Any] = {}
 
-    def report(attempt: Any) -> None:
-        state, waited = attempt.outcome.result().state.state.name, attempt.seconds_since_start
-        if state not in NOT_GRANTED and seen["granted"] is None:
-            seen["granted"] = time.time()
-        if state != seen["state"] or waited - seen["reported"] >= REPORT_EVERY_SECONDS:
-            progress(f"queued TPU {name}: {state}, waited {_duration(waited)} of {_duration(deadline)}")
-            seen.update(state=state, reported=waited)
+    def read() -> dict[str, str | None]:
+        latest["request"] = client.get_queued_resource(name=name)
+        return {name: latest["request"].state.state.name}
 
+    wait = GrantWait("queued TPU", deadline, read, lambda state: state in STILL_WAITING, progress,
+                     remind_s=REPORT_EVERY_SECONDS, ungranted=lambda state: state in NOT_GRANTED)
     # Poll often for a short deadline (and the tests' simulated ones), at most every 15 s.
-    qr = on_results(lambda q: q.state.state.name in STILL_WAITING, within=deadline,
-                    first=min(1.0, deadline / 20), cap=15.0, before_sleep=report)(client.get_queued_resource, name=name)
-    state = qr.state.state.name
-    granted = seen["granted"] or time.time()
+    state = wait.until_granted(min(1.0, deadline / 20), 15.0)[name]
+    began, granted = wait.capacity_wait() or (time.time(), time.time())
     progress(CapacityWait(f"queued TPU {name}: {'granted' if state == 'ACTIVE' else 'not granted'} after "
-                          f"waiting {_duration(granted - began)} for capacity", began, granted))
+                          f"waiting {duration(granted - began)} for capacity", began, granted))
     if state == "ACTIVE":
         progress(f"queued TPU {name}: ACTIVE")
         return
-    release(spec.name, progress)
     tries = "raise tpu.queue_deadline_minutes or try another zone" + (" or on-demand capacity" if spec.spot else "")
-    raise CapacityUnavailable(f"queued TPU {name} {_why_not(qr, spec)}; the request is deleted. To try again, "
-                              f"{tries}; `trainctl down --stack {spec.name}` removes the rest of the stack")
+    wait.give_up(f"queued TPU {name} {_why_not(latest['request'], spec)}; the request is deleted. To try again, "
+                 f"{tries}; `trainctl down --stack {spec.name}` removes the rest of the stack",
+                 remove=lambda: release(spec.name, progress))
 
 
 def _why_not(qr: Any, spec: ClusterSpec) -> str:
@@ -156,8 +150,3 @@ def _record(stack: str, name: str) -> None:
     path = state_dir(stack) / RECORD
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.write_text(json.dumps({"name": name}) + "\n")
-
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s"

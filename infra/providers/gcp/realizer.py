@@ -22,7 +22,7 @@ from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
 from infra.providers.gcp.program.storage import ADOPT_ENV
 from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, program_env, pulumi_stack,
-                                                  read_meta, write_meta)
+                                                  read_meta, record_landed_spec, write_meta)
 from infra.providers.gcp.zone_failover import (place, record_placement, refusal_of, regions_with_quota,
                                                stay_where_landed, ZoneAttempt)
 from infra.providers.inventory import Inventory, Node, Registry
@@ -258,7 +258,9 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
             progress(f"pulumi destroy failed ({str(exc).strip().splitlines()[-1:]}); "
                      "deleting what carries the stack's label")
         if force:
-            _sweep_labelled(stack, meta, progress)
+            from infra.providers.gcp.leftovers import sweep_labelled
+
+            sweep_labelled(stack, meta, progress)
         if meta and meta.get("spec", {}).get("scheduled_reaper"):
             from infra.providers.gcp.program.scheduled_reaper import left_by_cloud_functions
 
@@ -274,23 +276,6 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         remove_lock()
         simulation.release()
         return True
-
-
-def _sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Progress) -> None:
-    """What a failed destroy left: everything labelled as the stack's, then its network (which
-    labels cannot find: by the names the program gives it, once the VMs using it are gone) and
-    an ephemeral stack's bucket."""
-    from infra.providers.gcp.leftovers import not_swept, sweep_bucket, sweep_network
-    from infra.providers.gcp.reaper import delete, find_stack
-
-    spec = ClusterSpec.model_validate(meta["spec"]) if meta and meta.get("spec") else load_stack(stack)
-    if spec.project is None:
-        raise ConfigError(f"stack {stack!r}: no project known to sweep (no state, no stack file)")
-    delete(spec.project, find_stack(spec.project, stack, progress), progress)
-    sweep_network(spec, progress)
-    sweep_bucket(spec, progress)
-    progress("if the destroy left them, delete these by hand (trainctl has no client for them; "
-             "a NotFound answer means it is gone):\n  " + "\n  ".join(not_swept(spec)))
 
 
 def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
@@ -359,34 +344,49 @@ def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
     """Bring reclaimed nodes back: a stopped VM is started on its disk (Compute instances.start),
     a preempted TPU (which cannot restart) is deleted, then `pulumi up --refresh` recreates what
     no longer exists and reads the nodes' addresses again; host keys are pinned anew from guest
-    attributes. Raises CapacityUnavailable while the zone has none (the launcher backs off)."""
+    attributes. Refused in its zone for capacity or quota, the whole cluster moves to another of
+    the stack's zones (cluster_move.py). Raises CapacityUnavailable while none has capacity (the
+    launcher backs off)."""
     from google.api_core.exceptions import GoogleAPIError
+    from infra.providers.gcp.cluster_move import google_refusal, repaired_or_moved
 
     simulation.resume(stack)
     cluster = spec(stack)
     kind = node_kind(cluster)
     kind.check_repairable()
     check_prerequisites(cluster)
-    from pulumi.automation import CommandError
-
     current = inventory(stack)
     with stack_lock(stack, "repair"):
-        status = kind.status(nodes)
-        lost = [n for n in nodes if status[n] != "RUNNING"]
-        try:
-            gone = kind.bring_back(status, lost, progress)
-        except GoogleAPIError as exc:
-            raise refusal_of(exc) from exc
         meta = read_meta(stack) or {}
         # an adopted stack's program reads its own stack file, as at `pulumi up` by hand
         env = {} if meta.get("adopted") else program_env(cluster, meta.get("expires_at"))
-        progress(f"recreating {', '.join(gone) or 'nothing'}; reading the nodes again (pulumi up --refresh)")
-        try:
-            result = pulumi_stack(cluster, env).up(on_output=progress, policy_packs=policy_packs(), refresh=True)
-        except CommandError as exc:
-            raise refusal_of(exc) from exc
-        return _write_inventory(cluster, {k: v.value for k, v in result.outputs.items()},
-                                Path(current.ssh_private_key), progress)
+
+        def here() -> Any:
+            status = kind.status(nodes)
+            try:
+                gone = kind.bring_back(status, [n for n in nodes if status[n] != "RUNNING"], progress)
+            except GoogleAPIError as exc:
+                raise google_refusal(exc) from exc
+            progress(f"recreating {', '.join(gone) or 'nothing'}; reading the nodes again (pulumi up --refresh)")
+            return _refreshed_up(cluster, env, progress)
+
+        result, placed, placement = repaired_or_moved(
+            cluster, bool(meta.get("adopted")), here,
+            lambda moved: _refreshed_up(moved, program_env(moved, meta.get("expires_at")), progress),
+            current.placement, progress)
+        if placed.zone != cluster.zone:
+            record_landed_spec(placed)
+        return _write_inventory(placed, {k: v.value for k, v in result.outputs.items()},
+                                Path(current.ssh_private_key), progress, placement=placement)
+
+
+def _refreshed_up(cluster: ClusterSpec, env: dict[str, str], progress: Progress) -> Any:
+    from pulumi.automation import CommandError
+
+    try:
+        return pulumi_stack(cluster, env).up(on_output=progress, policy_packs=policy_packs(), refresh=True)
+    except CommandError as exc:
+        raise refusal_of(exc) from exc
 
 
 def fetch_host_keys(spec: ClusterSpec, nodes: list[dict[str, Any]],

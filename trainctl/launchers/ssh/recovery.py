@@ -92,6 +92,22 @@ def await_maintenance_stop(recovery: Recovery, drained: list[str], echo: Callabl
         sleep(MAINTENANCE_POLL_SECONDS)
 
 
+def replaced_nodes(before: Inventory, after: Inventory, lost: list[str]) -> list[str]:
+    """The lost nodes and every other node the recovery replaced: one whose address or host keys
+    changed is a new machine with nothing of the run on it (its cluster moved to another zone)."""
+    was = {n.name: (n.ssh_host, n.host_keys) for n in before.nodes}
+    return [n.name for n in after.nodes if n.name in lost or was.get(n.name) != (n.ssh_host, n.host_keys)]
+
+
+def zone_moved_to(before: Inventory, after: Inventory) -> str | None:
+    """The zone the cluster is in after a recovery, where that is another than before."""
+    def zone(inventory: Inventory) -> str | None:
+        landed = [p["zone"] for p in inventory.placement if p.get("outcome") == "up"]
+        return landed[-1] if landed else None
+
+    return zone(after) if zone(after) != zone(before) else None
+
+
 def interruptible_sleep(seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ from trainctl.launchers.ssh.attempt import launch_once
 from trainctl.launchers.ssh.commands import program_nodes, uses_torchrun
 from trainctl.launchers.cluster_env import torch_group
 from trainctl.launchers.ssh.recovery import (Recovered, await_maintenance_stop, find_reclaimed, interruptible_sleep,
-                                             once_joined, recreate_with_backoff)
+                                             once_joined, recreate_with_backoff, replaced_nodes, zone_moved_to)
 from trainctl.launchers.ssh.session import stop_run
 
 
@@ -75,14 +75,20 @@ def launch(inventory: Inventory, spec: LaunchSpec, log_dir: Path,
 def recover(job: Job, lost: list[str]) -> Recovered:
     """Recreate, then start the nodes' bootstrap at once (the survivors may still be
     stopping); it runs on while the job starts again on the others. Drained nodes are first
-    left to their host maintenance, which stops them."""
+    left to their host maintenance, which stops them. A recovery that moved the whole cluster
+    (another zone) bootstraps every node it replaced."""
     assert job.recovery is not None  # asked for only when there is one
+    before = job.inventory
     drained = [n for n in lost if n in job.draining]
     if drained:
         await_maintenance_stop(job.recovery, drained, job.echo, job.sleep)
         job.draining.difference_update(drained)
     inventory, tries = recreate_with_backoff(job.recovery, lost, job.echo, job.sleep)
-    return inventory, tries, job.background.submit(job.recovery.bootstrap, inventory, lost)
+    fresh = replaced_nodes(before, inventory, lost)
+    if len(fresh) > len(lost):
+        job.echo(f"[trainctl] the cluster moved: bootstrapping all {len(fresh)} node(s), the job resumes on them "
+                 "from its checkpoint in the bucket")
+    return inventory, tries, job.background.submit(job.recovery.bootstrap, inventory, fresh)
 
 
 def on_lost(job: Job, lost: list[str], drained: frozenset[str] = frozenset()) -> None:
@@ -147,23 +153,25 @@ def resume_after_loss(job: Job, result: LaunchResult,
         job.echo(f"[trainctl] {', '.join(lost)} preempted again: max_recoveries "
                  f"({job.spec.max_recoveries}) reached")
         return None
-    lost_at, furthest = result.lost_at(), result.last_step()
+    lost_at, furthest, before = result.lost_at(), result.last_step(), job.inventory
     started = recreation(job, lost)
     joining: dict[str, Future[Inventory]] = {}
     rendezvous = all(uses_torchrun(n, job.spec, job.inventory) for n in program_nodes(job.inventory, job.spec))
-    if rendezvous and torch_group(job.inventory)[0].name not in lost:
-        if not job.recovery.keeps_addresses:
-            job.inventory = started.result()[0]  # the others' commands name the new addresses
+    early = rendezvous and torch_group(job.inventory)[0].name not in lost
+    if early and not job.recovery.keeps_addresses:
+        job.inventory = started.result()[0]  # the others' commands name the new addresses
+        early = set(replaced_nodes(before, job.inventory, lost)) == set(lost)  # else the cluster moved
+    if early:
         # The others start now: their agents (torch's import, the rendezvous) get ready
         # while the lost nodes are recreated and bootstrapped, then those join them.
         joining = dict.fromkeys(lost, once_joined(started))
     else:
-        # Programs without torchrun's rendezvous to wait in, or a lost rendezvous host
-        # (the others' agents would give up on its store after torch's 60 s): all start
-        # together.
+        # Programs without torchrun's rendezvous to wait in, a lost rendezvous host (the
+        # others' agents would give up on its store after torch's 60 s), or a cluster moved
+        # whole (no node of it is the old one): all start together.
         job.inventory = started.result()[0]
         started.result()[2].result()
-    record = RecoveryRecord(lost, lost_at, time.time(), 0, furthest)
+    record = RecoveryRecord(lost, lost_at, time.time(), 0, furthest, moved_to=zone_moved_to(before, job.inventory))
     job.recoveries.append(record)
     for joined in set(joining.values()):  # every node runs again once they have joined
         joined.add_done_callback(record.joined)

@@ -159,9 +159,10 @@ def test_a_recreated_node_joins_once_recreated_and_bootstrapped_and_either_failu
         joined.result(timeout=1)
 
 
-def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool, lost: str = "node1") -> dict:
+def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool, lost: str = "node1", moved: bool = False) -> dict:
     """A launch whose first attempt loses node1 to a preemption; the fake second attempt records
-    what it was started with and whether node1 had been recreated by then."""
+    what it was started with and whether node1 had been recreated by then. `moved`: the recovery
+    brings the whole cluster up in another zone (every node a new machine)."""
     from trainctl.launchers.ssh import supervisor as launch_mod
     from trainctl.launchers.spec import LaunchSpec
     from trainctl.launchers.ssh.supervisor import launch
@@ -173,6 +174,11 @@ def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool, lost: str =
         Node(name=f"node{i}", rank=i, internal_ip=f"10.0.0.{i + 1}", ssh_host=f"10.0.0.{i + 1}",
              host_keys=(key,), workdir="/w") for i in range(2))})
     repaired = before.model_copy(update={"known_hosts": "/repaired/known_hosts"})
+    if moved:
+        before = before.model_copy(update={"placement": ({"zone": "us-central1-a", "outcome": "up"},)})
+        repaired = repaired.model_copy(update={
+            "nodes": tuple(n.model_copy(update={"ssh_host": f"10.1.0.{n.rank + 1}"}) for n in before.nodes),
+            "placement": before.placement + ({"zone": "us-central1-c", "outcome": "up", "recovery": True},)})
     release = threading.Event()
     seen: dict = {}
 
@@ -199,7 +205,8 @@ def _recovering_launch(monkeypatch, tmp_path, keeps_addresses: bool, lost: str =
     monkeypatch.setattr(launch_mod, "launch_once", launch_once)
     if not keeps_addresses or lost == "node0":
         release.set()  # nothing waits for the survivors: the recreation may finish first
-    recovery = Recovery(lambda n: n, recreate, keeps_addresses=keeps_addresses)
+    recovery = Recovery(lambda n: n, recreate, lambda _inventory, nodes: seen.update(bootstrapped=nodes),
+                        keeps_addresses=keeps_addresses)
     result = launch(before, LaunchSpec(run_id="r", command=("python", "t.py")), tmp_path,
                     echo=lambda _: None, recovery=recovery)
     seen.update(result=result, before=before)
@@ -225,3 +232,16 @@ def test_survivors_wait_for_a_lost_rendezvous_host_and_all_start_together(monkey
     seen = _recovering_launch(monkeypatch, tmp_path, keeps_addresses=True, lost="node0")
     assert seen["recreated_at_start"] is True and seen["joining"] == {}
     assert seen["inventory"].known_hosts == "/repaired/known_hosts" and seen["result"].ok
+
+
+def test_a_recovery_that_moved_the_cluster_bootstraps_every_node_and_starts_them_all_together(monkeypatch,
+                                                                                            tmp_path) -> None:
+    seen = _recovering_launch(monkeypatch, tmp_path, keeps_addresses=False, moved=True)
+    assert seen["bootstrapped"] == ["node0", "node1"]  # the survivor is a new machine too
+    assert seen["joining"] == {} and seen["inventory"].node("node0").ssh_host == "10.1.0.1"
+    assert seen["result"].ok and seen["result"].recoveries[0].moved_to == "us-central1-c"
+
+
+def test_a_recovery_in_place_bootstraps_the_lost_node_alone_and_records_no_move(monkeypatch, tmp_path) -> None:
+    seen = _recovering_launch(monkeypatch, tmp_path, keeps_addresses=False)
+    assert seen["bootstrapped"] == ["node1"] and seen["result"].recoveries[0].moved_to is None

@@ -36,8 +36,10 @@ def test_repair_waits_out_a_stockout_then_restarts_a_stopped_vm_and_recreates_a_
 
     # the zone has no capacity for the VM that must be made again: the launcher backs off and retries
     gcp.admin("PUT", "stockouts", [{"zone": spec.zone, "machine_type": spec.machine_type}])
-    with pytest.raises(CapacityUnavailable, match="does not have enough resources available"):
+    with pytest.raises(CapacityUnavailable, match="does not have enough resources available") as refused:
         realizer.repair(spec.name, [w1], gcp.progress)
+    # a stack of one zone cannot move its cluster elsewhere, and says so
+    assert f"may use zone {spec.zone} only (it names no zones: or region:)" in str(refused.value)
     # a quota too small is no reason to wait: only the project's owner can raise it
     gcp.admin("PUT", "stockouts", [])
     gcp.client(compute_v1.InstancesClient).stop(project=gcp.id, zone=spec.zone, instance=w0).result()
@@ -62,6 +64,32 @@ def test_repair_waits_out_a_stockout_then_restarts_a_stopped_vm_and_recreates_a_
         name: (nat_ip(vm), (gcp.host_key(name),)) for name, vm in after.items() if vm}
     known = Path(repaired.known_hosts).read_text().splitlines()
     assert sorted(known) == sorted(f"{nat_ip(vm)} {gcp.host_key(name)}" for name, vm in after.items() if vm)
+
+
+def test_a_recreate_refused_in_its_zone_moves_the_whole_cluster_to_the_zone_the_refusal_names(gcp: Project) -> None:
+    a, b, c = "us-central1-a", "us-central1-b", "us-central1-c"
+    spec = gcp.stack("gpu-l4-spot", scheduled_reaper=False, zones=[a, b, c])
+    w0, w1 = (f"{spec.name}-node-{i}" for i in range(2))
+    realizer.up(spec, gcp.progress)
+    preempt(gcp, spec, w1)
+    # the spot capacity is gone from a (and b) once w1 is reclaimed: a's refusal names c
+    gcp.admin("PUT", "stockouts", [{"zone": z, "machine_type": spec.machine_type} for z in (a, b)])
+    gcp.said.clear()
+    repaired = realizer.repair(spec.name, [w1], gcp.progress)
+
+    zones = {name: vm["zone"].rsplit("/", 1)[-1] for name, vm in gcp.instances().items()}
+    assert zones == {w0: c, w1: c}  # the whole cluster, the survivor too; nothing left in a
+    assert [(p["zone"], p["outcome"], p.get("recovery", False)) for p in repaired.placement] == [
+        (a, "up", False), (a, "no capacity", True), (c, "up", True)]  # b not tried
+    assert c in repaired.placement[1]["capacity_in"]
+    assert any(line.startswith(f"zone {a}: no capacity") and "moving the whole cluster" in line for line in gcp.said)
+    moved = realizer.spec(spec.name)
+    assert (moved.zone, moved.zones) == (c, (a, b, c))  # down and the next repair find it there
+    assert realizer.instance_status(spec.name, [w0, w1]) == {w0: "RUNNING", w1: "RUNNING"}
+    assert {n.name: n.host_keys for n in repaired.nodes} == {n: (gcp.host_key(n, c),) for n in (w0, w1)}
+    assert realizer.down(spec.name, progress=gcp.progress) is True
+    gcp.next_command()
+    assert gcp.instances() == {}
 
 
 def test_a_spot_tpu_slice_comes_up_with_each_workers_key_pinned_and_is_made_again_after_preemption(
