@@ -69,16 +69,6 @@ def interrupt_latch_cleared():
 
 
 @pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
-def pytest_xdist_auto_num_workers(config) -> int:
-    """`-n auto`: one worker more than there are cores. The tests wait on real processes (sshd,
-    torchrun, the Pulumi engine, the emulators) more than they compute: a clean-clone run on 2
-    workers kept the 2 cores busy for only part of its wall time (the closing note has the
-    figures). PYTEST_XDIST_AUTO_NUM_WORKERS still decides where it is set."""
-    given = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
-    return int(given) if given else (os.cpu_count() or 1) + 1
-
-
-@pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
 def pytest_xdist_make_scheduler(config, log):
     # xdist's own `loadgroup` marks do not group under pytest 9 (a static
     # @pytest.mark.xdist_group spread one file's tests over both workers), so the grouping is
