@@ -10,7 +10,7 @@ import shutil
 import threading
 import uuid
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Callable
 
@@ -121,9 +121,17 @@ class Collector:
 
     def __init__(self, inventory: Inventory) -> None:
         self.inventory = inventory
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="collect-warmup")
-        self.fs = pool.submit(self._open)
-        pool.shutdown(wait=False)
+        # A daemon thread, not an executor's: Python joins executor threads at exit, and a run
+        # interrupted as training began exited only once this look at the (by then deleted)
+        # bucket gave up, minutes after its teardown had finished.
+        self.fs: Future[Any] = Future()
+        threading.Thread(target=self._warm_up, name="collect-warmup", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        try:
+            self.fs.set_result(self._open())
+        except BaseException as exc:  # noqa: BLE001 - collect opens its own then (see collect())
+            self.fs.set_exception(exc)
 
     def _open(self) -> Any:
         fs = bucket_fs(self.inventory)
