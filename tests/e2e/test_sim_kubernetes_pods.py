@@ -160,13 +160,13 @@ def service_cluster(tmp_path, monkeypatch):
     from infra.providers.gcp.simulator import daemon
     from infra.providers.gcp.simulator.kubernetes import auth
     from tests.fakes.sim_fixtures import RunningSim
-    from tests.unit.providers.simulator.test_sim_container import CLUSTER, INSTANT, PARENT, cluster, done
+    from tests.unit.providers.simulator.test_sim_container import CLUSTER, PARENT, cluster, done
 
     home = Path(tempfile.mkdtemp(dir="/var/lib/trainctl-tests")) / "simulator"
     url = daemon.ensure_running(home, api_only=True)
     try:
         s = RunningSim(None, url, "sim-project")  # type: ignore[arg-type]  # HTTP only
-        s.create_project(project=s.project, delays=INSTANT,
+        s.create_project(project=s.project, default_delay=0.0,
                          services=["compute.googleapis.com", "container.googleapis.com"])
         s.client(compute_v1.NetworksClient).insert(project=s.project, network_resource=compute_v1.Network(
             name="stack-vpc", auto_create_subnetworks=False)).result()

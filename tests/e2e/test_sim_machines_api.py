@@ -17,7 +17,7 @@ from conftest import TEST_HOMES
 from infra.providers import keys
 from infra.providers.gcp.simulator import nodes
 from tests.fakes.sim_machines_fixtures import CALLER_IP, SimMachines, root_leftovers
-from tests.fakes.sim_compute import NO_WAIT, PROJECT, REGION, ZONE, ComputeSim, instance_body
+from tests.fakes.sim_compute import PROJECT, REGION, ZONE, ComputeSim, instance_body
 from tests.fakes.sim_fixtures import start_sim
 
 pytestmark = pytest.mark.e2e
@@ -28,7 +28,7 @@ def api_machines() -> Iterator[tuple[ComputeSim, SimMachines]]:
     home = TEST_HOMES / f"sim-api-{uuid.uuid4().hex[:8]}"
     home.mkdir(parents=True, mode=0o700)
     backend = nodes.NodeMachines(home)
-    running = start_sim(home, backend, delays=NO_WAIT, caller_ip=CALLER_IP)
+    running = start_sim(home, backend, caller_ip=CALLER_IP)
     running.enable("compute.googleapis.com")
     key = home / "client" / "id_ed25519"
     own_range = backend.external_range()

@@ -20,14 +20,6 @@ from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
 C = TypeVar("C")
 ZONE, REGION = "us-central1-a", "us-central1"
 TPU_ZONE, TPU_REGION = "us-west4-a", "us-west4"
-DELAY_KEYS = ("instance_insert", "instance_boot", "instance_stop", "instance_start", "instance_delete",
-              "instance_update", "instance_preempted", "network_insert", "network_delete", "network_update",
-              "subnetwork_insert", "subnetwork_delete", "subnetwork_update", "firewall_insert", "firewall_update",
-              "firewall_delete", "router_insert", "router_update", "router_delete", "reservation_insert",
-              "reservation_delete", "reservation_update", "resource_policy_insert", "resource_policy_delete",
-              "disk_delete", "tpu_create", "tpu_stop", "tpu_start", "tpu_delete", "tpu_update", "tpu_qr_create",
-              "tpu_qr_accept", "tpu_qr_provision", "tpu_qr_delete")
-NO_WAIT = dict.fromkeys(DELAY_KEYS, 0.0)
 
 
 class RecordingBackend(ApiOnly):
@@ -144,8 +136,7 @@ def make_csim(tmp_path: Path) -> Iterator[Callable[..., ComputeSim]]:
 
     def make(**project_file: Any) -> ComputeSim:
         backend = RecordingBackend()
-        delays = {**NO_WAIT, **project_file.pop("delays", {})}
-        running = start_sim(tmp_path / f"csim{len(started)}", backend, delays=delays, **project_file)
+        running = start_sim(tmp_path / f"csim{len(started)}", backend, **project_file)
         started.append(running)
         running.enable("compute.googleapis.com", "tpu.googleapis.com")
         return ComputeSim(running, backend)

@@ -39,18 +39,6 @@ from infra.spec.stack_config import REPO_ROOT, load_stack
 
 TESTS_HOMES = Path("/var/lib/trainctl-tests")  # TRAINCTL_HOME may not sit under /tmp
 
-# Every kind of operation the simulated APIs start, at no wait: a test's `up` spends its time in
-# trainctl and the Pulumi program, not in simulated GCP latency.
-NO_WAIT = dict.fromkeys((
-    "service_enable", "service_disable", "network_insert", "network_update", "network_delete",
-    "subnetwork_insert", "subnetwork_update", "subnetwork_delete", "firewall_insert", "firewall_update",
-    "firewall_delete", "router_insert", "router_update", "router_delete", "instance_insert", "instance_boot",
-    "instance_update", "instance_stop", "instance_start", "instance_delete", "instance_preempted",
-    "disk_delete", "reservation_insert", "reservation_update", "reservation_delete", "resource_policy_insert",
-    "resource_policy_delete", "tpu_create", "tpu_update", "tpu_stop", "tpu_start", "tpu_delete",
-    "tpu_qr_create", "tpu_qr_accept", "tpu_qr_provision", "tpu_qr_delete", "cluster_create",
-    "cluster_update", "cluster_delete", "pool_create", "pool_update", "pool_delete", "repository_create",
-    "repository_delete", "function_build", "function_update", "function_delete"), 0.0)
 
 
 def _request(url: str, verb: str, body: Any = None) -> tuple[int, Any]:
@@ -261,9 +249,8 @@ def make_gcp(simulated_gcp: SimulatedGcp, tmp_path: Path,
         assert not made, "one project per test: its stack files name it"
         daemon.ensure_running(simulated_gcp.home, api_only=True)  # idle-exited: started again
         project_id = project_file.pop("project", None) or _project_id()
-        delays = {**NO_WAIT, **project_file.pop("delays", {})}
         answer = _request(f"{simulated_gcp.url}/trainctl-sim/v1/projects", "POST",
-                          {"project": project_id, "delays": delays, **project_file})
+                          {"project": project_id, "default_delay": 0.0, **project_file})
         assert answer[0] == 200, answer
         root = _project_copy(tmp_path / "project", project_id)
         monkeypatch.chdir(root)

@@ -9,7 +9,7 @@ import pytest
 
 from infra.providers.gcp import reaper
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
-from tests.fakes.sim_compute import NO_WAIT, PROJECT, RecordingBackend, ComputeSim, instance_body
+from tests.fakes.sim_compute import PROJECT, RecordingBackend, ComputeSim, instance_body
 from tests.fakes.sim_fixtures import start_sim
 
 EXPIRED = {"managed-by": "trainctl", "trainctl-stack": "old", "trainctl-expires": str(int(time.time()) - 60)}
@@ -19,7 +19,7 @@ FRESH = {**EXPIRED, "trainctl-stack": "new", "trainctl-expires": str(int(time.ti
 @pytest.fixture
 def compute_only(tmp_path, monkeypatch):
     """A project where only Compute is on (TPU and GKE never enabled), as a GPU stack's is."""
-    running = start_sim(tmp_path / "sim", RecordingBackend(), delays=NO_WAIT)
+    running = start_sim(tmp_path / "sim", RecordingBackend())
     running.enable("compute.googleapis.com")
     monkeypatch.setenv(API_ENDPOINT_ENV, running.url)
     sim = ComputeSim(running, running.simulator.backend)  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ import pytest
 from google.cloud import container_v1
 
 from tests.fakes.sim_fixtures import PROJECT, make_sim  # noqa: F401
-from tests.unit.providers.simulator.test_sim_container import CLUSTER, PARENT, cluster, done, network, INSTANT
+from tests.unit.providers.simulator.test_sim_container import CLUSTER, PARENT, cluster, done, network
 
 from infra.providers.gcp.program.gke import kubeconfig
 from infra.providers.gcp.simulator.kubernetes import auth, control_planes, images
@@ -26,7 +26,7 @@ from infra.providers.gcp.simulator.kubernetes import auth, control_planes, image
 def gke_cluster(make_sim, tmp_path, monkeypatch):
     """A RUNNING cluster of 2 nodes; the kubeconfig trainctl's program writes for it, with the
     simulator's credential helper on PATH."""
-    s = make_sim(delays=INSTANT)
+    s = make_sim()
     client = network(s)
     done(client, client.create_cluster(parent=PARENT, cluster=cluster()))
     got = client.get_cluster(name=CLUSTER)
