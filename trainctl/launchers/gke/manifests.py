@@ -15,7 +15,7 @@ from typing import Any
 
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
-from trainctl.launchers.cluster_env import TF_PORT, expand, torchrun_target
+from trainctl.launchers.cluster_env import TF_PORT, expand, job_env, thread_share, torchrun_target
 from trainctl.launchers.gke.data_volumes import add_data
 from trainctl.launchers.gke.gpudirect import apply as apply_gpudirect, gpudirect_pod
 from trainctl.launchers.gke.slice_jobs import is_multislice, slice_jobs
@@ -95,10 +95,9 @@ def service_account(email: str, labels: dict[str, str]) -> dict[str, Any]:
 
 def _environment(inventory: Inventory, spec: LaunchSpec) -> list[dict[str, str]]:
     """The Vertex AI job-dir variables, pointing at the stack's bucket, and the launch's env."""
-    base = f"{inventory.bucket_uri.rstrip('/')}/{spec.run_id}"
     return [{"name": k, "value": v} for k, v in {
-        "AIP_MODEL_DIR": f"{base}/model", "AIP_CHECKPOINT_DIR": f"{base}/checkpoints",
-        "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs", "PYTHONUNBUFFERED": "1", **spec.env}.items()]
+        **thread_share(inventory, spec), **job_env(inventory, spec.run_id), "PYTHONUNBUFFERED": "1",
+        **spec.env}.items()]
 
 
 def _script(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, user: list[str],

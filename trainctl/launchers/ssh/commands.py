@@ -33,7 +33,8 @@ from trainctl.launchers import torchrun_agents
 from trainctl.launchers.megascale import megascale_env
 from trainctl.launchers.nccl_env import nccl_env, nccl_preamble
 from trainctl.launchers.cluster_env import (cluster_spec, command_for, expand, job_env, members, task_of,
-                                            tf_config, torch_group, torchrun_target, tpu_type)
+                                            tf_config, thread_share, torch_group, torchrun_target,
+                                            tpu_type)
 from trainctl.launchers.spec import LaunchSpec
 
 
@@ -140,6 +141,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     run_dir = node_run_dir(node, spec.run_id)
     env = {
         **inventory.node_env,
+        **thread_share(inventory, spec),
         **job_env(inventory, spec.run_id),
         **nccl_env(node),
         **spec.env,

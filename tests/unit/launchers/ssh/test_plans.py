@@ -71,6 +71,21 @@ def test_node_command_environment_and_quoting():
     assert set(launch_plan(inv, spec)) == {"node0", "node1"}
 
 
+def test_ranks_on_nodes_that_share_a_machines_cores_get_their_share_of_threads_unless_the_job_says():
+    shared = inventory(2, shared_cores=8)
+    words = shlex.split(node_command(shared, shared.nodes[1], LaunchSpec(run_id="r", command=("python", "t.py"),
+                                                                            nproc_per_node=2)))
+    assert {"OMP_NUM_THREADS=2", "TF_NUM_INTRAOP_THREADS=2", "TF_NUM_INTEROP_THREADS=2"} <= set(words)
+    crowded = inventory(3, shared_cores=2)  # never fewer than one thread
+    assert "OMP_NUM_THREADS=1" in shlex.split(node_command(crowded, crowded.nodes[0],
+                                                           LaunchSpec(run_id="r", command=("python", "t.py"))))
+    mine = LaunchSpec(run_id="r", command=("python", "t.py"), env={"OMP_NUM_THREADS": "6"})
+    assert "OMP_NUM_THREADS=6" in shlex.split(node_command(shared, shared.nodes[0], mine))
+    own_cores = inventory(2)  # VMs: torch and TF size their pools from the VM's own cores
+    assert not [w for w in shlex.split(node_command(own_cores, own_cores.nodes[0], mine)) if "THREADS=" in w
+                and not w.startswith("OMP_NUM_THREADS=6")]
+
+
 def test_stop_command_targets_only_the_run_marker():
     cmd = stop_command("r-7")
     assert "TRAINCTL_RUN_ID=r-7" in cmd and "kill -TERM" in cmd and "kill -KILL" in cmd
