@@ -37,7 +37,7 @@ def two_node_share(cores: int) -> dict[str, str]:
                        workdir="/w") for i in range(2))
     inventory = Inventory(stack="bench", provider="local", nodes=nodes, bucket_uri="gs://b", ssh_private_key="/k",
                           known_hosts="/k", shared_cores=cores)
-    return thread_share(inventory, LaunchSpec(run_id="bench", command=("python",)))
+    return thread_share(inventory, LaunchSpec(run_id="bench", command=("python",)), len(nodes))
 
 
 def one_run(python: Path, env: dict[str, str]) -> tuple[float, float]:

@@ -22,7 +22,7 @@ def job_env(inventory: Inventory, run_id: str) -> dict[str, str]:
             "AIP_TENSORBOARD_LOG_DIR": f"{base}/logs"}
 
 
-def thread_share(inventory: Inventory, spec: LaunchSpec) -> dict[str, str]:
+def thread_share(inventory: Inventory, spec: LaunchSpec, nodes: int) -> dict[str, str]:
     """Each program process's share of the cores when the nodes share one machine's. PyTorch and
     TensorFlow otherwise start a compute thread per core in every rank, and the ranks' threads
     spin-wait for cores the other ranks hold: a 2-node digits run took 28 CPU-s instead of 11 on
@@ -30,7 +30,7 @@ def thread_share(inventory: Inventory, spec: LaunchSpec) -> dict[str, str]:
     for several per node); the job's own env still overrides this."""
     if inventory.shared_cores is None:
         return {}
-    share = str(max(1, inventory.shared_cores // (len(inventory.nodes) * spec.nproc_per_node)))
+    share = str(max(1, inventory.shared_cores // (max(1, nodes) * spec.nproc_per_node)))
     return {"OMP_NUM_THREADS": share, "TF_NUM_INTRAOP_THREADS": share, "TF_NUM_INTEROP_THREADS": share}
 
 

@@ -93,10 +93,10 @@ def service_account(email: str, labels: dict[str, str]) -> dict[str, Any]:
                          "annotations": {"iam.gke.io/gcp-service-account": email}}}
 
 
-def _environment(inventory: Inventory, spec: LaunchSpec) -> list[dict[str, str]]:
+def _environment(inventory: Inventory, spec: LaunchSpec, pods: int) -> list[dict[str, str]]:
     """The Vertex AI job-dir variables, pointing at the stack's bucket, and the launch's env."""
     return [{"name": k, "value": v} for k, v in {
-        **thread_share(inventory, spec), **job_env(inventory, spec.run_id), "PYTHONUNBUFFERED": "1",
+        **thread_share(inventory, spec, pods), **job_env(inventory, spec.run_id), "PYTHONUNBUFFERED": "1",
         **spec.env}.items()]
 
 
@@ -164,7 +164,7 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
     image = image or spec.image or default_image(cluster, spec.framework)
     labels = {"app.kubernetes.io/managed-by": "trainctl", "trainctl/run": spec.run_id}
     user = expand(spec.command, inventory, spec.run_id)
-    env = _environment(inventory, spec)
+    env = _environment(inventory, spec, cluster.node_count)
     script = _script(cluster, spec, job, svc, user, env)
     resources, node_selector = _accelerators(cluster)
     ports = [{"containerPort": RDZV_PORT, "name": "rdzv"}, {"containerPort": TF_PORT, "name": "tf"}]

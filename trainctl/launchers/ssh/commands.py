@@ -141,7 +141,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     run_dir = node_run_dir(node, spec.run_id)
     env = {
         **inventory.node_env,
-        **thread_share(inventory, spec),
+        **thread_share(inventory, spec, len(inventory.nodes)),
         **job_env(inventory, spec.run_id),
         **nccl_env(node),
         **spec.env,

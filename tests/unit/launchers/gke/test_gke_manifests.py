@@ -205,3 +205,17 @@ def test_data_inputs_are_read_only_gcsfuse_volumes_in_every_pod():
                             image="example.invalid/x:1", gsa=GSA)
     assert "annotations" not in plain["spec"]["template"]["metadata"]
     assert "volumes" not in plain["spec"]["template"]["spec"]
+
+
+def test_pods_of_a_cluster_whose_nodes_share_one_machines_cores_get_their_share_of_threads():
+    cluster = load_stack("gke-l4")
+    spec = LaunchSpec(run_id="r1", command=("python", "train.py"))
+    shared = INV.model_copy(update={"shared_cores": 4 * cluster.node_count})  # a simulated project's
+
+    def env_of(inventory: Inventory) -> dict[str, str]:
+        job = manifests(cluster, inventory, spec, gsa=GSA)[-1]
+        return {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+    assert {k: v for k, v in env_of(shared).items() if "THREADS" in k} == {
+        "OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4"}
+    assert not [k for k in env_of(INV) if "THREADS" in k]  # GKE nodes: each has its own cores
