@@ -32,11 +32,11 @@ from trainctl.launchers.spec import LaunchSpec  # noqa: E402
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDEuYCTEyVZpPfXSnA6n/xaBlH5vTfcOVaZcm3nX571U"
 
 
-def two_node_share(cores: int) -> dict[str, str]:
+def two_node_share() -> dict[str, str]:
     nodes = tuple(Node(name=f"node{i}", rank=i, internal_ip="127.0.0.1", ssh_host="127.0.0.1", host_keys=(KEY,),
                        workdir="/w") for i in range(2))
     inventory = Inventory(stack="bench", provider="local", nodes=nodes, bucket_uri="gs://b", ssh_private_key="/k",
-                          known_hosts="/k", shared_cores=cores)
+                          known_hosts="/k", on_controller=True)
     return thread_share(inventory, LaunchSpec(run_id="bench", command=("python",)), len(nodes))
 
 
@@ -63,7 +63,7 @@ def main() -> None:
     python = seeded_python(REPO / "trainers" / "requirements.txt")
     cores = len(os.sched_getaffinity(0))
     default = dict.fromkeys(("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"), str(cores))
-    shared = two_node_share(cores)
+    shared = two_node_share()
     results: dict[str, list[tuple[float, float]]] = {"baseline": [], "shared": []}
     one_run(python, shared)  # warm the page cache: the first run pays for the imports' reads
     for _ in range(3):

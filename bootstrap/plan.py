@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bootstrap import containers
 from bootstrap.gpunet import gpunet_command
+from bootstrap.shared_env import link_command, shares_the_seed
 from bootstrap.ssh import join, openssh_command, shell_env
 from bootstrap.treesync import list_tree, unpack_command
 from infra.errors import ConfigError
@@ -264,6 +265,14 @@ def requirements_digest(spec: BootstrapSpec, node_env: dict[str, str]) -> str:
 NODE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+def seed_dir(node_env: dict[str, str], spec: BootstrapSpec) -> Path:
+    """Where the seed environment of these requirements is, beside the uv cache it fills."""
+    cache = node_env.get("UV_CACHE_DIR")
+    if not cache:
+        raise ValueError("offline nodes need UV_CACHE_DIR in the inventory's node_env")
+    return Path(cache).parent / "seed" / requirements_digest(spec, node_env)
+
+
 def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[list[str], dict[str, str], Path]:
     """One install on the controller into a seed environment fills the uv cache named in
     `node_env`: offline nodes (and image builds) install from it, so N nodes cost one download
@@ -272,10 +281,8 @@ def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[l
 
     assert spec.requirements
     python = shutil.which(spec.python, path=NODE_PATH) or spec.python
-    cache = node_env.get("UV_CACHE_DIR")
-    if not cache:
-        raise ValueError("offline nodes need UV_CACHE_DIR in the inventory's node_env")
-    seed = Path(cache).parent / "seed" / requirements_digest(spec, node_env)
+    seed = seed_dir(node_env, spec)
+    cache = node_env["UV_CACHE_DIR"]
     env = {k: v for k, v in node_env.items() if k.startswith("UV_") and k != "UV_OFFLINE"}
     quoted = shlex.quote(str(seed))
     # Bytecode compiled once into the cache's unpacked wheels: uv hardlinks their __pycache__
@@ -341,6 +348,9 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
                          forced=frozenset(spec.force))
                 for node in nodes or list(inventory.nodes)]
     env_fp = requirements_digest(spec, inventory.node_env)
+    seed = seed_dir(inventory.node_env, spec) if shares_the_seed(inventory, spec) else None
+    if seed is not None:  # a node that had an environment of its own gets the link in its place
+        env_fp = _digest("shared", env_fp)
     sync_fp = tree_digest(spec, tree_listing(spec) if listing is None else listing)
     # Setup reruns when its commands or the environment change; after a code change only with
     # --force setup (a setup that builds from the code says so explicitly).
@@ -354,11 +364,15 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
                     instead=("if the node holds a tree this controller has a listing of: the changed "
                              "files as one gzip tar, piped over SSH into: "
                              + delta_sync_command(node, ["<removed files>"], sync_fp)))
-        env = Step("env", "node", prefix + recorded("env", node, env_fp, env_command(node, spec)),
-                   fingerprint=env_fp, note="uv venv + requirements")
-        # The environment reads the requirements from the synced code; without any, it is made
-        # first, while a fresh node's rsync (started alongside `ready`) is still running.
-        steps += [sync, env] if spec.requirements else [env, sync]
+        if seed is not None:
+            env = Step("env", "node", recorded("env", node, env_fp, link_command(node_paths(node)["venv"], seed)),
+                       fingerprint=env_fp, note="a link to the controller's seed environment")
+        else:
+            env = Step("env", "node", prefix + recorded("env", node, env_fp, env_command(node, spec)),
+                       fingerprint=env_fp, note="uv venv + requirements")
+        # An install reads the requirements from the synced code; without one, the environment
+        # is made first, while a fresh node's rsync (started alongside `ready`) is still running.
+        steps += [sync, env] if spec.requirements and seed is None else [env, sync]
         if spec.setup:
             steps.append(Step("setup", "node",
                               prefix + recorded("setup", node, setup_fp,

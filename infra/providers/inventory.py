@@ -98,9 +98,9 @@ class Inventory(BaseModel):
     # Nodes without a route to package registries (the local stack): the controller fills the
     # nodes' shared uv cache, and nodes install from it offline.
     offline_nodes: bool = False
-    # The nodes are processes of one machine (the local stack, a simulated project's VMs) that
-    # share its cores: how many there are. None: every node has cores of its own.
-    shared_cores: int | None = Field(None, ge=1)
+    # The nodes are namespaces of the controller's own machine (the local stack, a simulated
+    # project's VMs and pods): they share its cores and see its filesystem.
+    on_controller: bool = False
     kubeconfig: str | None = None  # path, GKE only
     # The Google service account the cluster's Kubernetes service account acts as (Workload
     # Identity): pods write checkpoints to the bucket with its grant. GKE only.

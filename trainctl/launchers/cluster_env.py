@@ -4,6 +4,8 @@ and its Vertex variables. Shared by the SSH and the GKE launchers."""
 
 from __future__ import annotations
 
+import os
+
 from infra.providers.inventory import Inventory, Node
 from infra.spec import catalog
 from infra.spec.accelerator import Tpu
@@ -28,9 +30,9 @@ def thread_share(inventory: Inventory, spec: LaunchSpec, nodes: int) -> dict[str
     spin-wait for cores the other ranks hold: a 2-node digits run took 28 CPU-s instead of 11 on
     2 cores. torchrun divides a node's cores among its processes the same way (OMP_NUM_THREADS=1
     for several per node); the job's own env still overrides this."""
-    if inventory.shared_cores is None:
+    if not inventory.on_controller:
         return {}
-    share = str(max(1, inventory.shared_cores // (max(1, nodes) * spec.nproc_per_node)))
+    share = str(max(1, len(os.sched_getaffinity(0)) // (max(1, nodes) * spec.nproc_per_node)))
     return {"OMP_NUM_THREADS": share, "TF_NUM_INTRAOP_THREADS": share, "TF_NUM_INTEROP_THREADS": share}
 
 

@@ -144,7 +144,7 @@ def adapt(inventory: Inventory, progress: Callable[[str], None]) -> Inventory:
     user = inventory.nodes[0].ssh_user if inventory.nodes else "root"
     return inventory.model_copy(update={
         "nodes": nodes, "storage_emulator_host": url, "offline_nodes": True,
-        "shared_cores": len(os.sched_getaffinity(0)),  # its VMs are namespaces of this machine
+        "on_controller": True,
         "node_env": {**inventory.node_env, "STORAGE_EMULATOR_HOST": f"http://{SERVICE_IP}:{port}",
                      "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false", **_cache_env(url, user)}})
 

@@ -211,7 +211,7 @@ def _write_inventory(run: Creation, host_keys: dict[str, list[str]]) -> Inventor
         rendezvous_port=RENDEZVOUS_PORT,
         node_env=_node_env(addr, cache_dir()),
         offline_nodes=True,
-        shared_cores=len(os.sched_getaffinity(0)),
+        on_controller=True,
         registry=run.registry,
     )
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")

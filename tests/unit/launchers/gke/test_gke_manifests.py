@@ -207,10 +207,11 @@ def test_data_inputs_are_read_only_gcsfuse_volumes_in_every_pod():
     assert "volumes" not in plain["spec"]["template"]["spec"]
 
 
-def test_pods_of_a_cluster_whose_nodes_share_one_machines_cores_get_their_share_of_threads():
+def test_pods_of_a_cluster_whose_nodes_share_one_machines_cores_get_their_share_of_threads(monkeypatch):
     cluster = load_stack("gke-l4")
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(4 * cluster.node_count)))
     spec = LaunchSpec(run_id="r1", command=("python", "train.py"))
-    shared = INV.model_copy(update={"shared_cores": 4 * cluster.node_count})  # a simulated project's
+    shared = INV.model_copy(update={"on_controller": True})  # a simulated project's
 
     def env_of(inventory: Inventory) -> dict[str, str]:
         job = manifests(cluster, inventory, spec, gsa=GSA)[-1]

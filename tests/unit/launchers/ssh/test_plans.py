@@ -71,12 +71,13 @@ def test_node_command_environment_and_quoting():
     assert set(launch_plan(inv, spec)) == {"node0", "node1"}
 
 
-def test_ranks_on_nodes_that_share_a_machines_cores_get_their_share_of_threads_unless_the_job_says():
-    shared = inventory(2, shared_cores=8)
+def test_ranks_on_nodes_that_share_a_machines_cores_get_their_share_of_threads_unless_the_job_says(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(8)))
+    shared = inventory(2, on_controller=True)
     words = shlex.split(node_command(shared, shared.nodes[1], LaunchSpec(run_id="r", command=("python", "t.py"),
                                                                             nproc_per_node=2)))
     assert {"OMP_NUM_THREADS=2", "TF_NUM_INTRAOP_THREADS=2", "TF_NUM_INTEROP_THREADS=2"} <= set(words)
-    crowded = inventory(3, shared_cores=2)  # never fewer than one thread
+    crowded = inventory(9, on_controller=True)  # never fewer than one thread
     assert "OMP_NUM_THREADS=1" in shlex.split(node_command(crowded, crowded.nodes[0],
                                                            LaunchSpec(run_id="r", command=("python", "t.py"))))
     mine = LaunchSpec(run_id="r", command=("python", "t.py"), env={"OMP_NUM_THREADS": "6"})
