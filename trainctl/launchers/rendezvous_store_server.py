@@ -10,10 +10,9 @@ pipe") after a run that succeeded (pytorch/pytorch#69520, open). torch's remedy 
 own store was the same as here (pytorch/pytorch#128096): the server outlives its clients.
 
 So every agent is a client (`is_host=false`), and this process hosts the store and starts node
-0's agent as its child (as a pod's PID 1, it passes the agent the signals it gets; on a VM, a stop
-signals every process of the run itself). When the agent succeeded, the store stays up until no
-other process is connected to it, DRAIN_SECONDS at most; when it failed, this process ends at
-once with the agent's status, so a failure shows as soon as before.
+0's agent as its child (on_signal: what it does with a stop's signal). When the agent succeeded,
+the store stays up until no other process is connected to it, DRAIN_SECONDS at most; when it
+failed, this process ends at once with the agent's status, so a failure shows as soon as before.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import subprocess
 import sys
 import time
 from datetime import timedelta
+from functools import partial
 
 ESTABLISHED = "01"  # the state column of /proc/net/tcp{,6}
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -81,12 +81,19 @@ def exit_as(code: int) -> None:
     sys.exit(code)
 
 
+def on_signal(agent: subprocess.Popen, got: int, _frame: object) -> None:
+    """A pod's PID 1 passes the signal on: the kernel gives its children none. On a VM the stop
+    that sent it signals the agent too; the store stays until the agent has gone, as it did
+    when the agent hosted it (a lingering one meets the stop's SIGKILL)."""
+    if os.getpid() == 1:
+        agent.send_signal(got)
+
+
 def main(host: str, port: int, drain_seconds: float, agent_argv: list[str]) -> None:
     # The agent first: importing torch here takes seconds, and agents retry until the store is up.
     agent = subprocess.Popen(agent_argv)
-    if os.getpid() == 1:  # a pod's: a signal the kernel would drop (no handler) goes to the agent
-        for sig in FORWARDED:
-            signal.signal(sig, lambda got, _frame: agent.send_signal(got))
+    for sig in FORWARDED:
+        signal.signal(sig, partial(on_signal, agent))
     try:
         import torch.distributed as dist
 

@@ -13,7 +13,7 @@ from trainctl.launchers.rendezvous_store import hosting
 
 def test_a_store_that_cannot_start_ends_its_agent_and_says_why(tmp_path: Path):
     # This interpreter has no torch: the store cannot start, as when its port is taken.
-    agent = ["sh", "-c", f"touch {tmp_path}/started; trap 'touch {tmp_path}/stopped; exit 0' TERM; "
+    agent = ["sh", "-c", f"trap 'touch {tmp_path}/stopped; exit 0' TERM; touch {tmp_path}/started; "
                          "while :; do sleep 0.05; done"]
     done = subprocess.run(hosting(sys.executable, "127.0.0.1", 29400, agent), capture_output=True, text=True,
                           timeout=20)
