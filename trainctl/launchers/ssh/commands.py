@@ -1,7 +1,7 @@
 """Each node's command line, as data, before anything runs.
 
 torch:       torchrun on every node, c10d rendezvous on rank 0's internal address, rdzv_id = run
-             id, its store in a process of its own beside rank 0's agent, which outlives every
+             id, its store in a process of its own that runs rank 0's agent and outlives every
              agent (rendezvous_store.py); the program sees torchrun's standard variables (RANK,
              LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 tensorflow:  the program on every node with TF_CONFIG as AI Platform sets it (rank 0 is the
