@@ -15,6 +15,8 @@ from typing import Any
 
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
+from bootstrap.ssh import join
+from trainctl.launchers import rendezvous_store
 from trainctl.launchers.cluster_env import TF_PORT, expand, job_env, thread_share, torchrun_target
 from trainctl.launchers.gke.data_volumes import add_data
 from trainctl.launchers.gke.gpudirect import apply as apply_gpudirect, gpudirect_pod
@@ -58,17 +60,16 @@ def names(spec: LaunchSpec) -> tuple[str, str]:
 
 def _torch_command(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, user: list[str]) -> str:
     rest = torchrun_target(user)
-    args = ["torchrun", f"--nnodes={cluster.node_count}", f"--nproc-per-node={spec.nproc_per_node}",
-            "--rdzv-backend=c10d", f"--rdzv-endpoint={job}-0.{svc}:{RDZV_PORT}", f"--rdzv-id={spec.run_id}",
-            f"--max-restarts={spec.max_restarts}", "--tee=3", *rest]
-    quoted = [shlex.quote(a) for a in args]
-    # Only pod 0 hosts the c10d store; the others must not try to bind it (as on VM stacks).
-    quoted.insert(5, '--rdzv-conf="is_host=$IS_HOST"')
+    # No agent hosts the c10d store: pod 0 runs it beside its agent, and it outlives every agent
+    # (rendezvous_store.py), as on VM stacks.
+    torchrun = ["torchrun", f"--nnodes={cluster.node_count}", f"--nproc-per-node={spec.nproc_per_node}",
+                "--rdzv-backend=c10d", f"--rdzv-endpoint={job}-0.{svc}:{RDZV_PORT}", f"--rdzv-id={spec.run_id}",
+                f"--rdzv-conf={rendezvous_store.RDZV_CONF}", f"--max-restarts={spec.max_restarts}", "--tee=3", *rest]
+    hosted = rendezvous_store.hosting("python", "127.0.0.1", RDZV_PORT, torchrun)
     # Worker lines carry "[pod<index> r<rank>]:" as on VM stacks ("[node r<rank>]:"), so the log
     # streamer tells the program's lines from torchrun's own and finds its worker exit codes.
     prefix = 'export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[pod${JOB_COMPLETION_INDEX} r\\${rank}]:"; '
-    return ('if [ "$JOB_COMPLETION_INDEX" = 0 ]; then IS_HOST=true; else IS_HOST=false; fi; '
-            + prefix + " ".join(quoted))
+    return (prefix + f'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then exec {join(hosted)}; else exec {join(torchrun)}; fi')
 
 
 def _tf_prelude(cluster: ClusterSpec, job: str, svc: str) -> str:

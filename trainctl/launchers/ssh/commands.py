@@ -1,8 +1,9 @@
 """Each node's command line, as data, before anything runs.
 
 torch:       torchrun on every node, c10d rendezvous on rank 0's internal address, rdzv_id = run
-             id; the program sees torchrun's standard variables (RANK, LOCAL_RANK, WORLD_SIZE,
-             MASTER_ADDR, MASTER_PORT).
+             id, its store in a process of its own that runs rank 0's agent and outlives every
+             agent (rendezvous_store.py); the program sees torchrun's standard variables (RANK,
+             LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 tensorflow:  the program on every node with TF_CONFIG as AI Platform sets it (rank 0 is the
              chief, the others workers 0..n-2), so MultiWorkerMirroredStrategy works unchanged.
 TPU VMs:     PyTorch/XLA runs the same command on every worker (PJRT_DEVICE=TPU). TensorFlow
@@ -29,7 +30,7 @@ from bootstrap.ssh import join, shell_env
 from infra.errors import ConfigError
 from infra.providers.inventory import Inventory, Node
 from infra.spec.cluster import TORCH_HAS_NO_PS
-from trainctl.launchers import torchrun_agents
+from trainctl.launchers import rendezvous_store, torchrun_agents
 from trainctl.launchers.megascale import megascale_env
 from trainctl.launchers.nccl_env import nccl_env, nccl_preamble
 from trainctl.launchers.cluster_env import (cluster_spec, command_for, expand, job_env, members, task_of,
@@ -58,9 +59,10 @@ def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: i
                   joiners: bool = False) -> list[str]:
     group = torch_group(inventory)
     rank0 = group[0]
-    # All nodes may share a hostname (they do on the local stack): tell torchrun who hosts the
-    # rendezvous store instead of letting it compare hostnames.
-    rdzv_conf = f"is_host={'true' if node.rank == rank0.rank else 'false'}"
+    # No agent hosts the store: it runs beside rank 0's agent and outlives them all
+    # (rendezvous_store.py). Said outright, too, because all nodes may share a hostname (they do
+    # on the local stack), which torchrun would take for the store's.
+    rdzv_conf = rendezvous_store.RDZV_CONF
     if joiners:
         rdzv_conf += f",join_timeout={JOINERS_TIMEOUT_SECONDS}"
     target = torchrun_target(expand(command_for(spec, inventory, node), inventory, spec.run_id))
@@ -167,6 +169,9 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
     if uses_torchrun(node, spec, inventory):
         env["LOGLEVEL"] = torchrun_agents.agent_log_level(spec.env)  # its groups' starts and ends
         argv = torchrun_args(inventory, node, spec, attempt, joiners)
+        if node.name == torch_group(inventory)[0].name:
+            argv = rendezvous_store.hosting(program_tool(node, spec, "python"), node.internal_ip,
+                                            inventory.rendezvous_port, argv)
     else:
         del env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"]
         argv = direct_args(inventory, node, spec)

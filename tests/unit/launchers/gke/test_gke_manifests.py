@@ -11,6 +11,7 @@ from infra.spec import catalog
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError, load_stack
 from trainctl.launchers.gke.manifests import manifests, validate
+from trainctl.launchers.rendezvous_store import SERVER_SOURCE
 from trainctl.launchers.spec import LaunchSpec
 
 INV = Inventory(stack="g", provider="gcp", nodes=(), bucket_uri="gs://bkt", ssh_private_key="", known_hosts="")
@@ -51,7 +52,7 @@ def test_gpu_pool_torchrun_meets_at_pod_zero():
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
     script = container["command"][2]
     assert "--rdzv-endpoint=r1-0.r1-svc:29400" in script and "--nnodes=2" in script
-    assert script.endswith("--module trainers.digits_ddp --job-dir gs://bkt/r1")
+    assert script.endswith("--module trainers.digits_ddp --job-dir gs://bkt/r1; fi")
 
 
 def test_tpu_pool_selects_the_slice_and_requests_its_chips():
@@ -126,15 +127,21 @@ def test_tensorflow_on_tpu_asks_for_an_image():
         manifests(load_stack("gke-tpu-v5e"), INV, spec, gsa=GSA)
 
 
-@pytest.mark.parametrize("index, is_host", [(0, "true"), (1, "false")])
-def test_gke_torchrun_marks_only_pod_zero_as_rendezvous_host(index, is_host):
-    """Defect 12: the VM path passes is_host; the GKE pods must too, from their index."""
+@pytest.mark.parametrize("index, under_the_store", [(0, True), (1, False)])
+def test_pod_zero_runs_its_agent_under_the_rendezvous_store_and_no_agent_hosts_it(tmp_path, index, under_the_store):
+    """As on VM stacks: the store outlives every agent (rendezvous_store.py). The pod's script
+    runs for real, with `python` and `torchrun` that print what they were given."""
     _, (_, job) = plan_for("gke-l4", "torch")
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
-    echo = script.replace("torchrun ", "printf '%s\\n' ", 1)
-    out = subprocess.run(["bash", "-c", echo], capture_output=True, text=True,
-                         env={"JOB_COMPLETION_INDEX": str(index)}, check=True).stdout.split()
-    assert f"--rdzv-conf=is_host={is_host}" in out
+    for tool in ("python", "torchrun"):
+        (tmp_path / tool).write_text(f"#!/bin/sh\necho {tool}; printf '%s\\n' \"$@\"\n")
+        (tmp_path / tool).chmod(0o755)
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
+                         env={"JOB_COMPLETION_INDEX": str(index), "PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
+    words = out.split("\n")
+    assert words[0] == ("python" if under_the_store else "torchrun")
+    assert (SERVER_SOURCE in out) == under_the_store
+    assert "--rdzv-conf=is_host=false" in words
 
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])
@@ -174,7 +181,7 @@ def test_validate_refuses_a_field_the_models_do_not_know():
 def test_torchrun_in_a_pod_prefixes_worker_lines_with_the_pod_index(index):
     _, (_, job) = plan_for("gke-l4", "torch")
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
-    echo = script.split("torchrun ", 1)[0] + 'printf %s "$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"'
+    echo = script.split("if [", 1)[0] + 'printf %s "$TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"'
     out = subprocess.run(["bash", "-c", echo], capture_output=True, text=True,
                          env={"JOB_COMPLETION_INDEX": str(index)}, check=True).stdout
     assert out == f"[pod{index} r${{rank}}]:"  # torchrun fills in ${rank}

@@ -9,6 +9,7 @@ import pytest
 
 from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
 from infra.providers.inventory import Inventory, Node
+from trainctl.launchers.rendezvous_store import DRAIN_SECONDS, SERVER_SOURCE
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.ssh.commands import JOINERS_TIMEOUT_SECONDS, node_command, plan as launch_plan, stop_command, torchrun_args
 
@@ -32,7 +33,7 @@ def test_torchrun_command_per_node_is_exact():
         assert torchrun_args(inv, node, spec) == [
             f"/w/node{node.rank}/venv/bin/torchrun", "--nnodes=3", "--nproc-per-node=2",
             "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.10:29400", "--rdzv-id=r-1",
-            f"--rdzv-conf=is_host={'true' if node.rank == 0 else 'false'}",
+            "--rdzv-conf=is_host=false",
             f"--local-addr=10.0.0.{10 + node.rank}", "--max-restarts=3", "--monitor-interval=1",
             "--tee=3", "--module", "trainers.digits_ddp", "--job-dir", "gs://bkt/r-1"]
 
@@ -42,9 +43,21 @@ def test_after_a_recovery_the_agents_wait_for_the_nodes_still_being_bootstrapped
     spec = LaunchSpec(run_id="r-1", command=("python", "train.py"))
     later = launch_plan(inv, spec, attempt=1, joiners=True)
     for node in inv.nodes:
-        host = "true" if node.rank == 0 else "false"
-        assert f"--rdzv-conf=is_host={host},join_timeout={JOINERS_TIMEOUT_SECONDS}" in shlex.split(later[node.name])
+        assert f"--rdzv-conf=is_host=false,join_timeout={JOINERS_TIMEOUT_SECONDS}" in shlex.split(later[node.name])
         assert "join_timeout" not in launch_plan(inv, spec, attempt=1)[node.name]  # torch's default otherwise
+
+
+def test_rank_0_runs_its_agent_under_the_rendezvous_store_and_the_others_only_torchrun():
+    inv = inventory(3)
+    spec = LaunchSpec(run_id="r-1", command=("python", "train.py"))
+    commands = launch_plan(inv, spec)
+    host = shlex.split(commands["node0"])
+    assert host[host.index("exec") + 1:] == [
+        "/w/node0/venv/bin/python", "-c", SERVER_SOURCE, "10.0.0.10", "29400", str(DRAIN_SECONDS),
+        *torchrun_args(inv, inv.nodes[0], spec)]
+    for other in ("node1", "node2"):
+        words = shlex.split(commands[other])
+        assert words[words.index("exec") + 1:] == torchrun_args(inv, inv.node(other), spec)
 
 
 def test_script_and_non_python_commands():

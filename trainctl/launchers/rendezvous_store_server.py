@@ -1,0 +1,115 @@
+"""The c10d rendezvous store of a torchrun job, in a process of its own that runs node 0's agent.
+
+Run on that node (or pod) with the job's own interpreter, so it imports nothing but the standard
+library and torch: `python -c <this file's source> HOST PORT DRAIN_SECONDS TORCHRUN ARGS...`.
+
+Why: torchrun's agent that hosts the store (`is_host=true`) leaves as soon as its own exit barrier
+returns, while the other agents still need the store to leave that barrier and to close the
+rendezvous; they then print c10d's stack traces ("failed to shutdown the rendezvous", "Broken
+pipe") after a run that succeeded (pytorch/pytorch#69520, open). torch's remedy for the workers'
+own store was the same as here (pytorch/pytorch#128096): the server outlives its clients.
+
+So every agent is a client (`is_host=false`), and this process hosts the store and starts node
+0's agent as its child (on_signal: what it does with a stop's signal). When the agent succeeded,
+the store stays up until no other process is connected to it, DRAIN_SECONDS at most; when it
+failed, this process ends at once with the agent's status, so a failure shows as soon as before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from functools import partial
+
+ESTABLISHED = "01"  # the state column of /proc/net/tcp{,6}
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _sockets() -> list[tuple[int, int, str, str]]:
+    """(local port, remote port, state, inode) of every TCP socket in this network namespace."""
+    rows = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            rows.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16),
+                         fields[3], fields[9]))
+    return rows
+
+
+def _own_inodes() -> set[str]:
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own descriptor among them)
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    return inodes
+
+
+def peers(port: int) -> int:
+    """Connections to the store from other processes: the server's established sockets, less
+    those that serve this process's own client (TCPStore's master keeps one)."""
+    rows, mine = _sockets(), _own_inodes()
+    served = sum(1 for local, _remote, state, _inode in rows if local == port and state == ESTABLISHED)
+    own = sum(1 for _local, remote, state, inode in rows
+              if remote == port and state == ESTABLISHED and inode in mine)
+    return served - own
+
+
+def drain(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while peers(port) > 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def exit_as(code: int) -> None:
+    """End with the agent's status: its exit code, or the signal that killed it."""
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
+def on_signal(agent: subprocess.Popen, got: int, _frame: object) -> None:
+    """A pod's PID 1 passes the signal on: the kernel gives its children none. On a VM the stop
+    that sent it signals the agent too; the store stays until the agent has gone, as it did
+    when the agent hosted it (a lingering one meets the stop's SIGKILL)."""
+    if os.getpid() == 1:
+        agent.send_signal(got)
+
+
+def main(host: str, port: int, drain_seconds: float, agent_argv: list[str]) -> None:
+    # The agent first: importing torch here takes seconds, and agents retry until the store is up.
+    agent = subprocess.Popen(agent_argv)
+    for sig in FORWARDED:
+        signal.signal(sig, partial(on_signal, agent))
+    try:
+        import torch.distributed as dist
+
+        store = dist.TCPStore(host, port, is_master=True, wait_for_workers=False,
+                              timeout=timedelta(seconds=60))
+    except Exception as exc:  # the port is taken, say: no agent could meet
+        print(f"the rendezvous store could not start on port {port}: {exc}", file=sys.stderr, flush=True)
+        agent.terminate()
+        agent.wait()
+        sys.exit(1)
+    code = agent.wait()
+    if code == 0:
+        drain(port, drain_seconds)
+    del store
+    exit_as(code)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4:])
