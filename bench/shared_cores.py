@@ -62,7 +62,7 @@ def one_run(python: Path, env: dict[str, str]) -> tuple[float, float]:
 def main() -> None:
     python = seeded_python(REPO / "trainers" / "requirements.txt")
     cores = len(os.sched_getaffinity(0))
-    default = dict.fromkeys(("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"), str(cores))
+    default = dict.fromkeys(("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"), str(cores))
     shared = two_node_share()
     results: dict[str, list[tuple[float, float]]] = {"baseline": [], "shared": []}
     one_run(python, shared)  # warm the page cache: the first run pays for the imports' reads

@@ -33,7 +33,9 @@ def thread_share(inventory: Inventory, spec: LaunchSpec, nodes: int) -> dict[str
     if not inventory.on_controller:
         return {}
     share = str(max(1, len(os.sched_getaffinity(0)) // (max(1, nodes) * spec.nproc_per_node)))
-    return {"OMP_NUM_THREADS": share, "TF_NUM_INTRAOP_THREADS": share, "TF_NUM_INTEROP_THREADS": share}
+    # Only the compute pools: TensorFlow's inter-op threads wait on RPCs and each other, and
+    # parameter-server training with one of them hangs.
+    return {"OMP_NUM_THREADS": share, "TF_NUM_INTRAOP_THREADS": share}
 
 
 def expand(command: tuple[str, ...], inventory: Inventory, run_id: str) -> list[str]:

@@ -225,5 +225,5 @@ def test_pods_of_a_cluster_whose_nodes_share_one_machines_cores_get_their_share_
         return {e["name"]: e["value"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
 
     assert {k: v for k, v in env_of(shared).items() if "THREADS" in k} == {
-        "OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4"}
+        "OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4"}
     assert not [k for k in env_of(INV) if "THREADS" in k]  # GKE nodes: each has its own cores
