@@ -60,9 +60,6 @@ def sim_admin(simulator: str, verb: str, path: str, body: object) -> dict:
         return json.load(answer)
 
 
-@pytest.mark.skip(reason="known defect, open: after a move the new node-0's bootstrap is cut (env step exit -1, "
-                         "its SSH channel closed) in about 1 run in 3; the move itself is proven by "
-                         "test_gcp_spot_repair.py and test_recovery_policy.py")
 def test_a_spot_run_preempted_in_a_zone_then_stocked_out_moves_whole_to_the_zone_the_stockout_names(  # noqa: F811
         simulated_home, tmp_path):
     runs = tmp_path / "runs"

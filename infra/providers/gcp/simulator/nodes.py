@@ -248,18 +248,21 @@ class NodeMachines(GuestNotices):
 
     def _plug(self, net: dict[str, Any], rec: dict[str, Any], machine: Machine) -> None:
         if netns.netns_exists(rec["netns"]):
-            netns.delete_netns(rec["netns"])  # what a crash left: plug it in afresh
+            vpc.detach_machine(rec["netns"], net["edge"], rec["handle"])  # what a crash left: plug it in afresh
         vpc.attach_machine(rec["netns"], net["edge"], rec["handle"],
                            vpc.with_prefix(machine.internal_ip, machine.subnet_cidr),
                            vpc.gateway(machine.subnet_cidr))
 
     def _power_off(self, data: dict[str, Any], rec: dict[str, Any]) -> None:
-        netns.delete_netns(rec["netns"])  # kills everything in it first, the supervisor too
+        net = data["networks"].get(rec["network"])
+        if net is not None:
+            vpc.detach_machine(rec["netns"], net["edge"], rec["handle"])  # the supervisor ends too
+        else:
+            netns.delete_netns(rec["netns"])
         machine = rec.get("machine")
         rec["status"] = "stopped"
         if machine is None:
             return
-        net = data["networks"].get(rec["network"])
         if net is not None and machine["external_ip"]:
             vpc.unroute_external(machine["external_ip"], net["uplink"])
         self._apply_edge(data, rec["network"])

@@ -276,6 +276,19 @@ def attach_machine(ns: str, edge: str, port: str, address: str, gateway_ip: str)
     run(["ip", "-n", ns, "route", "add", "default", "via", gateway_ip])
 
 
+def detach_machine(ns: str, edge: str, port: str) -> None:
+    """The machine is off its network once this returns: its processes end, its port leaves the
+    bridge (its eth0 goes with it, the other end of the pair), then its namespace goes. The kernel
+    frees a deleted namespace's interfaces later, seconds later on a busy host; until then a
+    stopped machine's eth0 still answered ARP at its address and reset TCP connections there,
+    those of a new machine that had been given the address meanwhile (a whole cluster moved to
+    another zone re-used its addresses: the moved node's SSH session was cut). A deleted GCE VM
+    answers nothing."""
+    netns.kill_netns_processes(ns)
+    run(["ip", "-n", edge, "link", "del", port], check=False)  # gone already where the edge is
+    netns.delete_netns(ns)
+
+
 def port_name(key: str) -> str:
     """The machine's veth end on the edge's bridge (a name inside the edge namespace)."""
     return "m" + hashlib.sha1(key.encode()).hexdigest()[:12]
