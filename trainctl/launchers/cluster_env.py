@@ -27,8 +27,8 @@ def job_env(inventory: Inventory, run_id: str) -> dict[str, str]:
 def thread_share(inventory: Inventory, spec: LaunchSpec, nodes: int) -> dict[str, str]:
     """Each program process's share of the cores when the nodes share one machine's. PyTorch and
     TensorFlow otherwise start a compute thread per core in every rank, and the ranks' threads
-    spin-wait for cores the other ranks hold: a 2-node digits run took 28 CPU-s instead of 11 on
-    2 cores. torchrun divides a node's cores among its processes the same way (OMP_NUM_THREADS=1
+    spin-wait for cores the other ranks hold: a 2-node digits run took 2.2x the CPU on 2 cores
+    (bench/shared_cores.py). torchrun divides a node's cores among its processes the same way (OMP_NUM_THREADS=1
     for several per node); the job's own env still overrides this."""
     if not inventory.on_controller:
         return {}
