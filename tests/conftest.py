@@ -204,7 +204,7 @@ def leftovers(stack: str) -> list[str]:
         found.append(f"state {state_dir(stack)}")
     if lock_path(stack).exists():
         found.append(f"lock {lock_path(stack)}")
-    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
     # sshds and ssh/rsync clients name the state folder; the emulator names its bucket.
     found += [f"process {line.strip()}" for line in ps.splitlines()
               if f"/stacks/{stack}/" in line or f"tc-{stack}-" in line or line.endswith(f" {names.bucket}")]

@@ -47,7 +47,7 @@ def _leftovers(home) -> list[str]:
     found = nodes.leftovers(sim_home)
     if daemon.url_of(sim_home):
         found.append("the simulator service")
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     found += [line for line in ps.splitlines() if str(sim_home) in line]
     stacks = home / "stacks"
     found += [str(p) for p in stacks.iterdir()] if stacks.exists() else []

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 
 def running(args: str) -> bool:
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     return any(line.strip() == args for line in ps.splitlines())
 
 

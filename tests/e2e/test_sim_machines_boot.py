@@ -98,7 +98,7 @@ def test_stop_keeps_the_disk_start_boots_it_again_and_delete_erases_it(sim_machi
     first_key = sim_machines.host_keys(vm)
     sim_machines.ssh(vm, "echo kept > ~/file; sleep 6061 >/dev/null 2>&1 &")
     sim_machines.backend.stop(vm.key)
-    assert "sleep 6061" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 6061" not in subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     with pytest.raises(OSError) as refused:  # its address is unreachable at once, not routed elsewhere
         socket.create_connection((vm.external_ip, 22), timeout=2)
     assert refused.value.errno == errno.EHOSTUNREACH

@@ -147,7 +147,7 @@ def test_removing_the_network_leaves_nothing_on_this_machine(sim_machines):  # n
     sim_machines.backend.remove_network(vm0.network)
     assert not sim_machines.backend.alive()
     assert nodes.leftovers(sim_machines.home) == []  # the ledger stays, recording nothing
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    ps = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     assert "sleep 6062" not in ps and str(sim_machines.home) not in ps
     # its routes, and the chains, service address and pool routes unless another home uses them
     assert root_leftovers(sim_machines.own_range) == []

@@ -12,9 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import pytest
+
 from infra.spec import catalog
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
-from infra.providers.gcp.simulator.pulumi import write_launcher
+from infra.providers.gcp.simulator.pulumi import write_launcher, zygote
 
 PROGRAM = '''
 import json
@@ -62,7 +64,7 @@ pulumi.export("bucket_url", bucket.url)
 
 
 class GcpProject:
-    def __init__(self, root: Path, sim_url: str, project: str, prefix: str) -> None:
+    def __init__(self, root: Path, sim_url: str, project: str, prefix: str, server: Path | None = None) -> None:
         self.root = root / "project"
         self.root.mkdir(parents=True)
         (self.root / "Pulumi.yaml").write_text("name: simtest\nruntime: python\n")
@@ -70,7 +72,7 @@ class GcpProject:
         self.backend = root / "backend"
         self.backend.mkdir()
         self.cli = root / "cli"
-        write_launcher(self.cli / "bin")
+        write_launcher(self.cli / "bin", server=server)
         self.sim_url = sim_url
         self.base: dict[str, Any] = {"prefix": prefix, "project": project, "bucket": f"{project}-{prefix}-kept",
                                      "machine_type": "n1-standard-2", "image": catalog.IMAGE_CPU_DEFAULT}
@@ -86,6 +88,16 @@ class GcpProject:
                "PULUMI_HOME": str(self.cli / "home"), API_ENDPOINT_ENV: self.sim_url}
         return auto.create_or_select_stack(stack_name=name, work_dir=str(self.root), opts=auto.LocalWorkspaceOptions(
             env_vars=env, pulumi_command=auto.PulumiCommand(root=str(self.cli))))
+
+
+@pytest.fixture(scope="session")
+def pulumi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The stand-in `pulumi`'s fork server, one per test process, as the simulator daemon runs
+    one: what `write_launcher(bin, server=...)` hands its commands to."""
+    path = tmp_path_factory.mktemp("pulumi-server") / zygote.SOCKET_NAME
+    server = zygote.start(path)
+    yield path
+    zygote.stop(server)
 
 
 @contextmanager

@@ -62,11 +62,12 @@ def activate(project: str | None, project_file: Path | None = None, *, api_only:
 
 def _export(url: str) -> None:
     from infra.providers.gcp.simulator.pulumi import write_launcher  # type: ignore[attr-defined]
+    from infra.providers.gcp.simulator.pulumi.zygote import socket_path
 
     from infra.providers.gcp.simulator.kubernetes.auth import write_auth_plugin
 
     bin_dir = home() / "bin"
-    write_launcher(bin_dir)
+    write_launcher(bin_dir, server=socket_path(home()))  # the daemon's fork server
     write_auth_plugin(bin_dir, home())  # gke-gcloud-auth-plugin: the kubeconfig's credential helper
     from infra.providers.gcp.simulator.daemon import SERVICE_IP
 

@@ -147,6 +147,7 @@ def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float 
     """The daemon's body: serve until idle (no request, no machine) or SIGTERM. With real
     machines it also serves them at SERVICE_IP, and on leaving removes what it made on this
     machine that no simulated network still uses."""
+    from infra.providers.gcp.simulator.pulumi import zygote
     from infra.providers.gcp.simulator.server import Simulator
 
     done = threading.Event()
@@ -165,6 +166,9 @@ def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float 
             vpc.ensure_service()
             sim.start_also(SERVICE_IP, port)
     _record_path(home).write_text(json.dumps({"pid": os.getpid(), "port": port}))
+    # the stand-in `pulumi`'s fork server lives as long as this service: a `down` that ends the
+    # service leaves nothing of it running
+    pulumi_server = zygote.start(zygote.socket_path(home))
     try:
         while not done.wait(0.2):
             # a stop asked for after a `down` waits out a short quiet spell: a caller that found
@@ -175,7 +179,9 @@ def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float 
             if time.time() - sim.last_request > idle_seconds and not sim.has_machines():
                 break
     finally:
+        zygote.stop(pulumi_server)
         sim.stop()
         if not api_only:
             with vpc.host_lock():
                 vpc.remove_service_if_unused()
+

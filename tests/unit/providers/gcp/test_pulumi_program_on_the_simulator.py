@@ -16,24 +16,24 @@ from infra.providers.gcp.reaper import API_ENDPOINT_ENV
 from infra.providers.gcp.simulator.pulumi import write_launcher
 from infra.spec.stack_config import REPO_ROOT, load_stack
 from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
-from tests.fakes.sim_pulumi_gcp_project import mutations, recorded_requests
+from tests.fakes.sim_pulumi_gcp_project import mutations, pulumi_server, recorded_requests  # noqa: F401
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCKKEY trainctl@test"
 COMPUTE = f"/compute/v1/projects/{PROJECT}"
 
 
 @pytest.fixture
-def sim(tmp_path: Path) -> Iterator[RunningSim]:
+def sim(tmp_path: Path, pulumi_server: Path) -> Iterator[RunningSim]:
     running = start_sim(tmp_path / "sim")
     # the program enables the rest; reading a service back needs Cloud Resource Manager
     running.enable("cloudresourcemanager.googleapis.com")
+    write_launcher(tmp_path / "cli" / "bin", server=pulumi_server)  # what program_stack runs
     yield running
     running.simulator.stop()
 
 
 def program_stack(sim: RunningSim, tmp_path: Path, name: str, expires_at: int) -> Any:
     spec = load_stack(name).model_copy(update={"project": PROJECT})
-    write_launcher(tmp_path / "cli" / "bin")
     (tmp_path / "backend").mkdir(exist_ok=True)
     env = {"PULUMI_BACKEND_URL": f"file://{tmp_path / 'backend'}", "PULUMI_CONFIG_PASSPHRASE": "simulated",
            "PULUMI_HOME": str(tmp_path / "cli" / "home"), API_ENDPOINT_ENV: sim.url,

@@ -12,7 +12,8 @@ import pytest
 from pulumi import automation as auto
 
 from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
-from tests.fakes.sim_pulumi_gcp_project import GcpProject, mutations, recorded_requests
+from tests.fakes.sim_pulumi_gcp_project import (GcpProject, mutations, pulumi_server,  # noqa: F401 (fixture)
+                                                 recorded_requests)
 
 PATH = "/compute/v1/projects/sim-project"
 
@@ -33,8 +34,8 @@ def calls(sim: RunningSim) -> Iterator[list[tuple[str, str]]]:
         yield seen
 
 
-def project_for(sim: RunningSim, tmp_path: Path, prefix: str) -> GcpProject:
-    return GcpProject(tmp_path, sim.url, PROJECT, prefix)
+def project_for(sim: RunningSim, tmp_path: Path, prefix: str, server: Path) -> GcpProject:
+    return GcpProject(tmp_path, sim.url, PROJECT, prefix, server)
 
 
 def instance(sim: RunningSim, name: str) -> dict[str, Any] | None:
@@ -42,8 +43,8 @@ def instance(sim: RunningSim, name: str) -> dict[str, Any] | None:
     return body if status == 200 else None
 
 
-def test_up_creates_the_resources_and_exports_what_gcp_computed(sim, tmp_path):
-    project = project_for(sim, tmp_path, "t-create")
+def test_up_creates_the_resources_and_exports_what_gcp_computed(sim, tmp_path, pulumi_server):
+    project = project_for(sim, tmp_path, "t-create", pulumi_server)
     result = project.stack("create").up()
     vm = instance(sim, "t-create-vm")
     assert vm is not None and vm["status"] == "RUNNING"
@@ -55,8 +56,8 @@ def test_up_creates_the_resources_and_exports_what_gcp_computed(sim, tmp_path):
     assert result.outputs["bucket_url"].value == f"gs://{project.base['bucket']}"
 
 
-def test_a_second_up_of_the_same_program_sends_no_mutating_call(sim, tmp_path, calls):
-    project = project_for(sim, tmp_path, "t-same")
+def test_a_second_up_of_the_same_program_sends_no_mutating_call(sim, tmp_path, pulumi_server, calls):
+    project = project_for(sim, tmp_path, "t-same", pulumi_server)
     stack = project.stack("same")
     stack.up()
     calls.clear()
@@ -65,8 +66,8 @@ def test_a_second_up_of_the_same_program_sends_no_mutating_call(sim, tmp_path, c
     assert set(result.summary.resource_changes) == {"same"}
 
 
-def test_a_changed_label_is_set_in_place(sim, tmp_path, calls):
-    project = project_for(sim, tmp_path, "t-label")
+def test_a_changed_label_is_set_in_place(sim, tmp_path, pulumi_server, calls):
+    project = project_for(sim, tmp_path, "t-label", pulumi_server)
     stack = project.stack("label")
     stack.up()
     before = instance(sim, "t-label-vm")
@@ -78,8 +79,8 @@ def test_a_changed_label_is_set_in_place(sim, tmp_path, calls):
     assert mutations(calls) == [("POST", f"{PATH}/zones/us-central1-a/instances/t-label-vm/setLabels")]
 
 
-def test_a_changed_boot_disk_replaces_the_instance_deleting_it_first(sim, tmp_path, calls):
-    project = project_for(sim, tmp_path, "t-replace")
+def test_a_changed_boot_disk_replaces_the_instance_deleting_it_first(sim, tmp_path, pulumi_server, calls):
+    project = project_for(sim, tmp_path, "t-replace", pulumi_server)
     stack = project.stack("replace")
     stack.up()
     before = instance(sim, "t-replace-vm")
@@ -93,8 +94,8 @@ def test_a_changed_boot_disk_replaces_the_instance_deleting_it_first(sim, tmp_pa
                         ("POST", f"{PATH}/zones/us-central1-a/instances")]
 
 
-def test_destroy_leaves_only_the_retained_bucket_and_a_later_up_adopts_it_by_import(sim, tmp_path):
-    project = project_for(sim, tmp_path, "t-keep")
+def test_destroy_leaves_only_the_retained_bucket_and_a_later_up_adopts_it_by_import(sim, tmp_path, pulumi_server):
+    project = project_for(sim, tmp_path, "t-keep", pulumi_server)
     stack = project.stack("keep")
     stack.up()
     stack.destroy()
@@ -118,8 +119,8 @@ def test_destroy_leaves_only_the_retained_bucket_and_a_later_up_adopts_it_by_imp
     assert sim.http("GET", f"/storage/v1/b/{bucket}")[1]["labels"]["adopted"] == "yes"
 
 
-def test_up_with_refresh_recreates_an_instance_deleted_outside_pulumi(sim, tmp_path):
-    project = project_for(sim, tmp_path, "t-refresh")
+def test_up_with_refresh_recreates_an_instance_deleted_outside_pulumi(sim, tmp_path, pulumi_server):
+    project = project_for(sim, tmp_path, "t-refresh", pulumi_server)
     stack = project.stack("refresh")
     stack.up()
     status, op = sim.http("DELETE", f"{PATH}/zones/us-central1-a/instances/t-refresh-vm")
@@ -133,8 +134,8 @@ def test_up_with_refresh_recreates_an_instance_deleted_outside_pulumi(sim, tmp_p
     assert instance(sim, "t-refresh-vm")["status"] == "RUNNING"
 
 
-def test_a_mandatory_policy_violation_fails_up_before_the_resource_is_created(sim, tmp_path):
-    project = project_for(sim, tmp_path, "t-policy")
+def test_a_mandatory_policy_violation_fails_up_before_the_resource_is_created(sim, tmp_path, pulumi_server):
+    project = project_for(sim, tmp_path, "t-policy", pulumi_server)
     project.declare(ssh_from=["0.0.0.0/0"], instance=False)
     with pytest.raises(auto.CommandError) as failure:
         project.stack("policy").up(policy_packs=[str(Path(__file__).resolve().parents[4] / "policy")])
@@ -142,8 +143,8 @@ def test_a_mandatory_policy_violation_fails_up_before_the_resource_is_created(si
     assert sim.http("GET", f"{PATH}/global/firewalls/t-policy-fw")[0] == 404
 
 
-def test_a_provider_error_mid_update_keeps_what_was_created_for_destroy(sim, tmp_path):
-    project = project_for(sim, tmp_path, "t-fail")
+def test_a_provider_error_mid_update_keeps_what_was_created_for_destroy(sim, tmp_path, pulumi_server):
+    project = project_for(sim, tmp_path, "t-fail", pulumi_server)
     project.declare(machine_type="n1-nosuchtype-2")
     stack = project.stack("fail")
     with pytest.raises(auto.CommandError) as failure:

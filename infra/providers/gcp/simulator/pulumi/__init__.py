@@ -11,6 +11,7 @@ listed in the README's simulator section.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -19,12 +20,27 @@ LAUNCHER = """#!/bin/sh
 # trainctl's simulated `pulumi` (infra/providers/gcp/simulator/pulumi): not the Pulumi CLI.
 exec {python} -m infra.providers.gcp.simulator.pulumi "$@"
 """
+# The same command, handed to the simulator's fork server (zygote.py) when one answers.
+SERVED_LAUNCHER = """#!/bin/sh
+# trainctl's simulated `pulumi` (infra/providers/gcp/simulator/pulumi): not the Pulumi CLI.
+exec {python} -I -S {client} {server} "$@"
+"""
 
 
-def write_launcher(bin_dir: Path) -> Path:
-    """An executable `pulumi` in bin_dir that runs this stand-in with this interpreter."""
+def write_launcher(bin_dir: Path, server: Path | None = None) -> Path:
+    """An executable `pulumi` in bin_dir that runs this stand-in with this interpreter, through
+    the fork server listening on `server` when there is one."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     path = bin_dir / "pulumi"
-    path.write_text(LAUNCHER.format(python=shlex.quote(sys.executable)))
-    path.chmod(0o755)
+    python = shlex.quote(sys.executable)
+    if server is None:
+        text = LAUNCHER.format(python=python)
+    else:
+        client = Path(__file__).with_name("zygote_client.py")
+        text = SERVED_LAUNCHER.format(python=python, client=shlex.quote(str(client)),
+                                      server=shlex.quote(str(server)))
+    tmp = path.with_name(f".pulumi.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(0o755)
+    os.replace(tmp, path)  # another process may be running it right now
     return path
