@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -89,6 +90,28 @@ def test_a_signal_swallowed_by_a_finalizer_still_ends_the_phase_and_never_teardo
         with phase("down", interruptible=False):
             pass
     assert went_on, "the signal was not swallowed, so this test proved nothing"
+
+
+class _SignalsWhileNamed:
+    """Sends SIGTERM to this process while its owner class is being created: Python 3.11 wraps
+    what the handler raises there in a RuntimeError ("Error calling __set_name__")."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):
+            pass
+
+
+def test_a_signal_turned_into_another_error_by_what_it_interrupted_still_ends_the_phase_as_an_interrupt(tmp_path):
+    # The loop caught this too: SIGTERM during an import in `collect` surfaced as
+    # "RuntimeError: Error calling __set_name__ on 'Field' instance" and the run exited 1.
+    phase = PhaseClock(RunReport("r", tmp_path), echo=lambda _: None)
+    with signals_as_interrupt():
+        with pytest.raises(KeyboardInterrupt, match="signal SIGTERM") as raised:
+            with phase("collect"):
+                type("Imported", (), {"field": _SignalsWhileNamed()})
+    if sys.version_info < (3, 12):  # 3.12 no longer wraps it: the KeyboardInterrupt comes out as it is
+        assert isinstance(raised.value.__cause__, RuntimeError), "not wrapped: this test proved nothing"
 
 
 def test_a_signal_the_parent_ignores_stays_ignored_as_nohup_expects():

@@ -65,6 +65,10 @@ class PhaseClock:
         start, began = time.monotonic(), time.time()
         try:
             yield
+        except Exception as exc:
+            if interruptible:
+                raise_if_pending(cause=exc)  # the error is how the signal's raise came out
+            raise
         finally:
             self.report.phases[name] = round(time.monotonic() - start, 2)
             self.report.windows[name] = (began, began + time.monotonic() - start)

@@ -42,10 +42,12 @@ def _latch_and_raise(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(_pending)
 
 
-def raise_if_pending() -> None:
-    """Raise the interrupt again if a signal came and its first raise was swallowed."""
+def raise_if_pending(cause: BaseException | None = None) -> None:
+    """Raise the interrupt again if a signal came and its first raise was swallowed, or turned
+    into another error by the code it interrupted (`cause`: Python 3.11 wraps an exception
+    raised while a class is created, an import's say, in a RuntimeError)."""
     if _pending is not None:
-        raise KeyboardInterrupt(_pending)
+        raise KeyboardInterrupt(_pending) from cause
 
 
 def interrupt_main(reason: str) -> None:

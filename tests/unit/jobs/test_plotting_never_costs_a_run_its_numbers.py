@@ -17,7 +17,7 @@ HISTORY = {"world_size": 2, "test_accuracy": 0.97,
            "history": [{"epoch": e, "train_loss": 1.0 / (e + 1), "test_loss": 1.2 / (e + 1),
                         "test_accuracy": 0.5 + e / 40} for e in range(20)]}
 THREADS = 8
-ROUNDS = 6
+ROUNDS = 2  # with 8 threads released at once by a barrier: the overlap is what is tested, not the count
 
 
 def test_loss_plots_drawn_from_many_threads_at_once_all_succeed(tmp_path: Path):
