@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -42,7 +43,7 @@ SAME_HANDLER = {("up", "SIGTERM"), ("collect", "SIGTERM"), ("down", "SIGTERM")}
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("phase, sig", [(p, s) for p in PHASES for s in SIGNALS if (p, s) not in SAME_HANDLER])
-def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home):
+def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home, trainer_python):
     opens, nodes, args = PHASES[phase]
     exp = experiment(tmp_path, args, nodes=nodes, name=f"sig-{phase}")
     run, run_id = Streamed.run(exp, tmp_path / "runs")
@@ -64,7 +65,13 @@ def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home):
         assert "interrupted" in output
     assert leftovers(run_id) == []
     if phase == "collect":  # an interrupted download leaves no half a model among the artifacts
-        assert not (tmp_path / "runs" / run_id / "model").exists()
+        run_dir = tmp_path / "runs" / run_id
+        assert list(run_dir.glob(".collecting-*")) == []
+        model = run_dir / "model" / "model.pt"
+        if model.exists():  # the signal came once it had landed: it must be whole
+            loads = subprocess.run([str(trainer_python), "-c", "import sys, torch; torch.load(sys.argv[1])", str(model)],
+                                   capture_output=True, text=True, timeout=120)
+            assert loads.returncode == 0, loads.stderr
 
 
 class _SignalsWhileFinalized:

@@ -66,20 +66,35 @@ def collect(inventory: Inventory, job_dir: str, artifacts: tuple[str, ...], dest
             from trainctl.jobs.chief_files import fetch_from_chief
 
             missing += [WORKDIR + path for path in fetch_from_chief(inventory, run_id, image, on_chief, staging)]
-        dest.mkdir(parents=True, exist_ok=True)
-        for item in os.listdir(staging) if staging.exists() else ():
-            target = dest / item
-            if target.is_dir():
-                shutil.rmtree(target)
-            shutil.move(staging / item, target)  # the runs folder may be on another filesystem
-        if staging.exists():
-            staging.rmdir()
+        _land(staging, dest)
     except BaseException:  # an interrupted or failed download leaves nothing behind
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(_landing(staging, dest), ignore_errors=True)
         raise
     if draw:
         draw_loss(dest)
     return missing
+
+
+def _landing(staging: Path, dest: Path) -> Path:
+    return dest / f".collecting-{staging.name}"
+
+
+def _land(staging: Path, dest: Path) -> None:
+    """Move the complete download into `dest`, each artifact appearing whole: the runs folder
+    may be on another filesystem, where a move is a copy, so it is copied beside the artifacts
+    first (a hidden folder) and each one then renamed into place."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if not staging.exists():
+        return
+    landing = _landing(staging, dest)
+    shutil.move(staging, landing)
+    for item in os.listdir(landing):
+        target = dest / item
+        if target.is_dir():
+            shutil.rmtree(target)
+        os.replace(landing / item, target)
+    landing.rmdir()
 
 
 def artifact_objects(listed: dict[str, Any], root: str, artifact: str) -> list[str]:

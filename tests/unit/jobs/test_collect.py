@@ -52,3 +52,24 @@ def test_an_empty_job_dir_reports_every_artifact_missing(bucket, tmp_path):
     inventory, fs = bucket
     assert collect_mod.collect(inventory, "gs://b/none", ("metrics.json", "model/"), tmp_path / "run",
                                fs=fs, draw=False) == ["metrics.json", "model/"]
+
+
+def test_a_collect_interrupted_while_copying_to_another_filesystem_leaves_no_half_artifact(bucket, tmp_path,
+                                                                                          monkeypatch):
+    inventory, fs = bucket
+    fs.pipe({"b/job/model/a.bin": b"a", "b/job/model/b.bin": b"b", "b/job/metrics.json": b"{}"})
+    real_copy = collect_mod.shutil.copy2
+
+    def copy_one_then_interrupted(src, dst, **kwargs):  # where a move is a copy, cut short
+        real_copy(src, dst)
+        raise KeyboardInterrupt("signal SIGINT")
+
+    def move_across_filesystems(src, dst):
+        return collect_mod.shutil.copytree(src, dst, copy_function=copy_one_then_interrupted)
+
+    monkeypatch.setattr(collect_mod.shutil, "move", move_across_filesystems)
+    dest = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        collect_mod.collect(inventory, "gs://b/job", ("metrics.json", "model/"), dest, fs=fs, draw=False)
+    assert list(dest.iterdir()) == []  # neither a partial model nor the hidden landing folder
+    assert not list((tmp_path / "state" / "collecting").iterdir())
