@@ -56,7 +56,7 @@ def test_a_run_that_would_exceed_max_usd_checkpoints_and_stops_before_it_does(tm
                                                                                trainer_python):
     # Up and bootstrap, then some training, far from its 1000 epochs; an epoch's checkpoint every
     # few seconds, so that collecting them fits in what the budget keeps back for the stop.
-    max_usd = max_usd_for(seconds=60)
+    max_usd = max_usd_for(seconds=40)
     exp = experiment_file(tmp_path, "budget-run", "--epochs 1000 --epoch-sleep 3", max_usd,
                           extra="artifacts: [metrics.json, checkpoints/]\n")
     runs = tmp_path / "runs"
@@ -85,7 +85,7 @@ def test_a_run_that_would_exceed_max_usd_checkpoints_and_stops_before_it_does(tm
 
 
 def test_a_sweep_stops_starting_trials_it_cannot_afford(tmp_path, trainctl_home):
-    max_usd = max_usd_for(seconds=90)  # up and bootstrap, then a few trials of the 30
+    max_usd = max_usd_for(seconds=50)  # up and bootstrap, then a few trials of the 30
     exp = experiment_file(tmp_path, "budget-sweep", "--epochs 2", max_usd, extra="""
 sweep:
   metric: test_accuracy
