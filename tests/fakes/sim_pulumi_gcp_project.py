@@ -12,11 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
-
 from infra.spec import catalog
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
-from infra.providers.gcp.simulator.pulumi import write_launcher, zygote
+from infra.providers.gcp.simulator.pulumi import write_launcher
 
 PROGRAM = '''
 import json
@@ -88,16 +86,6 @@ class GcpProject:
                "PULUMI_HOME": str(self.cli / "home"), API_ENDPOINT_ENV: self.sim_url}
         return auto.create_or_select_stack(stack_name=name, work_dir=str(self.root), opts=auto.LocalWorkspaceOptions(
             env_vars=env, pulumi_command=auto.PulumiCommand(root=str(self.cli))))
-
-
-@pytest.fixture(scope="session")
-def pulumi_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The stand-in `pulumi`'s fork server, one per test process, as the simulator daemon runs
-    one: what `write_launcher(bin, server=...)` hands its commands to."""
-    path = tmp_path_factory.mktemp("pulumi-server") / zygote.SOCKET_NAME
-    server = zygote.start(path)
-    yield path
-    zygote.stop(server)
 
 
 @contextmanager

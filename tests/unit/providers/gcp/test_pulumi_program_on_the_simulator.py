@@ -16,7 +16,7 @@ from infra.providers.gcp.reaper import API_ENDPOINT_ENV
 from infra.providers.gcp.simulator.pulumi import write_launcher
 from infra.spec.stack_config import REPO_ROOT, load_stack
 from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
-from tests.fakes.sim_pulumi_gcp_project import mutations, pulumi_server, recorded_requests  # noqa: F401
+from tests.fakes.sim_pulumi_gcp_project import mutations, recorded_requests
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOCKKEY trainctl@test"
 COMPUTE = f"/compute/v1/projects/{PROJECT}"

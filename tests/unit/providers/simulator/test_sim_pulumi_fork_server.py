@@ -17,7 +17,6 @@ import pytest
 
 from infra.providers.gcp.simulator import daemon
 from infra.providers.gcp.simulator.pulumi import write_launcher, zygote
-from tests.fakes.sim_pulumi_gcp_project import pulumi_server  # noqa: F401 (fixture)
 
 # A program that says it started, then runs until it is stopped.
 HANGING_PROGRAM = textwrap.dedent("""\
@@ -28,7 +27,7 @@ HANGING_PROGRAM = textwrap.dedent("""\
 
 
 @pytest.fixture
-def launchers(tmp_path: Path, pulumi_server: Path) -> tuple[Path, Path]:  # noqa: F811
+def launchers(tmp_path: Path, pulumi_server: Path) -> tuple[Path, Path]:
     """(served, plain): the same command, through the server and on its own."""
     return (write_launcher(tmp_path / "served", server=pulumi_server),
             write_launcher(tmp_path / "plain"))

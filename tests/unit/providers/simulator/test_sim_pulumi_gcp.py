@@ -12,8 +12,7 @@ import pytest
 from pulumi import automation as auto
 
 from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
-from tests.fakes.sim_pulumi_gcp_project import (GcpProject, mutations, pulumi_server,  # noqa: F401 (fixture)
-                                                 recorded_requests)
+from tests.fakes.sim_pulumi_gcp_project import GcpProject, mutations, recorded_requests
 
 PATH = "/compute/v1/projects/sim-project"
 
