@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import textwrap
 import threading
 import time
@@ -23,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.providers.gcp.simulator.pulumi import write_launcher
+from infra.providers.gcp.simulator.pulumi.cli import PACKAGES_ENV
 from infra.providers.gcp.simulator.pulumi.plugins import BridgedResource, Diff, ProviderError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,15 +142,6 @@ if spec.get("crash"):
     raise RuntimeError(spec["crash"])
 '''
 
-DRIVER = '''
-import sys
-sys.path.insert(0, {repo!r})
-from infra.providers.gcp.simulator.pulumi.cli import main
-from tests.fakes.sim_pulumi_fake import PACKAGES
-raise SystemExit(main(factories=PACKAGES))
-'''
-
-
 @dataclass
 class Thing:
     name: str
@@ -164,7 +156,7 @@ class Thing:
 
 
 class FakeProject:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, server: Path | None = None) -> None:
         self.root = root / "project"
         self.root.mkdir(parents=True)
         self.backend = root / "backend"
@@ -173,12 +165,7 @@ class FakeProject:
         (self.root / "Pulumi.yaml").write_text("name: fakeproj\nruntime: python\n")
         (self.root / "__main__.py").write_text(textwrap.dedent(PROGRAM))
         self.bin = root / "cli"
-        (self.bin / "bin").mkdir(parents=True)
-        driver = self.bin / "driver.py"
-        driver.write_text(DRIVER.format(repo=str(REPO)))
-        launcher = self.bin / "bin" / "pulumi"
-        launcher.write_text(f"#!/bin/sh\nexec {sys.executable} {driver} \"$@\"\n")
-        launcher.chmod(0o755)
+        write_launcher(self.bin / "bin", server=server)  # the stand-in, serving this module's PACKAGES
         self.declare()
 
     def declare(self, *things: Thing, exports: dict[str, Any] | None = None, crash: str = "") -> None:
@@ -188,7 +175,8 @@ class FakeProject:
 
     def env(self) -> dict[str, str]:
         return {"PULUMI_BACKEND_URL": f"file://{self.backend}", "PULUMI_CONFIG_PASSPHRASE": "",
-                "PULUMI_HOME": str(self.bin / "home"), "PATH": os.environ["PATH"]}
+                "PULUMI_HOME": str(self.bin / "home"), "PATH": os.environ["PATH"],
+                PACKAGES_ENV: f"{__name__}:PACKAGES"}
 
     def stack(self, name: str = "dev") -> Any:
         from pulumi import automation as auto

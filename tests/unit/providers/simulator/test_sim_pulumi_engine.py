@@ -17,8 +17,8 @@ from tests.fakes.sim_pulumi_fake import REPO, FakeProject, Thing
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> FakeProject:
-    return FakeProject(tmp_path)
+def project(tmp_path: Path, pulumi_server: Path) -> FakeProject:
+    return FakeProject(tmp_path, pulumi_server)
 
 
 def mutations(project: FakeProject) -> list[list[str]]:

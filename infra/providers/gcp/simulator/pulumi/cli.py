@@ -7,6 +7,7 @@ silently behaves otherwise than the CLI would. Errors exit 255 with the CLI's me
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from importlib import metadata
@@ -203,10 +204,25 @@ def _operation(command: str, project: Project, backend: Backend, rest: list[str]
     return operations.refresh(update)
 
 
+PACKAGES_ENV = "TRAINCTL_SIM_PULUMI_PACKAGES"
+
+
+def served_packages() -> dict[str, PackageFactory]:
+    """The provider packages the stand-in serves: the GCP stand-in's, or the table that
+    $TRAINCTL_SIM_PULUMI_PACKAGES names as `module:attribute` (the engine's own tests serve a
+    fake provider so, as Pulumi finds whichever provider plugins are installed)."""
+    named = os.environ.get(PACKAGES_ENV)
+    if not named:
+        from infra.providers.gcp.simulator.pulumi.gcp import PACKAGES
+
+        return PACKAGES
+    module, _, attribute = named.partition(":")
+    return getattr(importlib.import_module(module), attribute)  # type: ignore[no-any-return]
+
+
 def main(argv: list[str] | None = None, factories: dict[str, PackageFactory] | None = None) -> int:
     if factories is None:
-        from infra.providers.gcp.simulator.pulumi.gcp import PACKAGES
-        factories = PACKAGES
+        factories = served_packages()
     try:
         return run(list(sys.argv[1:] if argv is None else argv), factories)
     except Usage as exc:
