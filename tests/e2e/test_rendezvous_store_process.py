@@ -47,3 +47,32 @@ def test_the_store_outlives_an_agent_that_succeeded_until_the_others_leave_and_n
         store.kill()
         client.wait()
         store.wait()
+
+
+# A worker that notes its rank and its agent's pid.
+WORKER = """
+import os, pathlib, sys
+pathlib.Path(sys.argv[1], f"rank{os.environ['RANK']}").write_text(str(os.getppid()))
+"""
+
+
+def test_a_torchrun_agent_runs_in_the_stores_own_process_and_both_agents_finish(trainer_python: Path, tmp_path: Path):
+    port = free_port()
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+
+    def torchrun() -> list[str]:
+        return [str(trainer_python.parent / "torchrun"), "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint=127.0.0.1:{port}", "--rdzv-id=in-process", "--rdzv-conf=is_host=false",
+                "--max-restarts=0", "--monitor-interval=0.2", str(script), str(tmp_path)]
+
+    store = subprocess.Popen(hosting(str(trainer_python), "127.0.0.1", port, torchrun()))
+    other = subprocess.Popen(torchrun())
+    try:
+        assert store.wait(timeout=180) == 0 and other.wait(timeout=60) == 0
+        agents = {int((tmp_path / f"rank{rank}").read_text()) for rank in (0, 1)}
+        assert agents == {store.pid, other.pid}  # no second interpreter: the store's process is the agent
+    finally:
+        for proc in (store, other):
+            proc.kill()
+            proc.wait()

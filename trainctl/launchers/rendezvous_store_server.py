@@ -9,10 +9,13 @@ rendezvous; they then print c10d's stack traces ("failed to shutdown the rendezv
 pipe") after a run that succeeded (pytorch/pytorch#69520, open). torch's remedy for the workers'
 own store was the same as here (pytorch/pytorch#128096): the server outlives its clients.
 
-So every agent is a client (`is_host=false`), and this process hosts the store and starts node
-0's agent as its child (on_signal: what it does with a stop's signal). When the agent succeeded,
-the store stays up until no other process is connected to it, DRAIN_SECONDS at most; when it
-failed, this process ends at once with the agent's status, so a failure shows as soon as before.
+So every agent is a client (`is_host=false`), and this process hosts the store and runs node
+0's agent. A torchrun agent runs in this very process, as its console script would (torch is
+imported once for both: a second interpreter importing it cost each multi-node launch ~1.1
+CPU-seconds on node 0); any other command runs as its child (on_signal: what this process does
+with a stop's signal then). When the agent succeeded, the store stays up until no other process
+is connected to it, DRAIN_SECONDS at most; when it failed, this process ends at once with the
+agent's status, so a failure shows as soon as before.
 """
 
 from __future__ import annotations
@@ -89,26 +92,55 @@ def on_signal(agent: subprocess.Popen, got: int, _frame: object) -> None:
         agent.send_signal(got)
 
 
-def main(host: str, port: int, drain_seconds: float, agent_argv: list[str]) -> None:
-    # The agent first: importing torch here takes seconds, and agents retry until the store is up.
-    agent = subprocess.Popen(agent_argv)
-    for sig in FORWARDED:
-        signal.signal(sig, partial(on_signal, agent))
-    try:
-        import torch.distributed as dist
+def start_store(host: str, port: int) -> object:
+    import torch.distributed as dist
 
-        store = dist.TCPStore(host, port, is_master=True, wait_for_workers=False,
-                              timeout=timedelta(seconds=60))
-    except Exception as exc:  # the port is taken, say: no agent could meet
-        print(f"the rendezvous store could not start on port {port}: {exc}", file=sys.stderr, flush=True)
-        agent.terminate()
-        agent.wait()
-        sys.exit(1)
-    code = agent.wait()
+    return dist.TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60))
+
+
+def is_torchrun(argv: list[str]) -> bool:
+    return os.path.basename(argv[0]) == "torchrun"
+
+
+def run_torchrun_here(argv: list[str]) -> int:
+    """torchrun's console script in this process: its argv, its output, its exit (a failed
+    group raises ChildFailedError, which ends the interpreter with its trace and status 1)."""
+    from torch.distributed.run import main as torchrun_main
+
+    sys.argv = list(argv)
+    try:
+        torchrun_main()
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    return 0
+
+
+def main(host: str, port: int, drain_seconds: float, agent_argv: list[str]) -> None:
+    if is_torchrun(agent_argv):
+        store = start_store_or_exit(host, port, agent=None)
+        code = run_torchrun_here(agent_argv)
+    else:
+        # The agent first: importing torch here takes seconds, and agents retry until the store is up.
+        agent = subprocess.Popen(agent_argv)
+        for sig in FORWARDED:
+            signal.signal(sig, partial(on_signal, agent))
+        store = start_store_or_exit(host, port, agent)
+        code = agent.wait()
     if code == 0:
         drain(port, drain_seconds)
     del store
     exit_as(code)
+
+
+def start_store_or_exit(host: str, port: int, agent: subprocess.Popen | None) -> object:
+    try:
+        return start_store(host, port)
+    except Exception as exc:  # the port is taken, say: no agent could meet
+        print(f"the rendezvous store could not start on port {port}: {exc}", file=sys.stderr, flush=True)
+        if agent is not None:
+            agent.terminate()
+            agent.wait()
+        sys.exit(1)
 
 
 if __name__ == "__main__":

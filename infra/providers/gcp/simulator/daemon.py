@@ -184,4 +184,3 @@ def serve(home: Path, port: int, *, api_only: bool = False, idle_seconds: float 
         if not api_only:
             with vpc.host_lock():
                 vpc.remove_service_if_unused()
-
