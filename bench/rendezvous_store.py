@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from conftest import REPO, free_port, seeded_python  # noqa: E402
 from trainctl.launchers.rendezvous_store import hosting  # noqa: E402
+from cpu_wall import report  # noqa: E402  (bench/, this script's folder)
 
 WORKER = "import os; print('rank', os.environ['RANK'], flush=True)\n"
 
@@ -65,13 +65,7 @@ def main() -> None:
         for _ in range(args.rounds):
             results["baseline"].append(one_job(python, script, in_process=False))
             results["in-process"].append(one_job(python, script, in_process=True))
-    medians = {side: (statistics.median(c for c, _ in rows), statistics.median(w for _, w in rows))
-               for side, rows in results.items()}
-    for side, (cpu, wall) in medians.items():
-        print(f"{side:10s} node 0 median CPU {cpu:5.2f} s   job wall {wall:5.2f} s   ({args.rounds} rounds)")
-    print(f"ratio baseline/in-process: CPU {medians['baseline'][0] / medians['in-process'][0]:.2f}x, "
-          f"wall {medians['baseline'][1] / medians['in-process'][1]:.2f}x")
-
+    report(results, "baseline", "in-process")
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from infra.providers.gcp.simulator.pulumi import zygote  # noqa: E402
 from tests.fakes.sim_fixtures import PROJECT, start_sim  # noqa: E402
 from tests.fakes.sim_pulumi_gcp_project import GcpProject  # noqa: E402
+from cpu_wall import report  # noqa: E402  (bench/, this script's folder)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -80,13 +80,7 @@ def main() -> None:
         finally:
             zygote.stop(server)
             sim.simulator.stop()
-    medians = {side: (statistics.median(c for c, _ in rows), statistics.median(w for _, w in rows))
-               for side, rows in results.items()}
-    for side, (cpu, wall) in medians.items():
-        print(f"{side:9s} median CPU {cpu:6.2f} s   wall {wall:6.2f} s   ({args.rounds} rounds)")
-    print(f"ratio baseline/served: CPU {medians['baseline'][0] / medians['served'][0]:.2f}x, "
-          f"wall {medians['baseline'][1] / medians['served'][1]:.2f}x")
-
+    report(results, "baseline", "served")
 
 if __name__ == "__main__":
     main()

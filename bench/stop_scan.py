@@ -17,7 +17,6 @@ import argparse
 import os
 import resource
 import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bootstrap.remote_stop import stop_marked  # noqa: E402
+from cpu_wall import report  # noqa: E402  (bench/, this script's folder)
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"
 
@@ -70,14 +70,8 @@ def main() -> None:
     for _ in range(args.rounds):
         results["baseline"].append(one_stop(baseline_stop, args.grace))
         results["grep"].append(one_stop(stop_marked, args.grace))
-    medians = {side: (statistics.median(c for c, _ in rows), statistics.median(w for _, w in rows))
-               for side, rows in results.items()}
-    print(f"{processes} processes on this machine, grace {args.grace:g} s, {args.rounds} rounds")
-    for side, (cpu, wall) in medians.items():
-        print(f"{side:9s} median CPU {cpu:6.2f} s   wall {wall:6.2f} s")
-    print(f"ratio baseline/grep: CPU {medians['baseline'][0] / medians['grep'][0]:.1f}x, "
-          f"wall {medians['baseline'][1] / medians['grep'][1]:.1f}x")
-
+    print(f"{processes} processes on this machine, grace {args.grace:g} s")
+    report(results, "baseline", "grep")
 
 if __name__ == "__main__":
     main()
