@@ -32,9 +32,9 @@ class NoFreeRange(RuntimeError):
 
 
 @contextlib.contextmanager
-def _registry(path: Path) -> Iterator[dict[str, str]]:
-    """range -> home, locked for the block (a lock file beside it) and replaced whole at its
-    end: a crash midway leaves the previous registry, never half of one."""
+def locked_claims(path: Path) -> Iterator[dict[str, str]]:
+    """A host-wide claims file (here: range -> home), locked for the block (a lock file beside
+    it) and replaced whole at its end: a crash midway leaves the previous claims, never half."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -54,14 +54,19 @@ def _key(home: Path) -> str:
     return str(home.resolve())
 
 
+def drop_gone_homes(claims: dict[str, str], owner: str) -> None:
+    """Claims of homes that no longer exist (removed, or crashed before their cleanup) are free."""
+    for claimed, holder in list(claims.items()):
+        if holder != owner and not Path(holder).exists():
+            del claims[claimed]
+
+
 def claim(home: Path, recorded: str | None = None, registry: Path = REGISTRY) -> ipaddress.IPv4Network:
     """The range of `home`'s world: the one it holds, else the one its ledger `recorded` if that
     is free, else a free one (starting at a place derived from the home, so homes start apart)."""
     owner = _key(home)
-    with _registry(registry) as claims:
-        for net, holder in list(claims.items()):
-            if holder != owner and not Path(holder).exists():
-                del claims[net]  # its home is gone: nothing of it can still be routed
+    with locked_claims(registry) as claims:
+        drop_gone_homes(claims, owner)  # nothing of a gone home can still be routed
         held = [net for net, holder in claims.items() if holder == owner]
         if held:
             return ipaddress.IPv4Network(held[0])
@@ -83,7 +88,7 @@ def held_by(home: Path, registry: Path = REGISTRY) -> str | None:
     if not registry.exists():
         return None
     owner = _key(home)
-    with _registry(registry) as claims:
+    with locked_claims(registry) as claims:
         return next((net for net, holder in claims.items() if holder == owner), None)
 
 
@@ -91,6 +96,6 @@ def release(home: Path, registry: Path = REGISTRY) -> None:
     if not registry.exists():
         return
     owner = _key(home)
-    with _registry(registry) as claims:
+    with locked_claims(registry) as claims:
         for net in [net for net, holder in claims.items() if holder == owner]:
             del claims[net]

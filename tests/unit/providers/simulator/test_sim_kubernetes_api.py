@@ -20,6 +20,7 @@ from tests.unit.providers.simulator.test_sim_container import CLUSTER, PARENT, c
 
 from infra.providers.gcp.program.gke import kubeconfig
 from infra.providers.gcp.simulator.kubernetes import auth, control_planes, images
+from infra.providers.gcp.simulator.state import World
 
 
 @pytest.fixture
@@ -117,3 +118,27 @@ def test_a_simulator_started_over_a_world_with_a_cluster_serves_its_api_again(gk
         assert core_api(config).list_namespaced_pod("default").items == []
     finally:
         again.stop()
+
+
+def test_two_worlds_on_one_machine_never_get_the_same_cluster_endpoint(tmp_path: Path, monkeypatch):
+    # Worlds whose homes start at the same place, creating clusters at once: neither API server
+    # listens yet (it binds once its cluster runs), so only the host-wide claim keeps them apart.
+    registry = tmp_path / "claims" / "cluster-endpoints.json"
+    monkeypatch.setattr(control_planes, "endpoint_registry", lambda: registry)
+    homes = [tmp_path / "ab", tmp_path / "ba"]  # the same bytes: both start at the same address
+    for home in homes:
+        home.mkdir()
+    worlds = [World({}), World({})]
+    first = control_planes.allocate_endpoint(worlds[0], homes[0], "c1")
+    second = control_planes.allocate_endpoint(worlds[1], homes[1], "c2")
+    assert first[0] != second[0]
+    assert json.loads(registry.read_text()) == {first[0]: str(homes[0]), second[0]: str(homes[1])}
+    control_planes.release(Sim(homes[0]), worlds[0], {"id": "c1", "name": "c1", "_kube": {"address": first[0]}})
+    assert json.loads(registry.read_text()) == {second[0]: str(homes[1])}
+    homes[1].rmdir()  # a world whose home is gone holds nothing
+    assert control_planes.allocate_endpoint(World({}), homes[0], "c3")[0] in (first[0], second[0])
+
+
+class Sim:
+    def __init__(self, home: Path) -> None:
+        self.home = home

@@ -22,12 +22,13 @@ import ipaddress
 import os
 import socket
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from infra.providers.gcp.simulator import routes
+from infra.providers.gcp.simulator import external_ranges, routes
 from infra.providers.gcp.simulator.kubernetes import auth, scheduling
 from infra.providers.gcp.simulator.kubernetes.api import KubernetesApi
 from infra.providers.gcp.simulator.kubernetes.processes import ProcessPods
@@ -124,20 +125,34 @@ def _bindable(address: str, port: int) -> int | None:
 
 
 def allocate_endpoint(world: World, home: Path, cluster_id: str) -> tuple[str, int]:
-    """A loopback address no other cluster of this world (nor, now, anything on this machine)
-    holds, and the API server's port there."""
+    """A loopback address no other cluster of this world, nor of any other world on this machine
+    (a host-wide claim: its API server binds only once the cluster is running, so a free address
+    alone could be picked by two worlds meanwhile), nor anything else here holds, and the API
+    server's port there."""
     taken = world.names(ENDPOINTS)
+    owner = str(home.resolve())
     first = 88 + sum(str(home).encode()) % 8  # homes on one machine start apart
-    for second in [first, *(s for s in range(88, 96) if s != first)]:
-        for third in range(1, 255):
-            address = f"127.{second}.{third}.1"
-            if address in taken:
-                continue
-            port = _bindable(address, 443 if may_bind_443() else 0)
-            if port is not None:
-                taken[address] = cluster_id
-                return address, port
+    with external_ranges.locked_claims(endpoint_registry()) as claims:
+        external_ranges.drop_gone_homes(claims, owner)
+        for second in [first, *(s for s in range(88, 96) if s != first)]:
+            for third in range(1, 255):
+                address = f"127.{second}.{third}.1"
+                if address in taken or address in claims:
+                    continue
+                port = _bindable(address, 443 if may_bind_443() else 0)
+                if port is not None:
+                    taken[address] = cluster_id
+                    claims[address] = owner
+                    return address, port
     raise RuntimeError("no loopback address left for another simulated cluster's API server")
+
+
+def endpoint_registry() -> Path:
+    """Where this machine's simulated worlds claim cluster endpoints: beside the external
+    ranges for root, in the temporary folder for another user (whose worlds are their own)."""
+    if os.geteuid() == 0:
+        return external_ranges.REGISTRY.with_name("cluster-endpoints.json")
+    return Path(tempfile.gettempdir()) / f"trainctl-sim-{os.geteuid()}" / "cluster-endpoints.json"
 
 
 def endpoint_of(kube: dict[str, Any]) -> str:
@@ -186,6 +201,8 @@ def release(sim: Simulator, world: World, cluster: dict[str, Any]) -> None:
     period), its address is free again."""
     kube = cluster.get("_kube") or {}
     world.names(ENDPOINTS).pop(kube.get("address", ""), None)
+    with external_ranges.locked_claims(endpoint_registry()) as claims:
+        claims.pop(kube.get("address", ""), None)
     with _LOCK:
         plane = _PLANES.get(str(sim.home), {}).pop(cluster["id"], None)
     if plane is not None:
@@ -205,8 +222,13 @@ def sync(sim: Simulator, world: World, clusters: list[tuple[dict[str, Any], tupl
         release(sim, world, {"id": plane.cluster_id, "name": plane.cluster_id[:12]})
     existing = {c["id"] for c, _ in clusters}
     endpoints = world.names(ENDPOINTS)
-    for address in [a for a, cid in endpoints.items() if cid not in existing]:
-        del endpoints[address]  # a cluster that left the world without its delete
+    orphans = [a for a, cid in endpoints.items() if cid not in existing]
+    if not orphans:
+        return
+    with external_ranges.locked_claims(endpoint_registry()) as claims:
+        for address in orphans:  # a cluster that left the world without its delete
+            del endpoints[address]
+            claims.pop(address, None)
 
 
 def alive(home: Path) -> bool:
