@@ -7,14 +7,17 @@ from __future__ import annotations
 import dataclasses
 import errno
 import hashlib
+import shutil
 import socket
 import subprocess
+import tempfile
 from pathlib import Path
 
 import paramiko
 import pytest
 
 from infra.providers import keys
+from infra.providers.gcp.simulator import image
 from tests.fakes.sim_machines_fixtures import SimMachines, sim_machines, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.e2e
@@ -134,3 +137,18 @@ def test_machines_see_the_shared_uv_cache_but_neither_the_simulators_home_nor_a_
                                 "sudo touch /usr/local/bin/x 2>&1 || true")
     assert seen.splitlines()[:3] == ["0", "cache", "workdir"] and "Read-only file system" in seen
     assert not Path("/usr/local/bin/x").exists()
+
+
+def test_machines_boot_from_a_checkout_their_own_tmp_hides(sim_machines, monkeypatch):  # noqa: F811
+    # A checkout under /tmp (or /root) is covered by the machine's own /tmp (/root) at boot: the
+    # agent must have been opened before.
+    checkout = Path(tempfile.mkdtemp(prefix="trainctl-checkout-", dir="/tmp"))
+    try:
+        monkeypatch.setattr(image, "GUEST_AGENT", Path(shutil.copy(image.GUEST_AGENT, checkout)))
+        vm, = sim_machines.boot(sim_machines.machine("vm0"))
+        assert sim_machines.ssh(vm, f"hostname; ls {checkout} 2>&1 || true").splitlines()[0] == vm.name
+        assert "can't open file" not in sim_machines.console(vm)
+        fds = sim_machines.ssh(vm, "sudo ls -l /proc/$(pgrep -o -x sshd)/fd")
+        assert "guest.py" not in fds  # sshd holds no descriptor of the agent's source
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)

@@ -360,4 +360,6 @@ def boot() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[0].startswith("/dev/fd/"):  # read through the boot's descriptor: not sshd's
+        os.close(int(sys.argv[0].removeprefix("/dev/fd/")))
     boot()

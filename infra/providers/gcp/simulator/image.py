@@ -28,6 +28,7 @@ from infra.providers.stack_home import cache_dir, trainctl_home
 
 GUEST_AGENT = Path(__file__).with_name("guest.py")
 GUEST_PYTHON = "/usr/bin/python3"  # the image's interpreter (Debian's, shared from /usr)
+GUEST_FD = 7  # the boot's descriptor of the agent's source; the agent closes it before sshd
 HOST_KEY = "/etc/ssh/ssh_host_ed25519_key"
 ACCELERATORS_FILE = "etc/trainctl-simulated-accelerators"  # relative to the root of /
 READ_ONLY = ("/usr", "/var/lib/dpkg", "/var/lib/apt", "/var/cache/apt")
@@ -36,8 +37,10 @@ PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbi
 
 def hidden_paths(home: Path) -> tuple[Path, ...]:
     """What a machine must not see: the simulator's home and trainctl's state (keys), unless
-    they hold what machines need (the guest agent, the shared uv cache)."""
-    needed, candidates = [GUEST_AGENT.resolve()], [home.resolve()]
+    they hold what machines need (the shared uv cache; the guest agent is read through a
+    descriptor the boot opened before any mount)."""
+    needed: list[Path] = []
+    candidates = [home.resolve()]
     for place, into in ((cache_dir, needed), (trainctl_home, candidates)):
         try:
             into.append(place())
@@ -125,6 +128,9 @@ def boot_script(machine: Machine, disk: Disk, hosts: Path, hidden: tuple[Path, .
     overlay = f"lowerdir=/etc,upperdir={disk.etc},workdir={disk.etc_work}"
     steps = [
         "set -e",
+        # The agent is opened before /root, /tmp and the homes are mounted over: a checkout under
+        # any of them (/root/trainctl, /tmp/x) is hidden from the machine once they are.
+        f"exec {GUEST_FD}< {q(str(GUEST_AGENT))}",
         f"hostname {q(machine.name)}",
         *([f"{{ {cgroups}; }} || echo 'cgroups not mounted: no containers on this machine' >&2"] if cgroups else []),
         "mount -t tmpfs -o mode=0755 tmpfs /run",
@@ -140,7 +146,7 @@ def boot_script(machine: Machine, disk: Disk, hosts: Path, hidden: tuple[Path, .
         *(f"if [ -e {d}/nvidia-smi ]; then mount --bind /dev/null {d}/nvidia-smi; fi" for d in PATH_DIRS),
         f"mount --bind {q(str(disk.tmp))} /tmp",
         *(f"if [ -d {q(str(p))} ]; then mount -t tmpfs -o mode=0700 tmpfs {q(str(p))}; fi" for p in hidden),
-        f"exec {GUEST_PYTHON} -I -S {q(str(GUEST_AGENT))}",
+        f"exec {GUEST_PYTHON} -I -S /dev/fd/{GUEST_FD}",
     ]
     return "; ".join(steps)
 
