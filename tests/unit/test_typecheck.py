@@ -7,7 +7,14 @@ import sys
 
 from conftest import REPO
 
+from infra.providers.stack_home import cache_dir
+
 
 def test_the_code_typechecks_with_mypy():
-    result = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO, capture_output=True, text=True)
+    # mypy's incremental cache lives in the machine's trainctl cache, not in the checkout: a
+    # fresh clone re-checks only what differs from the last run here (its files' hashes), which
+    # takes 7 s instead of 105 s on 2 cores (the pulumi-gcp SDK's modules are most of the work).
+    cache = cache_dir() / "mypy"
+    result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache)], cwd=REPO,
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
