@@ -9,6 +9,7 @@ never run)."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -63,18 +64,20 @@ def type_checking_only(tree: ast.Module) -> set[int]:
             for stmt in node.body for inner in ast.walk(stmt)}
 
 
-def imports(known: dict[str, Path], *, for_loops: bool = False) -> dict[str, set[str]]:
+@functools.cache
+def import_graphs() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """module -> the project modules it imports (a name imported from a module is that module;
-    `from package import submodule` is the submodule). `for_loops`: without the imports only the
-    type checker runs."""
+    `from package import submodule` is the submodule): every import, and those that run (without
+    the ones only the type checker sees, for loops). Each module is parsed once, when a test first
+    asks: at collection every test worker would parse the whole tree."""
+    known = modules()
     graph: dict[str, set[str]] = defaultdict(set)
+    runtime: dict[str, set[str]] = defaultdict(set)
     for name, path in known.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         tree = ast.parse(path.read_text(), str(path))
-        skipped = type_checking_only(tree) if for_loops else set()
+        skipped = type_checking_only(tree)
         for node in ast.walk(tree):
-            if id(node) in skipped:
-                continue
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -90,7 +93,17 @@ def imports(known: dict[str, Path], *, for_loops: bool = False) -> dict[str, set
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     graph[name].add(target)
-    return graph
+                    if id(node) not in skipped:
+                        runtime[name].add(target)
+    return graph, runtime
+
+
+def all_imports() -> dict[str, set[str]]:
+    return import_graphs()[0]
+
+
+def runtime_imports() -> dict[str, set[str]]:
+    return import_graphs()[1]
 
 
 def layer(module: str) -> int | None:
@@ -107,17 +120,13 @@ def within(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
-GRAPH = imports(modules())
-RUNTIME_GRAPH = imports(modules(), for_loops=True)
-
-
 def test_every_module_belongs_to_a_layer() -> None:
     # the top packages themselves (`infra`, `trainctl`) hold nothing but a docstring
     assert sorted(m for m in modules() if layer(m) is None) == ["infra", "trainctl"]
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
-    upward = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+    upward = sorted(f"{a} -> {b}" for a, targets in all_imports().items() for b in targets
                     if layer(a) is not None and layer(b) is not None and layer(b) > layer(a)  # type: ignore[operator]
                     and (a, b) not in ALLOWED_UPWARD)
     assert upward == []
@@ -125,18 +134,18 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 
 def test_the_allowed_upward_imports_still_exist() -> None:
     """An exception whose import is gone leaves the list: it only shrinks."""
-    assert [pair for pair in ALLOWED_UPWARD if pair[1] not in GRAPH.get(pair[0], set())] == []
+    assert [pair for pair in ALLOWED_UPWARD if pair[1] not in all_imports().get(pair[0], set())] == []
 
 
 def test_no_import_outside_the_providers_reaches_into_one_provider() -> None:
-    reaching = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+    reaching = sorted(f"{a} -> {b}" for a, targets in all_imports().items() for b in targets
                       if not within(a, "infra.providers") and any(within(b, p) for p in PROVIDER_PACKAGES)
                       and PROVIDER_DOORS.get(a) != b)
     assert reaching == []
 
 
 def test_one_provider_never_imports_the_other_but_the_simulator_builds_on_local_nodes() -> None:
-    crossing = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+    crossing = sorted(f"{a} -> {b}" for a, targets in all_imports().items() for b in targets
                       if (within(a, "infra.providers.local") and within(b, "infra.providers.gcp"))
                       or (within(a, "infra.providers.gcp") and not within(a, "infra.providers.gcp.simulator")
                           and within(b, "infra.providers.local")))
@@ -144,13 +153,13 @@ def test_one_provider_never_imports_the_other_but_the_simulator_builds_on_local_
 
 
 def test_the_ssh_and_gke_launchers_never_import_each_other() -> None:
-    crossing = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+    crossing = sorted(f"{a} -> {b}" for a, targets in all_imports().items() for b in targets
                       for mine, other in (SIBLINGS, SIBLINGS[::-1]) if within(a, mine) and within(b, other))
     assert crossing == []
 
 
 def test_no_modules_import_each_other_round_a_loop() -> None:
-    assert cycles(RUNTIME_GRAPH) == []
+    assert cycles(runtime_imports()) == []
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
