@@ -200,9 +200,9 @@ def release(sim: Simulator, world: World, cluster: dict[str, Any]) -> None:
     """The cluster is going: its API server and pods stop (in the background: pods have a grace
     period), its address is free again."""
     kube = cluster.get("_kube") or {}
-    world.names(ENDPOINTS).pop(kube.get("address", ""), None)
-    with external_ranges.locked_claims(endpoint_registry()) as claims:
-        claims.pop(kube.get("address", ""), None)
+    if world.names(ENDPOINTS).pop(kube.get("address", ""), None) is not None:
+        with external_ranges.locked_claims(endpoint_registry()) as claims:
+            claims.pop(kube["address"], None)
     with _LOCK:
         plane = _PLANES.get(str(sim.home), {}).pop(cluster["id"], None)
     if plane is not None:
