@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection(session):
     """pytest caches its assertion-rewritten test modules as bytecode, except where
     PYTHONDONTWRITEBYTECODE is set (as on these machines): then every worker of every run
-    rewrites all ~230 modules again, 7 of the 13 CPU-s each worker spends collecting the unit
+    rewrites all ~230 modules again, about 6 of the 13 CPU-s each worker spends collecting the unit
     tier. The suite's own rewritten modules are written while it collects; the environment's
     setting holds for everything else."""
     saved = sys.dont_write_bytecode

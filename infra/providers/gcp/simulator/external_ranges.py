@@ -50,7 +50,8 @@ def locked_claims(path: Path) -> Iterator[dict[str, str]]:
         os.close(fd)
 
 
-def _key(home: Path) -> str:
+def owner_of(home: Path) -> str:
+    """How a claims file names the home holding a claim."""
     return str(home.resolve())
 
 
@@ -64,7 +65,7 @@ def drop_gone_homes(claims: dict[str, str], owner: str) -> None:
 def claim(home: Path, recorded: str | None = None, registry: Path = REGISTRY) -> ipaddress.IPv4Network:
     """The range of `home`'s world: the one it holds, else the one its ledger `recorded` if that
     is free, else a free one (starting at a place derived from the home, so homes start apart)."""
-    owner = _key(home)
+    owner = owner_of(home)
     with locked_claims(registry) as claims:
         drop_gone_homes(claims, owner)  # nothing of a gone home can still be routed
         held = [net for net, holder in claims.items() if holder == owner]
@@ -87,7 +88,7 @@ def held_by(home: Path, registry: Path = REGISTRY) -> str | None:
     """The range `home` holds now, if any."""
     if not registry.exists():
         return None
-    owner = _key(home)
+    owner = owner_of(home)
     with locked_claims(registry) as claims:
         return next((net for net, holder in claims.items() if holder == owner), None)
 
@@ -95,7 +96,7 @@ def held_by(home: Path, registry: Path = REGISTRY) -> str | None:
 def release(home: Path, registry: Path = REGISTRY) -> None:
     if not registry.exists():
         return
-    owner = _key(home)
+    owner = owner_of(home)
     with locked_claims(registry) as claims:
         for net in [net for net, holder in claims.items() if holder == owner]:
             del claims[net]

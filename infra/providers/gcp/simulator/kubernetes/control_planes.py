@@ -130,7 +130,7 @@ def allocate_endpoint(world: World, home: Path, cluster_id: str) -> tuple[str, i
     alone could be picked by two worlds meanwhile), nor anything else here holds, and the API
     server's port there."""
     taken = world.names(ENDPOINTS)
-    owner = str(home.resolve())
+    owner = external_ranges.owner_of(home)
     first = 88 + sum(str(home).encode()) % 8  # homes on one machine start apart
     with external_ranges.locked_claims(endpoint_registry()) as claims:
         external_ranges.drop_gone_homes(claims, owner)
