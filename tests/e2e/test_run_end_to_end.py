@@ -136,6 +136,11 @@ def test_killed_trainer_is_restarted_and_resumes_to_the_same_step_count(tmp_path
     assert run.proc.returncode == 0, output[-3000:]
     assert re.search(r"\[node1\] .*failed \(exitcode: -9\)", output)  # torchrun saw the kill…
     assert re.search(r"\[node0 r\d\]:rank \d: resumed from epoch [2-5]", output)  # …and both resumed
+    # …in place, in torchrun's first restart: no worker read an address its predecessor had
+    # published (pytorch/pytorch#135712), so the job never failed into a rerun.
+    agent = (runs / run_id / "logs" / "launch" / "node1.log").read_text()
+    assert agent.count("Worker group FAILED") == 1, agent[-3000:]
+    assert "job failed; rerun" not in output
     metrics = json.loads((runs / run_id / "metrics.json").read_text())
     # Same number of optimizer steps as an undisturbed run: resumed at the epoch boundary.
     # 3 nodes: 1,437 training images / 3 ranks / batch 32 = 15 steps per epoch.

@@ -15,7 +15,7 @@ from typing import Any
 
 from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
-from bootstrap.ssh import join
+from bootstrap.ssh import join, shell_env
 from trainctl.launchers import rendezvous_store
 from trainctl.launchers.cluster_env import TF_PORT, expand, job_env, thread_share, torchrun_target
 from trainctl.launchers.gke.data_volumes import add_data
@@ -69,6 +69,7 @@ def _torch_command(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, u
     # Worker lines carry "[pod<index> r<rank>]:" as on VM stacks ("[node r<rank>]:"), so the log
     # streamer tells the program's lines from torchrun's own and finds its worker exit codes.
     prefix = 'export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[pod${JOB_COMPLETION_INDEX} r\\${rank}]:"; '
+    prefix += shell_env(rendezvous_store.AGENT_ENV)
     return (prefix + f'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then exec {join(hosted)}; else exec {join(torchrun)}; fi')
 
 

@@ -134,7 +134,8 @@ def test_pod_zero_runs_its_agent_under_the_rendezvous_store_and_no_agent_hosts_i
     _, (_, job) = plan_for("gke-l4", "torch")
     script = job["spec"]["template"]["spec"]["containers"][0]["command"][2]
     for tool in ("python", "torchrun"):
-        (tmp_path / tool).write_text(f"#!/bin/sh\necho {tool}; printf '%s\\n' \"$@\"\n")
+        (tmp_path / tool).write_text(f"#!/bin/sh\necho {tool}; printf '%s\\n' \"$@\"; "
+                                     "echo share=$TORCH_DISABLE_SHARE_RDZV_TCP_STORE\n")
         (tmp_path / tool).chmod(0o755)
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True,
                          env={"JOB_COMPLETION_INDEX": str(index), "PATH": f"{tmp_path}:/usr/bin:/bin"}).stdout
@@ -142,6 +143,7 @@ def test_pod_zero_runs_its_agent_under_the_rendezvous_store_and_no_agent_hosts_i
     assert words[0] == ("python" if under_the_store else "torchrun")
     assert (SERVER_SOURCE in out) == under_the_store
     assert "--rdzv-conf=is_host=false" in words
+    assert "share=1" in words  # each restart's workers get a store of their own (rendezvous_store.AGENT_ENV)
 
 
 @pytest.mark.parametrize("framework", ["torch", "tensorflow"])

@@ -60,6 +60,15 @@ def test_rank_0_runs_its_agent_under_the_rendezvous_store_and_the_others_only_to
         assert words[words.index("exec") + 1:] == torchrun_args(inv, inv.node(other), spec)
 
 
+def test_every_torchrun_agent_gives_each_restart_of_its_workers_a_store_of_their_own():
+    """Workers of an in-place restart must not read their predecessors' addresses from a store
+    shared across restarts (rendezvous_store.AGENT_ENV)."""
+    inv = inventory(3)
+    commands = launch_plan(inv, LaunchSpec(run_id="r-1", command=("python", "train.py")))
+    for node in inv.nodes:
+        assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in shlex.split(commands[node.name])
+
+
 def test_script_and_non_python_commands():
     inv = inventory(1)
     script = torchrun_args(inv, inv.nodes[0], LaunchSpec(run_id="r", command=("python", "train.py", "--lr", "1")))
