@@ -161,6 +161,19 @@ def tf_trainer_python() -> Path:
     return seeded_python(REPO / "trainers" / "requirements-tf.txt")
 
 
+def digits_shards(python: Path, folder: Path, per_shard: int = 100) -> None:
+    """scikit-learn's 1,797 digits as .npz shards (arrays x, y) in `folder`, as a user would keep
+    a dataset in a bucket: written by the trainers' interpreter `python`, which has the data."""
+    script = ("import sys, numpy as np\n"
+              f"sys.path.insert(0, {str(REPO)!r})\n"
+              "from trainers.digits_data import load\n"
+              "x, y = load()\n"
+              f"for i in range(0, len(x), {per_shard}):\n"
+              f"    np.savez(f'{{sys.argv[1]}}/shard-{{i // {per_shard}:03d}}.npz', x=x[i:i + {per_shard}], "
+              f"y=y[i:i + {per_shard}])\n")
+    subprocess.run([str(python), "-c", script, str(folder)], check=True)
+
+
 def undisturbed_training(world_size: int, args: list[str]) -> dict:
     """metrics.json of `trainers.digits_ddp ARGS` trained undisturbed by `world_size` ranks.
 

@@ -10,26 +10,15 @@ import io
 import json
 import re
 import socket
-import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import REPO, leftovers, run_id_of, trainctl
+from conftest import REPO, digits_shards, leftovers, run_id_of, trainctl
 
 pytestmark = pytest.mark.e2e
 
 SHARD = 100  # samples per object: 1,797 digits make 18 objects
-
-
-# scikit-learn's digits as .npz shards: written by the trainers' interpreter, which has it.
-SHARDS = f"""
-import sys, numpy as np
-from sklearn.datasets import load_digits
-x, y = load_digits(return_X_y=True)
-for i in range(0, len(x), {SHARD}):
-    np.savez(f"{{sys.argv[1]}}/shard-{{i // {SHARD}:03d}}.npz", x=x[i:i + {SHARD}], y=y[i:i + {SHARD}])
-"""
 
 
 @pytest.fixture
@@ -41,7 +30,7 @@ def user_bucket(monkeypatch, tmp_path, trainer_python):
 
     shards = tmp_path / "shards"
     shards.mkdir()
-    subprocess.run([str(trainer_python), "-c", SHARDS, str(shards)], check=True)
+    digits_shards(trainer_python, shards, SHARD)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from infra.spec.ledger import Ledger
-from tests.conftest import REPO, trainctl
+from tests.conftest import REPO, digits_shards, trainctl
 
 pytestmark = pytest.mark.e2e
 
@@ -56,14 +56,6 @@ def _leftovers(home) -> list[str]:
 
 PROJECT = "my-project"  # stacks/Pulumi.gpu-l4-spot.yaml's gcp:project
 DATA_BUCKET = "user-datasets"
-# scikit-learn's digits as .npz shards of 100 samples (18 objects), by the trainers' interpreter
-SHARDS = """
-import sys, numpy as np
-from sklearn.datasets import load_digits
-x, y = load_digits(return_X_y=True)
-for i in range(0, len(x), 100):
-    np.savez(f"{sys.argv[1]}/shard-{i // 100:03d}.npz", x=x[i:i + 100], y=y[i:i + 100])
-"""
 
 
 def _project_storage(sim_home):
@@ -86,7 +78,7 @@ def _experiment_with_data(tmp_path, sim_home, trainer_python):
     """examples/digits-ddp.yaml reading its dataset from the user's bucket, checked by the pre-flight."""
     shards = tmp_path / "shards"
     shards.mkdir()
-    subprocess.run([str(trainer_python), "-c", SHARDS, str(shards)], check=True)
+    digits_shards(trainer_python, shards)
     bucket = _project_storage(sim_home).create_bucket(DATA_BUCKET)
     for shard in sorted(shards.iterdir()):
         bucket.blob(f"digits/{shard.name}").upload_from_filename(str(shard))
