@@ -7,7 +7,9 @@ Why: torchrun's agent that hosts the store (`is_host=true`) leaves as soon as it
 returns, while the other agents still need the store to leave that barrier and to close the
 rendezvous; they then print c10d's stack traces ("failed to shutdown the rendezvous", "Broken
 pipe") after a run that succeeded (pytorch/pytorch#69520, open). torch's remedy for the workers'
-own store was the same as here (pytorch/pytorch#128096): the server outlives its clients.
+own store was the same as here (pytorch/pytorch#128096): the server outlives its clients. (That
+remedy, one workers' store for the whole run, is turned off for another defect of it:
+rendezvous_store.AGENT_ENV.)
 
 So every agent is a client (`is_host=false`), and this process hosts the store and runs node
 0's agent. A torchrun agent runs in this very process, as its console script would (torch is
