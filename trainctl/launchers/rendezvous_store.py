@@ -5,6 +5,7 @@ and keeps the store until the other agents have left."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 # How long node 0 keeps the store for the other agents once its own has succeeded. They need it
 # for well under a second (leaving the exit barrier, closing the rendezvous); the bound only
@@ -23,8 +24,16 @@ RDZV_CONF = "is_host=false"
 # NCCL's, connect to ports nobody listens on any more, and fail again, until torchrun's
 # restarts are spent (pytorch/pytorch#135712). Measured on the local stack: a killed worker on
 # one of 3 nodes cost 5 failed restarts and a job rerun, ~55 s; with the workers' own store,
-# one restart in 3 s. Their store then lives in rank 0's worker, as it did before torch 2.4.
+# one restart in 3 s. Their store then lives in rank 0's worker, as it did before torch 2.4,
+# which brings back what the sharing had fixed (pytorch/pytorch#128096): ranks still talking to
+# the store when rank 0's worker has exited see "Broken pipe" errors, so a program should end
+# with a barrier (the reference trainers do). A job's env may set the variable to 0.
 AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+
+def agent_env(job_env: Mapping[str, str]) -> dict[str, str]:
+    """AGENT_ENV, less what the job's own environment sets."""
+    return {k: v for k, v in AGENT_ENV.items() if k not in job_env}
 
 
 def hosting(python: str, host: str, port: int, torchrun: list[str]) -> list[str]:

@@ -69,7 +69,7 @@ def _torch_command(cluster: ClusterSpec, spec: LaunchSpec, job: str, svc: str, u
     # Worker lines carry "[pod<index> r<rank>]:" as on VM stacks ("[node r<rank>]:"), so the log
     # streamer tells the program's lines from torchrun's own and finds its worker exit codes.
     prefix = 'export TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[pod${JOB_COMPLETION_INDEX} r\\${rank}]:"; '
-    prefix += shell_env(rendezvous_store.AGENT_ENV)
+    prefix += shell_env(rendezvous_store.agent_env(spec.env))
     return (prefix + f'if [ "$JOB_COMPLETION_INDEX" = 0 ]; then exec {join(hosted)}; else exec {join(torchrun)}; fi')
 
 

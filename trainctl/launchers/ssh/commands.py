@@ -168,7 +168,7 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         env["CLUSTER_SPEC"] = json.dumps(cluster_spec(inventory, node), separators=(",", ":"))
     if uses_torchrun(node, spec, inventory):
         env["LOGLEVEL"] = torchrun_agents.agent_log_level(spec.env)  # its groups' starts and ends
-        env.update(rendezvous_store.AGENT_ENV)
+        env.update(rendezvous_store.agent_env(spec.env))
         argv = torchrun_args(inventory, node, spec, attempt, joiners)
         if node.name == torch_group(inventory)[0].name:
             argv = rendezvous_store.hosting(program_tool(node, spec, "python"), node.internal_ip,

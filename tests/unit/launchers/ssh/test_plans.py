@@ -67,6 +67,10 @@ def test_every_torchrun_agent_gives_each_restart_of_its_workers_a_store_of_their
     commands = launch_plan(inv, LaunchSpec(run_id="r-1", command=("python", "train.py")))
     for node in inv.nodes:
         assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in shlex.split(commands[node.name])
+    opted_out = launch_plan(inv, LaunchSpec(run_id="r-1", command=("python", "train.py"),
+                                            env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"}))
+    words = shlex.split(opted_out["node1"])  # the job's own choice stands
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=0" in words and "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" not in words
 
 
 def test_script_and_non_python_commands():
