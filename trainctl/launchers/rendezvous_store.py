@@ -17,17 +17,17 @@ SERVER_SOURCE = (Path(__file__).parent / "rendezvous_store_server.py").read_text
 # Every agent is the store's client; none hosts it.
 RDZV_CONF = "is_host=false"
 
-# The environment of every torchrun agent. Since torch 2.4 the agents hand their workers one
-# store for the whole run, created at the first rendezvous, and the workers key it by rank
-# alone (torch/distributed/rendezvous.py: "a new TCPStore for every retry", which it is not):
-# after an in-place restart the new workers read their predecessors' addresses, gloo's or
-# NCCL's, connect to ports nobody listens on any more, and fail again, until torchrun's
-# restarts are spent (pytorch/pytorch#135712). Measured on the local stack: a killed worker on
-# one of 3 nodes cost 5 failed restarts and a job rerun, ~55 s; with the workers' own store,
-# one restart in 3 s. Their store then lives in rank 0's worker, as it did before torch 2.4,
-# which brings back what the sharing had fixed (pytorch/pytorch#128096): ranks still talking to
-# the store when rank 0's worker has exited see "Broken pipe" errors, so a program should end
-# with a barrier (the reference trainers do). A job's env may set the variable to 0.
+# The environment of every torchrun agent. Since pytorch/pytorch#128096 (2024) the agents hand
+# their workers one store for the whole run, created at the first rendezvous, and the workers key
+# it by rank alone (torch/distributed/rendezvous.py: "a new TCPStore for every retry", which it is
+# not): after an in-place restart the new workers read their predecessors' addresses, gloo's or
+# NCCL's, connect to ports nobody listens on any more, and fail again, until torchrun's restarts
+# are spent (pytorch/pytorch#135712). Measured on the local stack: a killed worker on one of 3
+# nodes cost 5 failed restarts and a job rerun, ~55 s; with the workers' own store, one restart in
+# 3 s. Their store then lives in rank 0's worker, as it did before, which brings back what the
+# sharing had fixed: ranks still talking to the store when rank 0's worker has exited see "Broken
+# pipe" errors, so a program should end with a barrier (the reference trainers do). A job's env may
+# set the variable to 0.
 AGENT_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 
 
