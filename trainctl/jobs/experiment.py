@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-import shutil
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -220,7 +219,7 @@ def bootstrap_nodes(run: StackRun, inventory: Inventory, board: Callable[[Invent
 
 
 def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> None:
-    """The sweep's trials; the best one's artifacts are copied to runs/<run>/best."""
+    """The sweep's trials; the best one's artifacts are in runs/<run>/best (sweep.write_results)."""
     report = run.report
     with run.phase("sweep"):
         report.trials = run_sweep(run.spec, inventory, run.launcher, sweep, run.lspec, run.run_id,
@@ -230,9 +229,6 @@ def sweep_trials(run: StackRun, inventory: Inventory, sweep: SweepSection) -> No
     over_budget = run.spending.reached.is_set() or run.spending.declined
     if top is None and not over_budget:
         raise RunFailed(f"sweep {run.run_id}: no trial completed")
-    if top is not None:
-        shutil.copytree(report.run_dir / f"trial-{top.number}", report.run_dir / "best",
-                        ignore=shutil.ignore_patterns("logs"), dirs_exist_ok=True)
     if over_budget:
         raise run.spending.stopped(f"sweep {run.run_id}")
 

@@ -160,7 +160,8 @@ class TrialClock:
         self.seconds.append(time.monotonic() - start)
 
     def running(self) -> contextlib.AbstractContextManager[Any]:
-        """While trials run, the budget's end stops them (`over_budget`), not the sweep."""
+        """While trials run, the budget's end stops them (`over_budget`), not the sweep; nor does
+        it interrupt the writing of their results (trials.csv, best.json, best/) that follows."""
         return self.spending.launching() if self.spending else contextlib.nullcontext()
 
     def affords_next(self, which: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -241,10 +242,11 @@ def run_sweep(cluster: ClusterSpec, inventory: Inventory, launcher: Launcher, sw
         if stops:
             echo(f"[sweep] its first {FIRST_TRIALS} trials failed the same way: starting no more")
 
-    with ThreadPoolExecutor(max_workers=len(groups)) as pool, clock.running():
-        list(pool.map(one_trial, range(max(0, remaining))))
-    results = results_of(study, sweep_id)
-    write_results(results, sweep, run_dir)
+    with clock.running():
+        with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+            list(pool.map(one_trial, range(max(0, remaining))))
+        results = results_of(study, sweep_id)
+        write_results(results, sweep, run_dir)
     if first.halted:
         raise SweepStopped(f"sweep {sweep_id}: its first {FIRST_TRIALS} trials all failed with "
                            f"{first.halted.describe()}; the others would too (results in {run_dir})")
@@ -343,6 +345,9 @@ def write_results(results: list[TrialResult], sweep: SweepSection, run_dir: Path
     (run_dir / "best.json").write_text(json.dumps(
         None if top is None else {"trial": top.number, "value": top.value, "params": top.params,
                                   "run_id": top.run_id}, indent=2))
+    if top is not None:  # its collected artifacts, as runs/<sweep>/best
+        shutil.copytree(run_dir / f"trial-{top.number}", run_dir / "best", ignore=shutil.ignore_patterns("logs"),
+                        dirs_exist_ok=True)
     draw_safely(plot, results, sweep, run_dir / "sweep.png")
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 
 from infra.spec.budget import STOP_RESERVE_SECONDS, Budget
+from trainctl.jobs.experiment_spec import Parameter, SweepSection
 from trainctl.jobs.spending import Spending
-from trainctl.jobs.sweep import TrialClock
+from trainctl.jobs.sweep import TrialClock, TrialResult, write_results
 
 PER_HOUR = 3.6  # a dollar buys 1000 s
 
@@ -44,3 +45,29 @@ def test_once_the_budget_has_run_out_no_trial_starts_and_none_is_said_declined()
     spending.reached.set()  # the stop has begun: trials in flight are being stopped
     clock = TrialClock(spending)
     assert not clock.affords_next("trial 3") and spending.declined == []
+
+
+def test_the_budget_running_out_while_trials_run_or_their_results_are_written_interrupts_nothing(monkeypatch):
+    """The sweep's results (trials.csv, best.json, best/) are written under TrialClock.running():
+    a budget that ran out just then once left a sweep without best/."""
+    interrupted: list[str] = []
+    monkeypatch.setattr("trainctl.jobs.spending.interrupt_main", interrupted.append)
+    said: list[str] = []
+    spending = spending_after(0, said)
+    with TrialClock(spending).running():
+        spending._reach()  # the budget's timer
+    assert interrupted == [] and spending.reached.is_set()
+    spending_after(0, said)._reach()  # outside it, between phases, the run is interrupted
+    assert interrupted == ["budget reached"]
+
+
+def test_the_best_trials_artifacts_are_written_with_the_results(tmp_path):
+    for number, accuracy in ((0, 0.91), (1, 0.95)):
+        (tmp_path / f"trial-{number}" / "logs").mkdir(parents=True)
+        (tmp_path / f"trial-{number}" / "metrics.json").write_text(f'{{"test_accuracy": {accuracy}}}')
+    sweep = SweepSection(parameters=(Parameter(name="lr", type="DOUBLE", min=0.01, max=0.1),))
+    results = [TrialResult(number=n, params={"lr": 0.01 * (n + 1)}, value=v, state="COMPLETE", run_id=f"s-t{n}")
+               for n, v in ((0, 0.91), (1, 0.95))]
+    write_results(results, sweep, tmp_path)
+    assert (tmp_path / "best" / "metrics.json").read_text() == '{"test_accuracy": 0.95}'
+    assert not (tmp_path / "best" / "logs").exists()
