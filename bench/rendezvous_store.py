@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from conftest import REPO, free_port, seeded_python  # noqa: E402
 from trainctl.launchers.rendezvous_store import hosting  # noqa: E402
-from cpu_wall import report  # noqa: E402  (bench/, this script's folder)
+from cpu_wall import compare  # noqa: E402  (bench/, this script's folder)
 
 WORKER = "import os; print('rank', os.environ['RANK'], flush=True)\n"
 
@@ -58,14 +58,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     python = seeded_python(REPO / "trainers" / "requirements.txt")
-    results: dict[str, list[tuple[float, float]]] = {"baseline": [], "in-process": []}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "worker.py"
         script.write_text(WORKER)
-        for _ in range(args.rounds):
-            results["baseline"].append(one_job(python, script, in_process=False))
-            results["in-process"].append(one_job(python, script, in_process=True))
-    report(results, "baseline", "in-process")
+        compare(args.rounds, ("baseline", lambda: one_job(python, script, in_process=False)),
+                ("in-process", lambda: one_job(python, script, in_process=True)))
 
 if __name__ == "__main__":
     main()

@@ -27,7 +27,7 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bootstrap.remote_stop import stop_marked  # noqa: E402
-from cpu_wall import report  # noqa: E402  (bench/, this script's folder)
+from cpu_wall import compare  # noqa: E402  (bench/, this script's folder)
 
 STUBBORN = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(600)"
 
@@ -66,12 +66,9 @@ def main() -> None:
     parser.add_argument("--grace", type=float, default=1.0)
     args = parser.parse_args()
     processes = len([p for p in os.listdir("/proc") if p.isdigit()])
-    results: dict[str, list[tuple[float, float]]] = {"baseline": [], "grep": []}
-    for _ in range(args.rounds):
-        results["baseline"].append(one_stop(baseline_stop, args.grace))
-        results["grep"].append(one_stop(stop_marked, args.grace))
     print(f"{processes} processes on this machine, grace {args.grace:g} s")
-    report(results, "baseline", "grep")
+    compare(args.rounds, ("baseline", lambda: one_stop(baseline_stop, args.grace)),
+            ("grep", lambda: one_stop(stop_marked, args.grace)))
 
 if __name__ == "__main__":
     main()

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from conftest import REPO, seeded_python  # noqa: E402
-from cpu_wall import report  # noqa: E402  (bench/, this script's folder)
+from cpu_wall import compare  # noqa: E402  (bench/, this script's folder)
 
 BASELINE = """
 from sklearn.datasets import load_digits
@@ -54,11 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     python = seeded_python(REPO / "trainers" / "requirements.txt")
-    results: dict[str, list[tuple[float, float]]] = {"baseline": [], "numpy": []}
-    for _ in range(args.rounds):
-        results["baseline"].append(one(python, BASELINE))
-        results["numpy"].append(one(python, TODAY))
-    report(results, "baseline", "numpy")
+    compare(args.rounds, ("baseline", lambda: one(python, BASELINE)), ("numpy", lambda: one(python, TODAY)))
 
 
 if __name__ == "__main__":
