@@ -101,19 +101,21 @@ class LinePrinter:
 
     def _agent_line(self, line: str, shown: str) -> None:
         state = torchrun_agents.state_after(line)
+        if self.on_agent_change is None or not torchrun_agents.is_info(line):
+            self.outcome.agent_tail.append(shown)
+            if self.quiet is None or not self.quiet.is_set():
+                self.echo(shown)
+            match = torchrun_agents.WORKER_EXIT_RE.search(line)
+            if match:
+                self.journal.record("failed", int(match.group(1)))
+                # Judged before its "failed" state shows: another node's thread, reading the
+                # agents as its group finishes, would otherwise end the attempt on this failure
+                # before its exit code and verdict (permanent, unfixable) were in.
+                self.on_worker_exit(int(match.group(1)))
         if state is not None:
             self.outcome.agent_state = state
-        if self.on_agent_change is not None and torchrun_agents.is_info(line):
-            if state is not None:
+            if self.on_agent_change is not None:
                 self.on_agent_change()
-            return
-        self.outcome.agent_tail.append(shown)
-        if self.quiet is None or not self.quiet.is_set():
-            self.echo(shown)
-        match = torchrun_agents.WORKER_EXIT_RE.search(line)
-        if match:
-            self.journal.record("failed", int(match.group(1)))
-            self.on_worker_exit(int(match.group(1)))
 
     def _progress(self, line: str) -> None:
         saved = SAVED_RE.search(line)

@@ -80,8 +80,13 @@ def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Invento
 
 
 def worker_exited(attempt: Attempt, node: str, code: int) -> None:
-    if not attempt.stopping.is_set():
+    if not attempt.stopping.is_set():  # once stopping, workers end because of the stop
         attempt.stops.worker_exited(node, code)
+
+
+def agents_changed(attempt: Attempt) -> None:
+    if not attempt.stopping.is_set():
+        attempt.stops.agents_changed()
 
 
 def reach(attempt: Attempt, node: Node) -> tuple[Inventory | None, Node, str]:
@@ -124,7 +129,7 @@ def run_on(attempt: Attempt, node: Node) -> None:
     printer = LinePrinter(node.name, attempt.log_dir / f"{node.name}.log", attempt.echo, outcome,
                           partial(worker_exited, attempt, node.name),
                           direct_rank=node.rank if direct else None, quiet=attempt.stopping,
-                          on_agent_change=None if direct else attempt.stops.agents_changed)
+                          on_agent_change=None if direct else partial(agents_changed, attempt))
     done = threading.Event()
     try:
         reached, node, command = reach(attempt, node)

@@ -35,7 +35,8 @@ class AttemptStops:
         self._lock = threading.Lock()
 
     def worker_exited(self, node: str, code: int) -> None:
-        """A worker of `node` exited with `code`: torchrun's line, or a direct program's end."""
+        """A worker of `node` exited with `code`: torchrun's line (before the agent's "failed"
+        state is set, which calls agents_changed), or a direct program's end."""
         outcome = self.outcomes[node]
         outcome.worker_exit_code = code
         if code in self.permanent_codes:
@@ -44,8 +45,6 @@ class AttemptStops:
         failure = classify(outcome.worker_tail, code)
         if failure.unfixable:
             self._stop(node, failure.describe(), unfixable=failure)
-        else:
-            self.agents_changed()
 
     def agents_changed(self) -> None:
         """An agent's state changed: a failure may have become one torchrun cannot restart."""

@@ -4,8 +4,11 @@ torchrun, tests/e2e/test_failing_ranks.py runs the whole thing on the local stac
 
 from __future__ import annotations
 
-from trainctl.launchers.ssh.attempt_stops import AttemptStops
+from pathlib import Path
+
+from trainctl.launchers.lines import LinePrinter
 from trainctl.launchers.result import NodeOutcome
+from trainctl.launchers.ssh.attempt_stops import AttemptStops
 
 
 def attempt(*names: str, permanent: tuple[int, ...] = (2,)) -> tuple[AttemptStops, dict[str, NodeOutcome], list[int]]:
@@ -15,9 +18,30 @@ def attempt(*names: str, permanent: tuple[int, ...] = (2,)) -> tuple[AttemptStop
 
 
 def fail(stops: AttemptStops, outcomes: dict[str, NodeOutcome], node: str, code: int, *lines: str) -> None:
+    """In LinePrinter's order: the exit is judged, then the agent's state says "failed"."""
     outcomes[node].worker_tail.extend(f"[{node} r1]:{line}" for line in lines)
-    outcomes[node].agent_state = "failed"
     stops.worker_exited(node, code)
+    outcomes[node].agent_state = "failed"
+    stops.agents_changed()
+
+
+def raced(tmp_path: Path, code: int, *lines: str) -> AttemptStops:
+    """node1's lines, read by a real LinePrinter, while node0's group has finished: node0's
+    thread looks at the agents at the worst moment, as node1's exit line comes in."""
+    stops, outcomes, _ = attempt("node0", "node1")
+    outcomes["node0"].agent_state = "finished"
+
+    def exited(code: int) -> None:
+        stops.agents_changed()  # node0's thread, in between
+        stops.worker_exited("node1", code)
+
+    printer = LinePrinter("node1", tmp_path / "node1.log", lambda line: None, outcomes["node1"], exited,
+                          on_agent_change=stops.agents_changed)
+    printer.write("".join(f"[node1 r1]:{line}\n" for line in lines)
+                  + f"E1129 12:24:54.800000 55 torch/distributed/elastic/multiprocessing/api.py:1002] "
+                    f"failed (exitcode: {code}) local_rank: 0 (pid: 74) of binary: /usr/bin/python3\n")
+    printer.close()
+    return stops
 
 
 def test_a_failure_torchrun_can_restart_is_left_to_it_until_another_group_finishes():
@@ -62,3 +86,16 @@ def test_a_permanent_exit_code_is_said_as_before():
     fail(stops, outcomes, "node1", 2, "usage: train.py [-h]")
     assert ended == [1] and stops.permanent == ("node1", 2)
     assert stops.why([]) == "permanent exit code 2 on node1"
+
+
+def test_a_stranded_failure_seen_from_another_nodes_thread_is_named_by_its_own_exit_code(tmp_path):
+    stops = raced(tmp_path, -6, "rank 1 leaving")  # SIGABRT at interpreter exit
+    assert stops.causes == {"node1": "its worker ended (killed by SIGABRT) after node0 finished: torchrun "
+                                     "cannot restart a group whose other members have left"}
+    assert stops.final is None  # a rerun may follow
+
+
+def test_a_failure_no_retry_can_fix_keeps_its_verdict_when_another_group_finished_meanwhile(tmp_path):
+    stops = raced(tmp_path, 1, "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'wandb'")
+    assert stops.unfixable is not None
+    assert stops.final is not None and stops.final.startswith("node1: ModuleNotFoundError")  # no rerun
