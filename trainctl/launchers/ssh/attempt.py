@@ -50,7 +50,7 @@ class Attempt:
     first_failure: threading.Event
     chief: str | None
     serving: list[Node]
-    stopping: threading.Event = field(default_factory=threading.Event)
+    stopping: threading.Event  # shared with stops: nothing is judged once it is set
     chief_done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -63,9 +63,10 @@ def prepare(inventory: Inventory, spec: LaunchSpec, log_dir: Path, echo: Callabl
     serving = [n for n in servers(inventory) if n.name in commands]
     # torchrun would restart the group: not after a permanent error, one no retry can fix, or
     # once other nodes' groups have finished (their agents never join its new rendezvous)
-    stops = AttemptStops(outcomes, spec.permanent_exit_codes, first_failure.set)
+    stopping = threading.Event()
+    stops = AttemptStops(outcomes, spec.permanent_exit_codes, first_failure.set, stopping)
     return Attempt(inventory, spec, log_dir, echo, number, commands, joining, nodes, outcomes, stops,
-                   first_failure, chief, serving)
+                   first_failure, chief, serving, stopping)
 
 
 def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Inventory | None:
@@ -77,16 +78,6 @@ def wait_to_join(ready: Future[Inventory], stopping: threading.Event) -> Invento
         except FutureTimeout:
             continue
     return None
-
-
-def worker_exited(attempt: Attempt, node: str, code: int) -> None:
-    if not attempt.stopping.is_set():  # once stopping, workers end because of the stop
-        attempt.stops.worker_exited(node, code)
-
-
-def agents_changed(attempt: Attempt) -> None:
-    if not attempt.stopping.is_set():
-        attempt.stops.agents_changed()
 
 
 def reach(attempt: Attempt, node: Node) -> tuple[Inventory | None, Node, str]:
@@ -118,7 +109,7 @@ def run_command(attempt: Attempt, conn, node: Node, command: str, printer: LineP
         if mark_preempted(outcome):
             echo(f"[trainctl] {node.name}: {outcome.error}")
     if direct and result.exited and not outcome.preempted and not outcome.released:
-        worker_exited(attempt, node.name, result.exited)  # the program's own exit code
+        attempt.stops.worker_exited(node.name, result.exited)  # the program's own exit code
 
 
 def run_on(attempt: Attempt, node: Node) -> None:
@@ -127,9 +118,9 @@ def run_on(attempt: Attempt, node: Node) -> None:
     outcome = attempt.outcomes[node.name]
     direct = not uses_torchrun(node, attempt.spec, attempt.inventory)
     printer = LinePrinter(node.name, attempt.log_dir / f"{node.name}.log", attempt.echo, outcome,
-                          partial(worker_exited, attempt, node.name),
+                          partial(attempt.stops.worker_exited, node.name),
                           direct_rank=node.rank if direct else None, quiet=attempt.stopping,
-                          on_agent_change=None if direct else partial(agents_changed, attempt))
+                          on_agent_change=None if direct else attempt.stops.agents_changed)
     done = threading.Event()
     try:
         reached, node, command = reach(attempt, node)

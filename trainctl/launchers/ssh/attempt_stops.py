@@ -21,13 +21,15 @@ if TYPE_CHECKING:
 
 class AttemptStops:
     """`end()` is called (once per node at most) when a node's failure must end the attempt;
-    `causes` keeps why, by node."""
+    `causes` keeps why, by node. Once `stopping` is set nothing more is judged: workers then end
+    because of the stop, and must not be blamed for it."""
 
     def __init__(self, outcomes: Mapping[str, NodeOutcome], permanent_codes: tuple[int, ...],
-                 end: Callable[[], None]) -> None:
+                 end: Callable[[], None], stopping: threading.Event | None = None) -> None:
         self.outcomes = outcomes
         self.permanent_codes = permanent_codes
         self.end = end
+        self.stopping = stopping or threading.Event()
         self.causes: dict[str, str] = {}
         self.permanent: tuple[str, int] | None = None  # the first node with a permanent exit code
         self.unfixable: Failure | None = None
@@ -37,6 +39,8 @@ class AttemptStops:
     def worker_exited(self, node: str, code: int) -> None:
         """A worker of `node` exited with `code`: torchrun's line (before the agent's "failed"
         state is set, which calls agents_changed), or a direct program's end."""
+        if self.stopping.is_set():
+            return
         outcome = self.outcomes[node]
         outcome.worker_exit_code = code
         if code in self.permanent_codes:
@@ -48,6 +52,8 @@ class AttemptStops:
 
     def agents_changed(self) -> None:
         """An agent's state changed: a failure may have become one torchrun cannot restart."""
+        if self.stopping.is_set():
+            return
         failed, finished = stranded({n: o.agent_state for n, o in self.outcomes.items() if o.agent_state})
         for node in failed:
             ended = exit_description(self.outcomes[node].worker_exit_code)

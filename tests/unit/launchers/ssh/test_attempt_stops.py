@@ -99,3 +99,12 @@ def test_a_failure_no_retry_can_fix_keeps_its_verdict_when_another_group_finishe
     stops = raced(tmp_path, 1, "Traceback (most recent call last):", "ModuleNotFoundError: No module named 'wandb'")
     assert stops.unfixable is not None
     assert stops.final is not None and stops.final.startswith("node1: ModuleNotFoundError")  # no rerun
+
+
+def test_once_the_attempt_is_stopping_no_worker_or_agent_is_judged():
+    stops, outcomes, ended = attempt("node0", "node1", "node2")
+    outcomes["node0"].agent_state = "finished"
+    stops.stopping.set()  # node2's failure stops the others; their workers die of the stop
+    fail(stops, outcomes, "node1", -15, "rank 1: stopping (SIGTERM)")
+    fail(stops, outcomes, "node1", 2, "usage: train.py [-h]")
+    assert ended == [] and stops.causes == {} and stops.permanent is None
