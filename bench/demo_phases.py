@@ -28,7 +28,7 @@ import urllib.request
 from pathlib import Path
 
 from infra.providers import realizers
-from infra.providers.local import netns
+from namespace_nodes import netns
 from infra.providers.local.layout import Names
 from infra.providers.stack_home import discard, state_dir
 from trainctl.jobs.collect import Collector

@@ -30,10 +30,10 @@ import paramiko
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.fakes
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # for conftest, which they import
 
-from infra.providers import keys  # noqa: E402
-from infra.providers.local import netns, sshd  # noqa: E402
+from namespace_nodes import keys  # noqa: E402
+from namespace_nodes import netns, sshd  # noqa: E402
 from tests.fakes.sim_machines_fixtures import SimMachines  # noqa: E402
-from infra.providers.gcp.simulator import nodes  # noqa: E402
+from gcpsim import nodes  # noqa: E402
 
 SIZES = (1, 8)
 SAMPLES = 3

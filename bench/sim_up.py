@@ -48,7 +48,7 @@ def trainctl_up(home: Path, nodes: int, journal: Path) -> float:
     os.environ["TRAINCTL_HOME"] = str(home)
     os.environ["TRAINCTL_SIM_JOURNAL"] = str(journal)
     from infra.providers.gcp import realizer, simulation
-    from infra.providers.gcp.simulator import daemon
+    from gcpsim import daemon
     from infra.spec.stack_config import load_stack
 
     spec = load_stack("gpu-t4x2", name="bench-up", overrides={"nodes": nodes, "project": "bench-project"})
@@ -74,7 +74,7 @@ def needed_calls(journal: Path) -> list[dict]:
 def replay(home: Path, calls: list[dict], nodes: int) -> float:
     """The calls straight at a fresh world of the same simulator (same project id, so the
     recorded paths and bodies hold)."""
-    from infra.providers.gcp.simulator.server import Simulator
+    from gcpsim.server import Simulator
 
     sim = Simulator(home)
     url = sim.start()

@@ -1,5 +1,5 @@
 """The stand-in `pulumi` started anew for every command (baseline) against the same commands
-handed to the simulator's fork server (infra/providers/gcp/simulator/pulumi/zygote.py).
+handed to the simulator's fork server (gcpsim/pulumi/zygote.py).
 
     .venv/bin/python bench/simulated_pulumi.py [--rounds 3]
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infra.providers.gcp.simulator.pulumi import zygote  # noqa: E402
+from gcpsim.pulumi import zygote  # noqa: E402
 from tests.fakes.sim_fixtures import PROJECT, start_sim  # noqa: E402
 from tests.fakes.sim_pulumi_gcp_project import GcpProject  # noqa: E402
 from cpu_wall import report  # noqa: E402  (bench/, this script's folder)

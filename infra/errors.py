@@ -2,6 +2,7 @@
 
   ConfigError     2  bad input, refused before anything is created; the message names the input
   ProvisionError  3  creating or removing resources failed (a realizer); `down` cleans up
+                     (and namespace_nodes.netns.CommandFailed, the node machinery's own)
   RemoteError     1  work on the nodes failed (bootstrap, a job, a teardown of a job)
   BudgetReached   4  a run or sweep stopped (checkpointed) so as not to exceed its budget's max_usd
   interrupted   130  Ctrl-C, SIGTERM, SIGHUP (not an exception class: KeyboardInterrupt)

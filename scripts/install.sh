@@ -43,6 +43,6 @@ if [ ! -f "$stamp" ]; then
   rm -f "$VENV"/.installed-*
   touch "$stamp"
 fi
-"$VENV/bin/python" -m compileall -q trainctl infra bootstrap trainers policy >/dev/null
+"$VENV/bin/python" -m compileall -q trainctl infra bootstrap trainers policy namespace_nodes gcpsim >/dev/null
 install -m 0755 "$VENV/bin/uv" /usr/local/bin/uv
 bash scripts/base-rootfs.sh

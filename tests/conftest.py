@@ -216,7 +216,7 @@ def free_port() -> int:
 
 def leftovers(stack: str) -> list[str]:
     """Everything on this machine that still belongs to the stack."""
-    from infra.providers.local import netns as nets
+    from namespace_nodes import netns as nets
     from infra.providers.local.layout import Names
     from infra.providers.stack_home import lock_path, state_dir
 

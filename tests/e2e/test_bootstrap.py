@@ -13,7 +13,7 @@ import pytest
 from bootstrap.plan import BootstrapSpec
 from bootstrap.runner import FAILED_FILE, BootstrapFailed, bootstrap
 from bootstrap.synced_nodes import SyncedNodes
-from infra.providers.local import netns
+from namespace_nodes import netns
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,8 @@ import pytest
 
 from tests.fakes.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
 
-from infra.providers.gcp.simulator import daemon
-from infra.providers.gcp.simulator.kubernetes import images
+from gcpsim import daemon
+from gcpsim.kubernetes import images
 from infra.spec.stack_config import REPO_ROOT, ConfigError, load_stack
 from infra.providers.stack_home import state_dir
 from trainctl.jobs import experiment

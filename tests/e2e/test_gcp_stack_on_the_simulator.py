@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture
 def simulated_home(trainctl_home):
     yield trainctl_home
-    from infra.providers.gcp.simulator import daemon, nodes
+    from gcpsim import daemon, nodes
 
     sim_home = trainctl_home / "simulator"
     daemon.stop(sim_home)
@@ -41,7 +41,7 @@ def run_simulated(tmp_path, name: str, experiment: str) -> str:
 
 
 def _leftovers(home) -> list[str]:
-    from infra.providers.gcp.simulator import daemon, nodes
+    from gcpsim import daemon, nodes
 
     sim_home = home / "simulator"
     found = nodes.leftovers(sim_home)
@@ -65,7 +65,7 @@ def _project_storage(sim_home):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    from infra.providers.gcp.simulator import daemon
+    from gcpsim import daemon
 
     url = daemon.ensure_running(sim_home)
     create = urllib.request.Request(f"{url}/trainctl-sim/v1/projects", data=json.dumps({"project": PROJECT}).encode(),

@@ -29,7 +29,7 @@ def started(experiment_file, runs, simulated_home, point: str) -> tuple[Streamed
     """`trainctl run --simulate` of the file once its output reached `point`: the run, its id,
     its second node and the simulator's address."""
     from infra.providers import realizers
-    from infra.providers.gcp.simulator import daemon
+    from gcpsim import daemon
 
     run = Streamed("run", str(experiment_file), "--simulate", "--runs-dir", str(runs))
     run.wait_for(r"\[trainctl\] run ")

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from infra.providers.gcp.simulator.apis.container_nodes import group_name
+from gcpsim.apis.container_nodes import group_name
 from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, run_simulated, simulated_home  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e

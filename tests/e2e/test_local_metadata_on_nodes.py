@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import reach
-from infra.providers.local import metadata_admin
+from namespace_nodes import metadata_admin
 from infra.providers.local.instance_metadata import metadata_admin_for
 from infra.providers.local.layout import Names
 from tests.e2e.test_local_stack import ssh_run

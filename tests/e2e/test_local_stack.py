@@ -12,9 +12,10 @@ import pytest
 
 from bootstrap.ssh import open_connection
 from conftest import REPO, leftovers, listening, reach, trainctl
-from infra.providers import keys
+from namespace_nodes import keys
 from infra.providers.inventory import Inventory
-from infra.providers.local import netns, realizer, sshd
+from namespace_nodes import netns, sshd
+from infra.providers.local import realizer
 from infra.providers.local.destroy import discover
 from infra.providers.local.layout import Names
 from infra.providers.local.plan import plan, record_of
@@ -128,7 +129,7 @@ def test_down_after_kill_9_of_up_removes_everything(trainctl_home):
     proc = subprocess.Popen(
         [sys.executable, "-c",
          "from infra.spec.stack_config import load_stack; from infra.providers.local import realizer;"
-         "import time, infra.providers.local.sshd as s; orig = s.boot_node\n"
+         "import time, namespace_nodes.sshd as s; orig = s.boot_node\n"
          "def slow(*a, **k):\n    orig(*a, **k); time.sleep(30)\n"
          "s.boot_node = slow; realizer.up(load_stack('local', name='crash', overrides={'nodes': 2}))"],
         cwd=str(REPO))

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from google.cloud import tpu_v2
 
-from infra.providers import keys, realizers
+from infra.providers import realizers
+from namespace_nodes import keys
 from infra.providers.gcp import realizer
 from infra.providers.gcp.program.tpu import tpu_name
 from tests.fakes.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)

@@ -249,7 +249,7 @@ def test_a_cut_link_is_noticed_in_seconds_and_the_job_resumes_once_it_is_back(tm
 
 def node_init_pid(ns: str) -> int:
     """PID (as the host sees it) of PID 1 of the node's own PID namespace: its sshd."""
-    from infra.providers.local import netns
+    from namespace_nodes import netns
 
     for pid in netns.netns_pids(ns):
         status = Path(f"/proc/{pid}/status").read_text()

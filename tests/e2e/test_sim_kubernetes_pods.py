@@ -22,7 +22,7 @@ import pytest
 from tests.fakes.sim_fixtures import make_sim  # noqa: F401
 from tests.unit.providers.simulator.test_sim_kubernetes_api import gke_cluster  # noqa: F401 (fixture)
 
-from infra.providers.gcp.simulator.kubernetes import images
+from gcpsim.kubernetes import images
 
 pytestmark = pytest.mark.e2e  # pods run in mount and UTS namespaces of their own
 
@@ -157,8 +157,8 @@ def service_cluster(tmp_path, monkeypatch):
     from google.cloud import compute_v1, container_v1
 
     from infra.providers.gcp.program.gke import kubeconfig
-    from infra.providers.gcp.simulator import daemon
-    from infra.providers.gcp.simulator.kubernetes import auth
+    from gcpsim import daemon
+    from gcpsim.kubernetes import auth
     from tests.fakes.sim_fixtures import RunningSim
     from tests.unit.providers.simulator.test_sim_container import CLUSTER, PARENT, cluster, done
 

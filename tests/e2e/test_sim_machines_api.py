@@ -14,8 +14,8 @@ import pytest
 from google.cloud import compute_v1
 
 from conftest import TEST_HOMES
-from infra.providers import keys
-from infra.providers.gcp.simulator import nodes
+from namespace_nodes import keys
+from gcpsim import nodes
 from tests.fakes.sim_machines_fixtures import CALLER_IP, SimMachines, root_leftovers
 from tests.fakes.sim_compute import PROJECT, REGION, ZONE, ComputeSim, instance_body
 from tests.fakes.sim_fixtures import start_sim

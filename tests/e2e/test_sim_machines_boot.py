@@ -16,8 +16,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from infra.providers import keys
-from infra.providers.gcp.simulator import image
+from namespace_nodes import keys
+from gcpsim import image
 from tests.fakes.sim_machines_fixtures import SimMachines, sim_machines, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.e2e

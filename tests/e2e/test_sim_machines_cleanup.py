@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from conftest import REPO
-from infra.providers.gcp.simulator import external_ranges, nodes, vpc
-from infra.providers.local.netns import run
+from gcpsim import external_ranges, nodes, vpc
+from namespace_nodes.netns import run
 from tests.fakes.sim_machines_fixtures import SimMachines, root_leftovers, sim_machines  # noqa: F401
 
 pytestmark = pytest.mark.e2e
@@ -25,8 +25,8 @@ def boot_and_die(sim: SimMachines, count: int) -> None:
     script = textwrap.dedent(f"""
         import json, os, signal
         from pathlib import Path
-        from infra.providers.gcp.simulator import nodes
-        from infra.providers.gcp.simulator.machines import Machine
+        from gcpsim import nodes
+        from gcpsim.machines import Machine
         backend = nodes.NodeMachines(Path({str(sim.home)!r}))
         for doc in json.loads({json.dumps(json.dumps([m.__dict__ for m in machines]))}):
             backend.boot(nodes.machine_of(doc))

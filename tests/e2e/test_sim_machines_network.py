@@ -15,10 +15,10 @@ from typing import Iterator
 import pytest
 
 from conftest import listening, reach
-from infra.providers.gcp.simulator import nodes, vpc
-from infra.providers.gcp.simulator.machines import FirewallRule
-from infra.providers.local import netns
-from infra.providers.local.netns import run
+from gcpsim import nodes, vpc
+from gcpsim.machines import FirewallRule
+from namespace_nodes import netns
+from namespace_nodes.netns import run
 from tests.fakes.sim_machines_fixtures import CALLER_IP, INTERNAL, SSH_FROM_CALLER, root_leftovers, sim_machines  # noqa: F401
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from infra.providers.gcp.simulator.kubernetes.api import KubernetesApi
-from infra.providers.gcp.simulator.kubernetes.scripted import PodRun, ScriptedPods
+from gcpsim.kubernetes.api import KubernetesApi
+from gcpsim.kubernetes.scripted import PodRun, ScriptedPods
 
 __all__ = ["GSA", "POLL", "TOKEN", "KubernetesApi", "PodRun", "k8s", "launch_job"]
 

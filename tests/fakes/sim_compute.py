@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 
-from infra.providers.gcp.simulator.machines import ApiOnly, FirewallRule, Machine
+from gcpsim.machines import ApiOnly, FirewallRule, Machine
 from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
 
 C = TypeVar("C")

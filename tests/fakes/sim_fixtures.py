@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 
-from infra.providers.gcp.simulator.server import Simulator
+from gcpsim.server import Simulator
 
 PROJECT = "sim-project"
 C = TypeVar("C")

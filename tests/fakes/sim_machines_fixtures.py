@@ -1,4 +1,4 @@
-"""Simulated machines for e2e tests: the real backend (infra/providers/gcp/simulator/nodes.py) on a
+"""Simulated machines for e2e tests: the real backend (gcpsim/nodes.py) on a
 private home, driven directly (no API module), with SSH as a user logs in: the metadata's key,
 the host key pinned from guest attributes, paramiko's RejectPolicy. After the test every trace
 of the home is removed and checked gone.
@@ -26,9 +26,9 @@ import paramiko
 import pytest
 
 from conftest import TEST_HOMES
-from infra.providers import keys
-from infra.providers.gcp.simulator import nodes, vpc
-from infra.providers.gcp.simulator.machines import FirewallRule, Machine
+from namespace_nodes import keys
+from gcpsim import nodes, vpc
+from gcpsim.machines import FirewallRule, Machine
 
 PROJECT = "sim-machines"
 CALLER_IP = "203.0.113.7"

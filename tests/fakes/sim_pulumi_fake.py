@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.providers.gcp.simulator.pulumi import write_launcher
-from infra.providers.gcp.simulator.pulumi.cli import PACKAGES_ENV
-from infra.providers.gcp.simulator.pulumi.plugins import BridgedResource, Diff, ProviderError
+from gcpsim.pulumi import write_launcher
+from gcpsim.pulumi.cli import PACKAGES_ENV
+from gcpsim.pulumi.plugins import BridgedResource, Diff, ProviderError
 
 REPO = Path(__file__).resolve().parents[2]
 THING = "fake:index:Thing"

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 from infra.spec import catalog
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
-from infra.providers.gcp.simulator.pulumi import write_launcher
+from gcpsim.pulumi import write_launcher
 
 PROGRAM = '''
 import json

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from infra.providers.gcp import simulation
-from infra.providers.gcp.simulator import daemon, nodes
+from gcpsim import daemon, nodes
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import REPO_ROOT, load_stack
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from infra.providers.local import netns
+from namespace_nodes import netns
 from infra.providers.local.layout import Names
 from trainctl.jobs import experiment as experiment_runs
 

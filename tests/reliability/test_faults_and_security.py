@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, Streamed, leftovers, listening, reach, trainctl
-from infra.providers.local import netns
+from namespace_nodes import netns
 
 pytestmark = pytest.mark.e2e
 

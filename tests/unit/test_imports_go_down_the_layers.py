@@ -1,6 +1,9 @@
 """The tree shows the architecture: every module imports only its own layer and those below it,
 no two modules import each other (directly or round a loop), and nothing outside infra/providers/
 reaches into one provider's package: callers go through the registry and ask its Capabilities.
+The GCP simulator (gcpsim/) is a project of its own: it imports nothing of the product, and the
+product reaches it only through the `--simulate` convenience. Both build on namespace_nodes/, the
+node machinery below everything.
 
 Imports are read with ast from every module, those inside functions included (a lazy import is
 still a dependency); those under `if TYPE_CHECKING:` count for the direction, not for loops (they
@@ -17,6 +20,7 @@ from conftest import REPO
 
 # Lowest first. A module belongs to the layer of its longest matching prefix.
 LAYERS: tuple[tuple[str, ...], ...] = (
+    ("namespace_nodes",),  # netns, sshd, the metadata server, SSH keys: the local stack's and gcpsim's
     ("infra.errors", "infra.retry"),  # the one error hierarchy and retry policy: every layer uses them
     ("infra.spec",),  # typed inputs: catalog, ClusterSpec, stack files, cost, job runtimes
     ("policy",),  # GCP's documented constraints, read by the GCP provider
@@ -35,15 +39,36 @@ PROVIDER_DOORS = {
 # Launchers beside each other: what both need lives in trainctl.launchers itself.
 SIBLINGS = ("trainctl.launchers.ssh", "trainctl.launchers.gke")
 # Upward imports that remain, each with its reason. This list only ever shrinks.
-ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    ("infra.providers.gcp.simulator.kubernetes.images", "bootstrap.plan"):
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
+SIMULATOR = "gcpsim"
+# What the simulator may import: itself and the node machinery.
+SIMULATOR_BASE = (SIMULATOR, "namespace_nodes")
+# Product modules that may start the simulator: the `--simulate` convenience.
+SIMULATOR_DOORS = ("infra.providers.gcp.simulation", "infra.providers.gcp.realizer")
+# Product modules the simulator still imports, each with its reason. This list only ever shrinks.
+SIMULATOR_USES_OF_THE_PRODUCT: dict[tuple[str, str], str] = {
+    ("gcpsim.kubernetes.images", "bootstrap.plan"):
         "the simulated kubelet stands in for an image with an environment seeded as bootstrap seeds "
-        "offline nodes' (BootstrapSpec, seed_argv, the rsync filter): the simulator is Google's side, "
-        "run as a service of its own, and reuses bootstrap's seeding instead of a copy",
-    ("infra.providers.gcp.simulator.kubernetes.images", "bootstrap.uv_cache"):
+        "offline nodes' (BootstrapSpec, seed_argv, the rsync filter)",
+    ("gcpsim.kubernetes.images", "bootstrap.uv_cache"):
         "the same: fill_uv_cache, controller_uv and install_failure",
+    ("gcpsim.kubernetes.images", "infra.providers.offline_uv"): "the same: uv's offline settings",
+    ("gcpsim.kubernetes.images", "infra.providers.stack_home"): "the same: the shared uv cache",
+    ("gcpsim.kubernetes.images", "infra.spec.stack_config"): "the same: the repository's root",
+    ("gcpsim.apis.compute_capacity", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.compute_catalog", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.compute_instance_spec", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.compute_network_profiles", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.compute_network_profiles", "infra.spec.gpu_networks"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.compute_quotas", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.container_pools", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.tpu", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.apis.tpu_nodes", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.kubernetes.images", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.kubernetes.scheduling", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
+    ("gcpsim.kubernetes.scheduling", "infra.spec.gke_names"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
 }
-TOPS = ("infra", "trainctl", "bootstrap", "policy")
+TOPS = ("infra", "trainctl", "bootstrap", "policy", "namespace_nodes", "gcpsim")
 
 
 def modules() -> dict[str, Path]:
@@ -121,8 +146,34 @@ def within(module: str, package: str) -> bool:
 
 
 def test_every_module_belongs_to_a_layer() -> None:
-    # the top packages themselves (`infra`, `trainctl`) hold nothing but a docstring
-    assert sorted(m for m in modules() if layer(m) is None) == ["infra", "trainctl"]
+    # the top packages themselves (`infra`, `trainctl`) hold nothing but a docstring; the
+    # simulator is no layer of the product
+    assert sorted(m for m in modules() if layer(m) is None and not within(m, SIMULATOR)) == ["infra", "trainctl"]
+
+
+def test_the_simulator_imports_nothing_of_the_product() -> None:
+    reaching = sorted(f"{a} -> {b}" for a, targets in all_imports().items() if within(a, SIMULATOR)
+                      for b in targets if not any(within(b, base) for base in SIMULATOR_BASE)
+                      and (a, b) not in SIMULATOR_USES_OF_THE_PRODUCT)
+    assert reaching == []
+
+
+def test_the_node_machinery_imports_only_itself() -> None:
+    reaching = sorted(f"{a} -> {b}" for a, targets in all_imports().items() if within(a, "namespace_nodes")
+                      for b in targets if not within(b, "namespace_nodes"))
+    assert reaching == []
+
+
+def test_the_product_reaches_the_simulator_only_through_simulate() -> None:
+    reaching = sorted(f"{a} -> {b}" for a, targets in all_imports().items() if not within(a, SIMULATOR)
+                      for b in targets if within(b, SIMULATOR) and a not in SIMULATOR_DOORS)
+    assert reaching == []
+
+
+def test_the_simulator_s_remaining_uses_of_the_product_still_exist() -> None:
+    """An exception whose import is gone leaves the list: it only shrinks."""
+    assert [pair for pair in SIMULATOR_USES_OF_THE_PRODUCT
+            if pair[1] not in all_imports().get(pair[0], set())] == []
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
@@ -144,11 +195,10 @@ def test_no_import_outside_the_providers_reaches_into_one_provider() -> None:
     assert reaching == []
 
 
-def test_one_provider_never_imports_the_other_but_the_simulator_builds_on_local_nodes() -> None:
+def test_one_provider_never_imports_the_other() -> None:
     crossing = sorted(f"{a} -> {b}" for a, targets in all_imports().items() for b in targets
                       if (within(a, "infra.providers.local") and within(b, "infra.providers.gcp"))
-                      or (within(a, "infra.providers.gcp") and not within(a, "infra.providers.gcp.simulator")
-                          and within(b, "infra.providers.local")))
+                      or (within(a, "infra.providers.gcp") and within(b, "infra.providers.local")))
     assert crossing == []
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import typer
 
-from infra.errors import ConfigError, TrainctlError
+from infra.errors import ConfigError, ProvisionError, TrainctlError
+from namespace_nodes.netns import CommandFailed
 from trainctl.cli import experiment_verbs, node_verbs, project_verbs, stack_verbs
 from trainctl.cli.output import console, fail
 
@@ -64,6 +65,9 @@ def _main() -> None:
     except TrainctlError as exc:  # what failed is in the message; no traceback
         fail(exc.title, str(exc))
         sys.exit(exc.exit_code)
+    except CommandFailed as exc:  # the namespace machinery's own error: creating a node failed
+        fail(ProvisionError.title, str(exc))
+        sys.exit(ProvisionError.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         console().print("interrupted", style="yellow")
         sys.exit(130)

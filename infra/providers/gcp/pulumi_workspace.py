@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from infra.providers import keys
+from namespace_nodes import keys
 from infra.providers.stack_home import state_dir
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import project_root

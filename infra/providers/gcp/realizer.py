@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from infra.spec import cost
-from infra.providers import keys
+from namespace_nodes import keys
 from infra.spec.cost import Estimate
 from infra.providers.gcp import gke_cluster_objects, idle_status, queued_tpu, simulation
 from infra.providers.gcp.adoption import bucket_to_adopt
@@ -290,7 +290,7 @@ def simulate_project(project: str | None) -> bool:
 
 def stand_in_image(name: str, code_dir: Path, requirements: str | None, excludes: tuple[str, ...]) -> str:
     """The simulated cluster's pods run the code and an environment of its requirements."""
-    from infra.providers.gcp.simulator.kubernetes.images import stand_in_code
+    from gcpsim.kubernetes.images import stand_in_code
 
     return stand_in_code(simulation.home(), name, code_dir, requirements, excludes)
 

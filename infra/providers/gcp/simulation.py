@@ -3,7 +3,7 @@
 The GCP realizer runs unchanged; only where it reaches Google changes, as a user with a private
 endpoint would set it: the Google clients' API endpoint (TRAINCTL_GCP_API_ENDPOINT), the
 provider's custom endpoints (the program derives them from the same setting), the `pulumi` on
-PATH (the engine stand-in, infra/providers/gcp/simulator/pulumi) and the Pulumi backend (the simulator's
+PATH (the engine stand-in, gcpsim/pulumi) and the Pulumi backend (the simulator's
 own, beside its world). A stack stood up this way records it in its state, so every later verb
 (bootstrap, launch, down, ...) finds the simulator again without the flag.
 """
@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from infra.errors import ConfigError
+from infra.errors import ConfigError, ProvisionError
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
 from infra.providers.stack_home import cache_dir, state_dir, trainctl_home
 
@@ -44,16 +44,19 @@ def activate(project: str | None, project_file: Path | None = None, *, api_only:
     file, else the prepared template), and point this process and its children at it.
     `api_only`: VMs are the API's alone, no machines stand behind them (no root needed; what
     a large stack's `up` is measured with)."""
-    from infra.providers.gcp.simulator import daemon
-    from infra.providers.gcp.simulator.project import ProjectFile, load_project_file
+    from gcpsim.errors import SimulatorError
+    from gcpsim.project import ProjectFile, load_project_file
 
-    described = load_project_file(project_file) if project_file else None
+    try:
+        described = load_project_file(project_file) if project_file else None
+    except SimulatorError as exc:
+        raise ConfigError(str(exc)) from None
     if project is None:
         raise ConfigError("--simulate needs the stack's gcp:project (the simulated project's id)")
     if described is not None and described.project != project:
         raise ConfigError(f"the simulated project file {project_file} describes project "
                           f"{described.project!r}, but the stack names gcp:project {project!r}")
-    url = daemon.ensure_running(home(), api_only=api_only)
+    url = _running(api_only=api_only)
     _post(url, "/trainctl-sim/v1/projects",
           (described or ProjectFile(project=project)).model_dump(mode="json"))
     _export(url)
@@ -61,15 +64,15 @@ def activate(project: str | None, project_file: Path | None = None, *, api_only:
 
 
 def _export(url: str) -> None:
-    from infra.providers.gcp.simulator.pulumi import write_launcher  # type: ignore[attr-defined]
-    from infra.providers.gcp.simulator.pulumi.zygote import socket_path
+    from gcpsim.pulumi import write_launcher  # type: ignore[attr-defined]
+    from gcpsim.pulumi.zygote import socket_path
 
-    from infra.providers.gcp.simulator.kubernetes.auth import write_auth_plugin
+    from gcpsim.kubernetes.auth import write_auth_plugin
 
     bin_dir = home() / "bin"
     write_launcher(bin_dir, server=socket_path(home()))  # the daemon's fork server
     write_auth_plugin(bin_dir, home())  # gke-gcloud-auth-plugin: the kubeconfig's credential helper
-    from infra.providers.gcp.simulator.daemon import SERVICE_IP
+    from gcpsim.daemon import SERVICE_IP
 
     os.environ[API_ENDPOINT_ENV] = url
     os.environ[NODE_API_ENDPOINT_ENV] = f"http://{SERVICE_IP}:{url.rsplit(':', 1)[1]}"
@@ -86,7 +89,7 @@ def release() -> None:
     being answered (its world stays on disk; the next command that needs it starts it again)."""
     if not active():
         return
-    from infra.providers.gcp.simulator import daemon
+    from gcpsim import daemon
 
     try:
         stopping = _post(os.environ[API_ENDPOINT_ENV], "/trainctl-sim/v1/stop-if-idle", {})["stopping"]
@@ -105,11 +108,11 @@ def record(stack: str) -> None:
 
 def resume(stack: str) -> None:
     """If the stack was stood up in the simulator, point this process at it again."""
-    from infra.providers.gcp.simulator import daemon
+    from gcpsim import daemon
 
     if active():
         if daemon.url_of(home()) is None:  # left after an earlier `down` in this process
-            _export(daemon.ensure_running(home()))
+            _export(_running())
         return
     marker = state_dir(stack) / MARKER
     if not marker.is_file():
@@ -119,7 +122,16 @@ def resume(stack: str) -> None:
     if recorded != home():
         raise ConfigError(f"stack {stack!r} was stood up in the simulator at {recorded}, but "
                           f"TRAINCTL_HOME now points at {home()}")
-    _export(daemon.ensure_running(home()))
+    _export(_running())
+
+
+def _running(*, api_only: bool = False) -> str:
+    from gcpsim import daemon
+
+    try:
+        return daemon.ensure_running(home(), api_only=api_only)
+    except daemon.SimulatorUnavailable as exc:
+        raise ProvisionError(str(exc)) from None
 
 
 def adapt(inventory: Inventory, progress: Callable[[str], None]) -> Inventory:
@@ -131,7 +143,7 @@ def adapt(inventory: Inventory, progress: Callable[[str], None]) -> Inventory:
     if not active():
         return inventory
     from infra.spec.accelerator import Cpu
-    from infra.providers.gcp.simulator.daemon import SERVICE_IP
+    from gcpsim.daemon import SERVICE_IP
 
     url = os.environ[API_ENDPOINT_ENV]
     port = url.rsplit(":", 1)[1]

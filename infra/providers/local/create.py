@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from infra.providers import keys
+from namespace_nodes import keys
 from infra.providers.inventory import Inventory, Node, Registry
-from infra.providers.local import metadata, netns, registry, sshd
+from namespace_nodes import metadata, netns, sshd
+from infra.providers.local import registry
 from infra.providers.local.firewall import bucket_rules, node_rules, registry_rules
 from infra.providers.local.instance_metadata import published_host_keys, start_metadata_server
 from infra.providers.local.layout import (EMULATOR_PORT, NODE_IFNAME, RENDEZVOUS_PORT, Addresses, LocalStackError,
@@ -173,7 +174,7 @@ def start_node(names: Names, addr: Addresses, sdir: Path, i: int, node_ips: list
     config.write_text(sshd.sshd_config(addr.node(i), host_key, sdir / "keys" / "authorized_keys"))
     if not netns.netns_exists(ns):
         netns.create_node_netns(ns, names.veth(i), names.bridge, addr.cidr(addr.node(i)), NODE_IFNAME)
-        # GCE's metadata address, served from the bucket's namespace (infra/providers/local/metadata.py)
+        # GCE's metadata address, served from the bucket's namespace (namespace_nodes/metadata.py)
         netns.run(["ip", "route", "add", f"{metadata.METADATA_IP}/32", "via", addr.bucket], netns=ns)
     netns.apply_iptables(ns, node_rules(addr, node_ips, [f"{addr.controller}/32"]))
     sshd.boot_node(ns, names.node(i), ndir / "root", ndir / "tmp", config, ndir / "sshd.log",

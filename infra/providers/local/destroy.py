@@ -9,7 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from infra.providers.local import netns, registry
+from namespace_nodes import netns
+
+from infra.providers.local import registry
 from infra.providers.local.layout import LocalStackError, Names
 from infra.providers.local.state import StackState
 from infra.providers.protocol import Progress

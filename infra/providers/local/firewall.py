@@ -3,7 +3,9 @@ firewall admits traffic to a VM. Every namespace drops what these do not accept.
 
 from __future__ import annotations
 
-from infra.providers.local import metadata, registry
+from namespace_nodes import metadata
+
+from infra.providers.local import registry
 from infra.providers.local.layout import EMULATOR_PORT, Addresses
 
 

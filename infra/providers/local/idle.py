@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from infra.providers.idle_rule import cores_used as cores_between
 from infra.providers.local.layout import Names
-from infra.providers.local.netns import guest_pids
+from namespace_nodes.netns import guest_pids
 from infra.providers.stack_home import state_dir
 
 if TYPE_CHECKING:  # only the watch process reads processes; `trainctl ls` never loads psutil

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.providers.host_keys import key_lines, wait_for_host_keys
-from infra.providers.local import metadata, metadata_admin, netns
+from namespace_nodes import metadata, metadata_admin, netns
 from infra.providers.local.layout import Addresses, Names
 from infra.providers.local.state import load_state
 from infra.providers.protocol import Progress
@@ -45,7 +45,7 @@ def start_metadata_server(spec: ClusterSpec, names: Names, addr: Addresses, sdir
     netns.run(["ip", "addr", "add", f"{metadata.METADATA_IP}/32", "dev", "lo"], netns=names.bucket_netns)
     log = open(sdir / "metadata.log", "ab")
     subprocess.run(
-        ["setsid", "-f", "ip", "netns", "exec", names.bucket_netns, sys.executable, "-m", "infra.providers.local.metadata",
+        ["setsid", "-f", "ip", "netns", "exec", names.bucket_netns, sys.executable, "-m", "namespace_nodes.metadata",
          "--config", str(config), "--listen", f"{metadata.METADATA_IP}:80",
          "--admin", f"{addr.bucket}:{metadata.ADMIN_PORT}"],
         check=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log)

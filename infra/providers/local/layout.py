@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import ProvisionError
-from infra.providers.local import netns
+from namespace_nodes import netns
 
 POOL = ipaddress.IPv4Network("10.210.0.0/16")
 EMULATOR_PORT = 9023

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 
-from infra.providers.local import metadata_admin
+from namespace_nodes import metadata_admin
 from infra.providers.local.instance_metadata import metadata_admin_for
-from infra.providers.local.metadata import MAINTENANCE_EVENTS
+from namespace_nodes.metadata import MAINTENANCE_EVENTS
 from infra.providers.local.spot import running_node, shut_down
 from infra.providers.protocol import Progress
 from infra.spec.stack_config import ConfigError

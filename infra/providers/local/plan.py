@@ -8,7 +8,9 @@ record of the stack's state file, in the order `up` records them.
 
 from __future__ import annotations
 
-from infra.providers.local import netns, registry
+from namespace_nodes import netns
+
+from infra.providers.local import registry
 from infra.providers.local.firewall import firewall_summary
 from infra.providers.local.layout import EMULATOR_PORT, Names
 from infra.providers.protocol import PlanRow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from infra.errors import CapacityUnavailable
 from infra.providers.inventory import Inventory
-from infra.providers.local import metadata_admin, netns, sshd
+from namespace_nodes import metadata_admin, netns, sshd
 from infra.providers.local.create import inventory, start_node
 from infra.providers.local.instance_metadata import (metadata_admin_for, metadata_admin_url, metadata_record,
                                                      published_host_keys)

@@ -9,7 +9,7 @@ from bootstrap.runner import BootstrapFailed
 from bootstrap.uv_cache import PrefetchFailed
 from infra.errors import ConfigError, ProvisionError, TrainctlError
 from infra.providers.inventory import Inventory, Node
-from infra.providers.local.netns import LocalCommandError
+from namespace_nodes.netns import CommandFailed
 from infra.providers.local.layout import LocalStackError
 from trainctl.cli import entry as cli
 from trainctl.jobs.experiment import RunFailed
@@ -29,7 +29,6 @@ def exit_of(exc: BaseException, monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     (ConfigError("trainctl:nodes: 0 is below 1"), 2, "error: trainctl:nodes: 0 is below 1"),
     (ProvisionError("no host keys published by w0"), 3, "provisioning failed"),
     (LocalStackError("teardown incomplete: bridge tcb1"), 3, "provisioning failed"),
-    (LocalCommandError("ip link add failed"), 3, "provisioning failed"),
     (BootstrapFailed([NodeResult("node1", failed_step="env", exit_code=1, error="uv failed")]), 1, "bootstrap failed"),
     (PrefetchFailed("uv could not fill the cache"), 1, "failed on the nodes"),
     (RunFailed("node1 exited 1"), 1, "run failed"),
@@ -39,6 +38,13 @@ def test_each_error_class_has_its_exit_code_and_headline(exc, code, headline, mo
     got, output = exit_of(exc, monkeypatch, capsys)
     assert got == code
     assert headline in output and str(exc).splitlines()[0] in output
+    assert "Traceback" not in output
+
+
+def test_the_namespace_machinery_s_failure_is_a_provisioning_failure(monkeypatch, capsys):
+    got, output = exit_of(CommandFailed("ip link add failed"), monkeypatch, capsys)
+    assert got == 3
+    assert "provisioning failed" in output and "ip link add failed" in output
     assert "Traceback" not in output
 
 

@@ -16,7 +16,7 @@ from conftest import TEST_HOMES
 from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
 from infra.providers.gcp.program.mocks import evaluate
 from infra.providers.inventory import Inventory, Node, Registry
-from infra.providers.local.sshd import cgroup_mounts
+from namespace_nodes.sshd import cgroup_mounts
 from infra.spec.stack_config import ConfigError, load_stack
 from trainctl.jobs.experiment_spec import build_experiment
 from trainctl.jobs.image import IMAGE_VENV, ImageSpec, containerfile

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from infra.providers.gcp.simulator.pulumi import zygote
+from gcpsim.pulumi import zygote
 
 
 @pytest.fixture(scope="session")

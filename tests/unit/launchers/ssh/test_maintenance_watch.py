@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Callable
 
-from infra.providers.local import metadata_admin
+from namespace_nodes import metadata_admin
 from trainctl.launchers.protocol import Recovery
 from trainctl.launchers.result import NodeOutcome
 from trainctl.launchers.ssh.maintenance_watch import MIGRATE, TERMINATE, MaintenanceWatch, watch_script

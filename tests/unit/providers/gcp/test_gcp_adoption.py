@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bootstrap.plan import BootstrapSpec, plan as bootstrap_plan
-from infra.providers import keys, realizers
+from infra.providers import realizers
+from namespace_nodes import keys
 from infra.errors import ConfigError
 from infra.providers.stack_home import recorded_provider
 from tests.fakes.sim_stacks import Project, gcp, make_gcp, nat_ip, simulated_gcp  # noqa: F401 (fixtures)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from infra.providers.gcp import prerequisites
-from infra.providers.gcp.simulator.pulumi import write_launcher
+from gcpsim.pulumi import write_launcher
 from infra.spec.stack_config import ConfigError, load_stack
 
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from infra.providers import keys
+from namespace_nodes import keys
 from infra.errors import ConfigError
 from infra.providers.gcp import reaper, realizer, simulation
 from infra.providers.gcp.program.network import region_of

@@ -13,7 +13,7 @@ import pytest
 from pulumi import automation as auto
 
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
-from infra.providers.gcp.simulator.pulumi import write_launcher
+from gcpsim.pulumi import write_launcher
 from infra.spec.stack_config import REPO_ROOT, load_stack
 from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
 from tests.fakes.sim_pulumi_gcp_project import mutations, recorded_requests

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import trainctl
-from infra.providers import keys
+from namespace_nodes import keys
 from tests.fakes.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
 
 

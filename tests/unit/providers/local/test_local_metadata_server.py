@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 
 from conftest import free_port, REPO
-from infra.providers.local import metadata_admin
+from namespace_nodes import metadata_admin
 
 NODE = {"name": "node0", "ip": "127.0.0.1", "id": 4242, "zone": "local-a", "machine-type": "local",
         "spot": True, "attributes": {"enable-oslogin": "FALSE", "trainctl-stack": "s"},
@@ -30,7 +30,7 @@ def server(tmp_path):
     config.write_text(json.dumps({"project": {"project-id": "local-p", "numeric-project-id": 7},
                                   "nodes": [NODE]}))
     port, admin = free_port(), free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "infra.providers.local.metadata", "--config", str(config),
+    proc = subprocess.Popen([sys.executable, "-m", "namespace_nodes.metadata", "--config", str(config),
                              "--listen", f"127.0.0.1:{port}", "--admin", f"127.0.0.1:{admin}"], cwd=REPO)
     deadline = time.monotonic() + 20
     while True:

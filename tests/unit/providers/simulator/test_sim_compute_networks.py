@@ -7,7 +7,7 @@ import pytest
 from google.api_core import exceptions
 from google.cloud import compute_v1
 
-from infra.providers.gcp.simulator.machines import FirewallRule
+from gcpsim.machines import FirewallRule
 from tests.fakes.sim_compute import PROJECT, REGION, ZONE, csim, instance_body, make_csim  # noqa: F401
 
 

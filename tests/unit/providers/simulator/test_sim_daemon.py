@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from infra.providers.gcp.simulator import daemon
+from gcpsim import daemon
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.providers.gcp.simulator import external_ranges
-from infra.providers.gcp.simulator.external_ranges import EXTERNAL_POOL, claim, held_by, release
+from gcpsim import external_ranges
+from gcpsim.external_ranges import EXTERNAL_POOL, claim, held_by, release
 from tests.fakes.sim_compute import ZONE, ComputeSim, csim, instance_body, make_csim  # noqa: F401
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import free_port
-from infra.providers.gcp.simulator.kubernetes.volumes import MountPoints, gcsfuse_mounts
+from gcpsim.kubernetes.volumes import MountPoints, gcsfuse_mounts
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from tests.fakes.sim_fixtures import PROJECT, make_sim  # noqa: F401
 from tests.unit.providers.simulator.test_sim_container import CLUSTER, PARENT, cluster, done, network
 
 from infra.providers.gcp.program.gke import kubeconfig
-from infra.providers.gcp.simulator.kubernetes import auth, control_planes, images
-from infra.providers.gcp.simulator.state import World
+from gcpsim.kubernetes import auth, control_planes, images
+from gcpsim.state import World
 
 
 @pytest.fixture
@@ -108,7 +108,7 @@ def test_an_experiments_code_stands_in_for_its_image_and_only_the_newest_three_a
 
 def test_a_simulator_started_over_a_world_with_a_cluster_serves_its_api_again(gke_cluster):
     """Its Kubernetes objects lived in the process that stopped; the API itself comes back."""
-    from infra.providers.gcp.simulator.server import Simulator
+    from gcpsim.server import Simulator
 
     s, _, got, config = gke_cluster
     s.simulator.stop()

@@ -4,10 +4,10 @@ slice's Job of a multislice run lands on its own slice's pool; a pod no node tak
 
 from __future__ import annotations
 
-from infra.providers.gcp.simulator.kubernetes import control_planes
-from infra.providers.gcp.simulator.kubernetes.api import KubernetesApi
-from infra.providers.gcp.simulator.kubernetes.jobs import JobController
-from infra.providers.gcp.simulator.kubernetes.scripted import PodRun, ScriptedPods
+from gcpsim.kubernetes import control_planes
+from gcpsim.kubernetes.api import KubernetesApi
+from gcpsim.kubernetes.jobs import JobController
+from gcpsim.kubernetes.scripted import PodRun, ScriptedPods
 
 # Two multi-host v5e slice pools as the simulated GKE API keeps them (4 nodes each, 4x4).
 CLUSTER = {"pools": {

@@ -5,7 +5,7 @@ token are the controller's, as before."""
 
 from __future__ import annotations
 
-from infra.providers.gcp.simulator.apis.access_tokens import condition_holds
+from gcpsim.apis.access_tokens import condition_holds
 from tests.fakes.sim_compute import PROJECT, ZONE, ComputeSim, csim, instance_body, make_csim  # noqa: F401
 
 ACCOUNT = f"nodes-sa@{PROJECT}.iam.gserviceaccount.com"

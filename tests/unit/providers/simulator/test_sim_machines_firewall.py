@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.providers.gcp.simulator.firewall import Peer, machine_rules
-from infra.providers.gcp.simulator.machines import FirewallRule
+from gcpsim.firewall import Peer, machine_rules
+from gcpsim.machines import FirewallRule
 
 
 def rule(name: str = "r", ranges: tuple[str, ...] = (), source_tags: tuple[str, ...] = (),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from infra.providers.gcp.simulator.guest import (GOOGLE_COMMENT, authorized_keys_text, oslogin_enabled, parse_bool,
+from gcpsim.guest import (GOOGLE_COMMENT, authorized_keys_text, oslogin_enabled, parse_bool,
                                        wanted_keys)
 
 NOW = datetime(2026, 11, 25, tzinfo=timezone.utc)

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from infra.providers.local import metadata_admin
+from namespace_nodes import metadata_admin
 from tests.unit.providers.local.test_local_metadata_server import NODE, get, server  # noqa: F401  (the fixture)
 
 

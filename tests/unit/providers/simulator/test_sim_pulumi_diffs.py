@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.providers.gcp.simulator.pulumi.gcp import TYPES, GcpPackage
-from infra.providers.gcp.simulator.pulumi.properties import apply_ignore_changes, parse_path
+from gcpsim.pulumi.gcp import TYPES, GcpPackage
+from gcpsim.pulumi.properties import apply_ignore_changes, parse_path
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 PUBSUB = "https://www.googleapis.com/auth/pubsub"

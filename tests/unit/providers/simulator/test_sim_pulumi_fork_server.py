@@ -15,8 +15,8 @@ from typing import Iterator
 
 import pytest
 
-from infra.providers.gcp.simulator import daemon
-from infra.providers.gcp.simulator.pulumi import write_launcher, zygote
+from gcpsim import daemon
+from gcpsim.pulumi import write_launcher, zygote
 
 # A program that says it started, then runs until it is stopped.
 HANGING_PROGRAM = textwrap.dedent("""\

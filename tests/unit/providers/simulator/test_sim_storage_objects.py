@@ -11,7 +11,7 @@ from google.api_core.exceptions import NotFound
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage
 
-from infra.providers.gcp.simulator.apis import storage_objects
+from gcpsim.apis import storage_objects
 from tests.fakes.sim_fixtures import PROJECT, make_sim, sim  # noqa: F401
 
 BUCKET = f"{PROJECT}-stack-trainctl"

@@ -1,0 +1,31 @@
+"""What GCE tells a running guest through its metadata server before taking its machine away
+(gcpsim/nodes.py's machines): a preemption, whose shutdown also sends the
+guest's processes SIGTERM, or host maintenance (`instance/maintenance-event`)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from gcpsim import vpc
+from gcpsim.ledger import Ledger
+from namespace_nodes import metadata_admin, netns
+
+
+class GuestNotices:
+    ledger: Ledger
+
+    def announce_preemption(self, key: str) -> None:
+        if (rec := self._tell(key, metadata_admin.preempt)) is not None:
+            netns.terminate_workload(rec["netns"])
+
+    def announce_maintenance(self, key: str, event: str) -> None:
+        self._tell(key, lambda admin, handle: metadata_admin.announce_maintenance(admin, handle, event))
+
+    def _tell(self, key: str, call: Callable[[str, str], None]) -> dict[str, Any] | None:
+        """`call(admin, handle)` on a running machine's metadata server; its record, or None."""
+        with self.ledger.edit() as data:
+            rec = data["machines"].get(key)
+            if rec is None or rec["status"] != "running":
+                return None
+            call(vpc.Link(data["networks"][rec["network"]]["link"]).admin_url, rec["handle"])
+            return dict(rec)
