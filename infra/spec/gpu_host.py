@@ -43,11 +43,15 @@ AR_TRANSPORT = (
 # a3mega-slurm-gcsfuse-lssd-blueprint.yaml lines 583-590: the repository (unsigned, `trusted=yes`,
 # as Google writes it) and the DKMS package, which builds the module for the running kernel.
 _TCPXO_APT = "deb [arch=all trusted=yes] ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-tcpxo-apt main"
-_DMABUF_INSTALLED = "dkms status -m dmabuf-import-helper 2>/dev/null | grep -q installed"
+# Built for the kernel that runs (the blueprint asks without -k: its image has one kernel).
+_DMABUF_INSTALLED = 'dkms status -m dmabuf-import-helper -k "$(uname -r)" 2>/dev/null | grep -q installed'
 _DMABUF = (f"if {_DMABUF_INSTALLED}; then echo 'dmabuf-import-helper: DKMS module already installed'; else "
            + " && ".join(AR_TRANSPORT)
            + f" && echo {shlex.quote(_TCPXO_APT)} > /etc/apt/sources.list.d/gpudirect-tcpxo.list"
-           " && apt-get update && apt-get install -y dkms dmabuf-import-helper; fi")
+           # The running kernel's headers, which DKMS builds against: a no-op where the image's
+           # own DKMS drivers brought them (Google's images build theirs so: a3mega-slurm-blueprint.yaml
+           # lines 136-139, "any module which supports DKMS ... (gVNIC, NVIDIA, ...)").
+           ' && apt-get update && apt-get install -y dkms "linux-headers-$(uname -r)" dmabuf-import-helper; fi')
 # The module by the name GKE's installer loads it; listed for systemd-modules-load because this
 # step is skipped by its fingerprint after a reboot, and the VM must come back with it loaded.
 _IMPORT_HELPER = ("modprobe import-helper && "

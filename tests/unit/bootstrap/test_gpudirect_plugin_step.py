@@ -102,7 +102,7 @@ def test_only_a3_mega_plans_the_import_helper_and_the_aperture_devices(tmp_path)
     assert "modprobe import-helper" in planned and "/etc/udev/rules.d/00-a3-megagpu.rules" in planned
     # Where dkms has no such module: Google's DKMS package from Google's TCPXO apt repository.
     assert "ar+https://us-apt.pkg.dev/projects/gce-ai-infra gpudirect-tcpxo-apt main" in planned
-    assert "apt-get install -y dkms dmabuf-import-helper" in planned
+    assert 'apt-get install -y dkms "linux-headers-$(uname -r)" dmabuf-import-helper; fi' in planned
     for other, gpu in [("a3-highgpu-8g", "gpu:8xnvidia-h100-80gb"), ("a3-ultragpu-8g", "gpu:8xnvidia-h200-141gb"),
                        ("a4-highgpu-8g", "gpu:8xnvidia-b200")]:
         planned = gpunet_of(tmp_path, node(other, gpu))
