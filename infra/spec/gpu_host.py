@@ -52,7 +52,8 @@ _DMABUF = (f"if {_DMABUF_INSTALLED}; then echo 'dmabuf-import-helper: DKMS modul
            # own DKMS drivers brought them (Google's images build theirs so: a3mega-slurm-blueprint.yaml
            # lines 136-139, "any module which supports DKMS ... (gVNIC, NVIDIA, ...)").
            ' && apt-get update && apt-get install -y dkms "linux-headers-$(uname -r)" dmabuf-import-helper; fi')
-# The module by the name GKE's installer loads it; listed for systemd-modules-load because this
+# The module by the name GKE's installer loads it (the package's source is import-helper.c:
+# a3mega-slurm-blueprint.yaml line 370); listed for systemd-modules-load because this
 # step is skipped by its fingerprint after a reboot, and the VM must come back with it loaded.
 _IMPORT_HELPER = ("modprobe import-helper && "
                   "echo import-helper | tee /etc/modules-load.d/import-helper.conf >/dev/null")
