@@ -1,7 +1,8 @@
 """The `gpunet` bootstrap step: on a VM of a GPUDirect family, what NCCL needs to use the GPU NICs
-(the TCPX/TCPXO plugin and its receive-data-path manager, or the gIB plugin for RDMA), installed
-once as root, as infra/spec/gpu_networks.py says. Other nodes get no such step; a simulated GCP
-node (no GPU, no GPU NICs) runs a step that says what it would install and skips it."""
+(the TCPX/TCPXO plugin and its receive-data-path manager, or the gIB plugin for RDMA; first, for
+TCPXO, the host's dmabuf import helper module and aperture devices), installed once as root, as
+infra/spec/gpu_networks.py says. Other nodes get no such step; a simulated GCP node (no GPU, no
+GPU NICs) runs a step that says what it would set up and install, and does neither."""
 
 from __future__ import annotations
 
@@ -25,7 +26,15 @@ def node_gpudirect(node: Node) -> GpuDirect | None:
 
 
 def install_script(profile: GpuDirect) -> str:
-    return " && ".join(profile.nccl.install)
+    host = profile.nccl.host.commands if profile.nccl.host else ()
+    return " && ".join((*host, *profile.nccl.install))
+
+
+def simulated_note(profile: GpuDirect) -> str:
+    """What a simulated node (no GPU, no GPU NICs) says in place of the step."""
+    host = profile.nccl.host
+    undone = f"{host.what} not set up; " if host else ""
+    return f"simulated node (no GPU, no GPU NICs): {undone}{profile.nccl.plugin} for {profile.name} not installed"
 
 
 def gpunet_command(node: Node) -> tuple[str, str] | None:
@@ -36,6 +45,5 @@ def gpunet_command(node: Node) -> tuple[str, str] | None:
     script = install_script(profile)
     fingerprint = hashlib.sha256(f"gpunet\0{script}".encode()).hexdigest()[:16]
     if node.simulates is not None:
-        return (f"echo {shlex.quote(f'simulated node: {profile.nccl.plugin} for {profile.name} not installed')}",
-                fingerprint)
+        return f"echo {shlex.quote(simulated_note(profile))}", fingerprint
     return f"{AS_ROOT}; $AS_ROOT bash -c {shlex.quote('set -e; ' + script)}", fingerprint

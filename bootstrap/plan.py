@@ -4,7 +4,8 @@ Steps, in order, each idempotent: a fingerprint of its inputs is stored on the n
 succeeds, and a step whose fingerprint is unchanged is skipped in the same round trip.
   ready    SSH answers, the VM's own startup has finished, the accelerator is visible
   drivers  GPU nodes without a working nvidia-smi get the NVIDIA driver; others skip
-  gpunet   VMs of a GPUDirect family: the NCCL plugin for their GPU NICs (bootstrap/gpunet.py)
+  gpunet   VMs of a GPUDirect family: the NCCL plugin for their GPU NICs (for A3 Mega first
+           the dmabuf import helper module and /dev/aperture_devices; bootstrap/gpunet.py)
   sync     rsync of the code (from the controller), honouring .gitignore, deleting stale files
   env      a uv virtual environment with the project's requirements (before sync when there
            are none: it then needs nothing from the code)

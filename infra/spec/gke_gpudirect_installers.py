@@ -2,10 +2,11 @@
 as Google's recipes deploy them (GoogleCloudPlatform/container-engine-accelerators:
 gpudirect-tcpxo/nccl-tcpxo-installer.yaml, nri_device_injector/nri-device-injector.yaml,
 gpudirect-rdma/nccl-rdma-installer.yaml): the NCCL plugin copied into the node's NVIDIA library
-folder (/home/kubernetes/bin/nvidia/lib64, which pods mount), for TCPXO the aperture devices the
-plugin's LLCM reads bind-mounted under /dev/aperture_devices and the NRI device injector that hands
-a pod's `devices.gke.io/container.<name>` devices to that container. Each runs its work in init
-containers, then idles in a pause container, only on nodes of the pool's accelerator.
+folder (/home/kubernetes/bin/nvidia/lib64, which pods mount), for TCPXO the dmabuf import helper
+module loaded, the aperture devices the plugin's LLCM reads bind-mounted under /dev/aperture_devices
+and the NRI device injector that hands a pod's `devices.gke.io/container.<name>` devices to that
+container. Each runs its work in init containers, then idles in a pause container, only on nodes
+of the pool's accelerator.
 """
 
 from __future__ import annotations
@@ -22,9 +23,16 @@ NRI_INJECTOR_IMAGE = ("gcr.io/gke-release/nri-device-injector"
                       "@sha256:6e79483d52abdc28454bf186320b10a56b0f117a10e8d65d5c74dbb821a76970")
 PAUSE_IMAGE = "gke.gcr.io/pause:3.8@sha256:880e63f94b145e46f1b1082bb71b85e21f16b99b180b9996407d61240ceb9830"
 NAMESPACE = "kube-system"
-# The aperture devices (PCI id 1ae0:0084) bind-mounted where the plugin looks for them, readable
-# by the pods' unprivileged containers; run in the host's namespaces (nsenter into PID 1).
-_APERTURES = (
+# Google's "pre-installation" init container (gpudirect-tcpxo/nccl-tcpxo-installer.yaml lines
+# 44-70, container-engine-accelerators @992db81), run in the host's namespaces (nsenter into PID 1):
+# line 57 opens the node's TCP input and loads the dmabuf import helper module (whose
+# /dev/dmabuf_import_helper the pods are handed, nccl-test-latest.yaml); then the aperture
+# devices (PCI id 1ae0:0084) are bind-mounted where the plugin's LLCM looks for them, readable
+# by unprivileged containers.
+# As there, each line runs whatever the one before did (no `set -e`).
+IMPORT_HELPER = "/sbin/iptables -I INPUT -p tcp -m tcp -j ACCEPT && modprobe import-helper"
+_PRE_INSTALLATION = (
+    f"{IMPORT_HELPER}; "
     "mkdir -p /dev/aperture_devices; "
     "for bdf in $(lspci -D -d 1ae0:0084 | cut -d' ' -f1); do "
     "dir=/dev/aperture_devices/$bdf; mkdir -p $dir; umount -R $dir 2>/dev/null || true; "
@@ -60,8 +68,8 @@ def _installer(image: str, script: str, mounts: list[dict[str, str]]) -> dict[st
 
 
 def _tcpxo(accelerator: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-    apertures = {"name": "aperture-devices", "image": "ubuntu", "securityContext": {"privileged": True},
-                 "command": ["nsenter", "-at", "1", "--", "sh", "-c", _APERTURES]}
+    apertures = {"name": "pre-installation", "image": "ubuntu", "securityContext": {"privileged": True},
+                 "command": ["nsenter", "-at", "1", "--", "sh", "-c", _PRE_INSTALLATION]}
     install = _installer(TCPXO_PLUGIN_IMAGE,
                          "mkdir -p /usr/local/nvidia/lib64; cp -r /var/lib/tcpxo/lib64/. /usr/local/nvidia/lib64",
                          [{"name": "var-lib", "mountPath": "/var/lib"},

@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from infra.spec import catalog
+from infra.spec import catalog, gpu_host
+from infra.spec.gpu_host import HostSetup
 
 Transport = Literal["tcpx", "tcpxo", "rdma"]
 
@@ -54,6 +55,8 @@ class NcclSetup:
     env: dict[str, str] = field(default_factory=dict)
     # Shell lines run before each rank starts (a profile the plugin ships, sourced).
     env_script: tuple[str, ...] = ()
+    # What the host needs first (a kernel module, device nodes), run as root before `install`.
+    host: HostSetup | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ _TCPX = NcclSetup(
 
 _TCPXO = NcclSetup(
     plugin="GPUDirect-TCPXO NCCL plugin + receive-data-path manager",
+    host=gpu_host.TCPXO_HOST,
     install=(
         f"docker run --rm -v /var/lib:/var/lib {_AR}/gpudirect-tcpxo/nccl-plugin-gpudirecttcpx-dev:v1.0.8-1"
         " install --install-nccl",
@@ -131,11 +135,7 @@ _GIB = NcclSetup(
     install=(
         "curl -fsSL https://us-apt.pkg.dev/doc/repo-signing-key.gpg | gpg --dearmor --yes "
         "-o /usr/share/keyrings/gce-ai-infra.gpg",
-        "curl -fsSL https://packages.cloud.google.com/apt/doc/apt-key.gpg | gpg --dearmor --yes "
-        "-o /usr/share/keyrings/cloud.google.gpg",
-        "echo 'deb [signed-by=/usr/share/keyrings/cloud.google.gpg] http://packages.cloud.google.com/apt "
-        "apt-transport-artifact-registry-stable main' > /etc/apt/sources.list.d/ar-transport.list && "
-        "apt-get update && apt-get install -y apt-transport-artifact-registry",
+        *gpu_host.AR_TRANSPORT,
         "echo 'deb [signed-by=/usr/share/keyrings/gce-ai-infra.gpg] ar+https://us-apt.pkg.dev/projects/gce-ai-infra "
         "gpudirect-gib-apt main' "
         "> /etc/apt/sources.list.d/gpudirect-gib.list && apt-get update && apt-get install -y nccl-gib "
