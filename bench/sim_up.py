@@ -47,12 +47,13 @@ def trainctl_up(home: Path, nodes: int, journal: Path) -> float:
     """One `up` in a fresh home (its own simulator), timed; the simulator journals every call."""
     os.environ["TRAINCTL_HOME"] = str(home)
     os.environ["TRAINCTL_SIM_JOURNAL"] = str(journal)
-    from infra.providers.gcp import realizer, simulation
     from gcpsim import daemon
+    from infra.providers import simulated_project
+    from infra.providers.gcp import realizer
     from infra.spec.stack_config import load_stack
 
     spec = load_stack("gpu-t4x2", name="bench-up", overrides={"nodes": nodes, "project": "bench-project"})
-    simulation.activate("bench-project", project_file(home, 2 * nodes), api_only=True)
+    simulated_project.start_project("bench-project", project_file(home, 2 * nodes), api_only=True)
     try:
         start = time.perf_counter()
         inventory = realizer.up(spec, lambda _line: None)
@@ -60,8 +61,8 @@ def trainctl_up(home: Path, nodes: int, journal: Path) -> float:
         assert len(inventory.nodes) == nodes and all(n.host_keys for n in inventory.nodes)
         return elapsed
     finally:
-        daemon.stop(simulation.home())
-        for key in ("TRAINCTL_GCP_SIMULATOR", "TRAINCTL_GCP_API_ENDPOINT"):
+        daemon.stop(simulated_project.home())
+        for key in ("TRAINCTL_GCP_API_ENDPOINT",):
             os.environ.pop(key, None)
 
 

@@ -37,16 +37,6 @@ Every function's contract:
   preempt(stack, node, grace, progress, action, unavailable_for)
                       Reclaim a spot node as the provider would, where something can ask it to;
                       ConfigError (`unsupported`) where nothing can.
-  simulate(spec, project_file)
-                      Point this process at a simulated project for the stack (`--simulate`);
-                      ConfigError (`unsupported`) where the provider has none.
-  simulate_project(project)
-                      The same for a project without a stack (`reap --simulate`); False where the
-                      provider has no simulated projects.
-  stand_in_image(name, code_dir, requirements, excludes)
-                      Where `capabilities(spec).stands_in_images`: the image a simulated
-                      cluster's pods run for this code (made now: the code and an environment
-                      with its requirements), in place of one built from it; its reference.
 
 Errors: ConfigError (exit 2) for input the user can fix, before anything is created;
 ProvisionError (exit 3) when creating or removing failed; CapacityUnavailable when the provider
@@ -97,8 +87,8 @@ class Capabilities:
     """What a stack of a provider can do and needs, asked by callers instead of the provider's
     name (as SkyPilot's CloudImplementationFeatures are). Known from the spec alone, before the
     stack exists. What a realized stack turned out to be (nodes that install offline, a registry
-    made for the stack alone) is the Inventory's: a simulated GCP stack's nodes are offline, a
-    real one's are not, and the inventory records which."""
+    made for the stack alone) is the Inventory's: nodes behind a private endpoint without a
+    route off it install offline, others do not, and the inventory records which."""
 
     # How jobs reach the cluster: commands over SSH to its nodes, or Jobs through Kubernetes.
     target: Literal["ssh", "gke"]
@@ -112,8 +102,8 @@ class Capabilities:
     # Whether nodes are machines of a named type with a boot disk (GCP), or this machine's
     # namespaces (local).
     machine_types: bool
-    # Whether pods run stand-ins for images instead of pulling them (a simulated GKE cluster):
-    # an experiment's code is then stood in for by `stand_in_image`, never built.
+    # Whether pods run stand-ins for images instead of pulling them (the stack's private endpoints
+    # say its machines pull none): an experiment's code is then stood in for, never built.
     stands_in_images: bool = False
 
 
@@ -156,10 +146,3 @@ class Realizer(Protocol):
 
     def preempt(self, stack: str, node: str, *, grace: float, progress: Progress,
                 action: str | None = None, unavailable_for: float = 0.0) -> str: ...
-
-    def simulate(self, spec: ClusterSpec, project_file: Path | None) -> None: ...
-
-    def simulate_project(self, project: str | None) -> bool: ...
-
-    def stand_in_image(self, name: str, code_dir: Path, requirements: str | None,
-                       excludes: tuple[str, ...]) -> str: ...

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the models load pydantic: `trainctl ls` with nothing up nev
 
 __all__ = ["PROVIDERS", "Capabilities", "PlanRow", "Progress", "Realizer", "StackInfo", "Unsupported",
            "capabilities", "for_spec", "for_stack", "inventory", "live", "provider_of", "realizer", "reap",
-           "simulate_project", "spec", "unsupported"]
+           "spec", "unsupported"]
 
 # provider name (ClusterSpec.provider) -> module implementing Realizer; imported on first use so
 # a local command never loads Pulumi or Google's clients.
@@ -76,13 +76,6 @@ def spec(stack: str) -> ClusterSpec:
 def live() -> list[StackInfo]:
     """Every stack with state on this machine, whoever realized it."""
     return [for_stack(stack).info(stack) for stack in stacks_with_state()]
-
-
-def simulate_project(project: str | None) -> None:
-    """`reap --simulate`: every provider that has simulated projects points this process at
-    `project`'s, before anything is swept."""
-    for name in PROVIDERS:
-        realizer(name).simulate_project(project)
 
 
 def reap(project: str | None, dry_run: bool, progress: Progress) -> list[str]:

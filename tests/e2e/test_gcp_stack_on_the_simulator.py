@@ -100,7 +100,7 @@ def test_a_spot_gpu_stack_trains_in_a_simulated_project_and_leaves_nothing(simul
     # GCP's own steps happened: APIs enabled, the quota read, the reaper function built
     assert "quota: " in log and "PREEMPTIBLE_NVIDIA_L4_GPUS (us-central1)" in log
     assert "gcp:cloudfunctionsv2:Function" in log
-    assert "simulated accelerators (gpu:1xnvidia-l4) are declared, not present" in log
+    assert "the VMs' accelerators (gpu:1xnvidia-l4) are declared, not present" in log
     run_id = re.search(r"\[trainctl\] run (\S+):", log)[1]
     metrics = json.loads((tmp_path / "runs" / run_id / "metrics.json").read_text())
     assert metrics["test_accuracy"] >= 0.95

@@ -2,7 +2,7 @@
 (API-only: no machines stand behind the VMs, so no root is needed).
 
 One simulator daemon for the session (`simulated_gcp`: found or started by
-infra.providers.gcp.simulation.activate exactly as `trainctl up --simulate` does it, stopped when the session
+infra.providers.simulated_project.start_project exactly as `trainctl up --simulate` does it, stopped when the session
 ends). Each test gets a project of its own in it (`gcp`, or `make_gcp(**project_file)` for another
 project file), a copy of the Pulumi project whose stack files name that project as the working
 directory, and its own Pulumi backend and stack state, so tests never see each other's stacks.
@@ -32,8 +32,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from infra.providers.gcp import simulation
 from gcpsim import daemon, nodes
+from infra.providers import simulated_project
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import REPO_ROOT, load_stack
 
@@ -103,7 +103,7 @@ class Project:
 
     def next_command(self) -> None:
         """What the next trainctl command does first: the simulator that a `down` stopped
-        (simulation.release) is started again, on the same port, with the same world."""
+        (private_endpoints.release) is started again, on the same port, with the same world."""
         daemon.ensure_running(self.sim.home, api_only=True)
 
     def storage(self) -> Any:
@@ -207,13 +207,13 @@ def _shared_daemon(config: pytest.Config) -> _Daemon:
 
 @pytest.fixture(scope="module")
 def simulated_gcp(request: pytest.FixtureRequest) -> Iterator[SimulatedGcp]:
-    """The simulator daemon, found or started as `--simulate` does it (simulation.activate); the
+    """The simulator daemon, found or started as `--simulate` does it (simulated_project.start_project); the
     process environment it changes (endpoint, PATH, Pulumi backend) is restored after the module."""
     saved = dict(os.environ)
     shared = _shared_daemon(request.config)
     os.environ["TRAINCTL_HOME"] = str(shared.trainctl_home)
     try:
-        shared.url = simulation.activate(_project_id(), None, api_only=True)
+        shared.url = simulated_project.start_project(_project_id(), None, api_only=True)
         yield SimulatedGcp(shared.trainctl_home, shared.url)
     finally:
         os.environ.clear()

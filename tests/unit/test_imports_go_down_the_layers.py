@@ -44,7 +44,7 @@ SIMULATOR = "gcpsim"
 # What the simulator may import: itself and the node machinery.
 SIMULATOR_BASE = (SIMULATOR, "namespace_nodes")
 # Product modules that may start the simulator: the `--simulate` convenience.
-SIMULATOR_DOORS = ("infra.providers.gcp.simulation", "infra.providers.gcp.realizer")
+SIMULATOR_DOORS = ("infra.providers.simulated_project",)
 # Product modules the simulator still imports, each with its reason. This list only ever shrinks.
 SIMULATOR_USES_OF_THE_PRODUCT: dict[tuple[str, str], str] = {
     ("gcpsim.kubernetes.images", "bootstrap.plan"):

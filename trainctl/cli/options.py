@@ -108,7 +108,9 @@ def validated(model: type[Model], **kwargs: Any) -> Model:
 
 def simulate_if_asked(spec: ClusterSpec, simulate: bool, project_file: Path | None) -> None:
     if simulate or project_file is not None:
-        realizers.for_spec(spec).simulate(spec, project_file)
+        from infra.providers import simulated_project
+
+        simulated_project.start(spec, project_file)
 
 
 def nodes_over_ssh(stack: str, verb: str) -> Inventory:

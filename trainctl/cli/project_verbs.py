@@ -53,7 +53,9 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
          simulate: SimulateOpt = False) -> None:
     """Delete what outlived its TTL: local stacks here, or trainctl's GCP VMs and TPUs."""
     if simulate:
-        realizers.simulate_project(project)
+        from infra.providers import simulated_project
+
+        simulated_project.start_project(project)
     reaped = realizers.reap(project, dry_run, say)
     for name in reaped:  # the result, one name a line; how it went is on stderr
         out(f"{name}{' (expired; --dry-run: kept)' if dry_run else ' removed'}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from infra.providers.gcp import simulation
+from infra.providers.gcp import private_endpoints
 from infra.providers.gcp.reaper import google_client
 from infra.spec.cluster import ClusterSpec
 
@@ -22,7 +22,7 @@ def idle_hours(spec: ClusterSpec) -> float | None:
     from google.cloud import compute_v1
 
     try:
-        simulation.resume(spec.name)
+        private_endpoints.resume(spec.name)
         attrs = google_client(compute_v1.InstancesClient).get_guest_attributes(
             request=compute_v1.GetGuestAttributesInstanceRequest(
                 project=spec.project, zone=spec.zone, instance=f"{spec.name}-node-0", query_path=f"{NAMESPACE}/"))

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar, Literal
 
 from infra.errors import ConfigError
-from infra.providers.gcp import simulation
+from infra.providers.gcp import private_endpoints
 from infra.providers.gcp.reaper import google_client
 from infra.providers.host_keys import key_lines
 from infra.providers.protocol import Capabilities, Progress
@@ -42,10 +42,13 @@ class NodeKind(ABC):
         self.spec = spec
 
     def capabilities(self) -> Capabilities:
-        """Recreated nodes get new internal addresses; nodes reach Google."""
+        """Recreated nodes get new internal addresses; nodes reach Google. Pods run stand-ins for
+        images where the stack's endpoints say its machines pull none."""
+        reach = private_endpoints.of_stack(self.spec.name)
         return Capabilities(target=self.target, needs_bootstrap=self.reached_over_ssh,
                             repair_keeps_addresses=False, reaches_google=True, machine_types=True,
-                            stands_in_images=not self.reached_over_ssh and simulation.active())
+                            stands_in_images=not self.reached_over_ssh and reach is not None
+                            and not reach.machines.pulls_images)
 
     def check_tools(self) -> None:
         """Refuse, before anything is created, when a tool this kind needs is not installed."""

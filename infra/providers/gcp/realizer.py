@@ -16,7 +16,7 @@ from typing import Any, Callable
 from infra.spec import cost
 from namespace_nodes import keys
 from infra.spec.cost import Estimate
-from infra.providers.gcp import gke_cluster_objects, idle_status, queued_tpu, simulation
+from infra.providers.gcp import gke_cluster_objects, idle_status, private_endpoints, queued_tpu
 from infra.providers.gcp.adoption import bucket_to_adopt
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
@@ -132,7 +132,7 @@ def _up(spec: ClusterSpec, progress: Progress, skipped: list[ZoneAttempt]) -> In
     sdir = state_dir(spec.name)
     with stack_lock(spec.name, "up"):
         record_provider(spec.name, "gcp")
-        simulation.record(spec.name)
+        private_endpoints.record(spec.name)
         client_key = sdir / "keys" / "id_ed25519"
         public = (keys.read_public_key(client_key) if client_key.exists()
                   else keys.write_ed25519_keypair(client_key, f"trainctl@{spec.name}"))
@@ -179,7 +179,7 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
         kubeconfig=str(kubeconfig) if kubeconfig else None,
         gke_service_account=partial.get("gke_service_account"),
         registry=Registry(**partial["registry"]) if partial.get("registry") else None, placement=placement)
-    inventory = simulation.adapt(inventory, progress)
+    inventory = private_endpoints.adapt(inventory, progress)
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")
     gke_cluster_objects.apply(spec, kubeconfig, progress)
     inventory.write(sdir / "inventory.json")
@@ -189,7 +189,7 @@ def _write_inventory(spec: ClusterSpec, outputs: dict[str, Any], client_key: Pat
 def inventory(stack: str) -> Inventory:
     """The stack's inventory; a stack that `pulumi up` made alone is adopted on first use."""
     path = state_dir(stack) / "inventory.json"
-    simulation.resume(stack)
+    private_endpoints.resume(stack)
     if path.exists():
         return Inventory.read(path)
     return adopt(stack, lambda _line: None)
@@ -215,7 +215,7 @@ def adopt(stack: str, progress: Progress) -> Inventory:
     key = _private_key_for(stack, outputs.get("ssh_public_key")) if node_kind(spec).reached_over_ssh else None
     with stack_lock(stack, "adopt"):
         record_provider(stack, "gcp")
-        simulation.record(stack)
+        private_endpoints.record(stack)
         write_meta(spec, None, adopted=True)
         progress(f"adopting stack {stack}, created by `pulumi up`")
         return _write_inventory(spec, outputs, key, progress)
@@ -239,7 +239,7 @@ def _private_key_for(stack: str, public: str | None) -> Path:
 def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
     """`pulumi destroy`, keeping stacks/Pulumi.<stack>.yaml. With force, a failed destroy does
     not stop the teardown: whatever still carries the stack's label is deleted through the APIs."""
-    simulation.resume(stack)
+    private_endpoints.resume(stack)
     check_prerequisites()
     sdir = state_dir(stack)
     with stack_lock(stack, "down") as remove_lock:
@@ -274,25 +274,8 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         workspace_stack.workspace.remove_stack(stack, force=force, preserve_config=True)
         shutil.rmtree(sdir, ignore_errors=True)
         remove_lock()
-        simulation.release()
+        private_endpoints.release()
         return True
-
-
-def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
-    """Point this process at a simulated project for the stack's gcp:project (--simulate)."""
-    simulation.activate(spec.project, project_file)
-
-
-def simulate_project(project: str | None) -> bool:
-    simulation.activate(project)
-    return True
-
-
-def stand_in_image(name: str, code_dir: Path, requirements: str | None, excludes: tuple[str, ...]) -> str:
-    """The simulated cluster's pods run the code and an environment of its requirements."""
-    from gcpsim.kubernetes.images import stand_in_code
-
-    return stand_in_code(simulation.home(), name, code_dir, requirements, excludes)
 
 
 def spec(stack: str) -> ClusterSpec:
@@ -336,7 +319,7 @@ def preempt(stack: str, node: str, *, grace: float, progress: Progress,
 
 def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:
     """Compute's view of each node: RUNNING, TERMINATED, ... or None when it no longer exists."""
-    simulation.resume(stack)
+    private_endpoints.resume(stack)
     return node_kind(spec(stack)).status(nodes)
 
 
@@ -350,7 +333,7 @@ def repair(stack: str, nodes: list[str], progress: Progress) -> Inventory:
     from google.api_core.exceptions import GoogleAPIError
     from infra.providers.gcp.cluster_move import google_refusal, repaired_or_moved
 
-    simulation.resume(stack)
+    private_endpoints.resume(stack)
     cluster = spec(stack)
     kind = node_kind(cluster)
     kind.check_repairable()

@@ -33,7 +33,7 @@ from infra.providers.stack_home import (kill_clients, mark_deleting, recorded_pr
 
 # The registry asks this module for every function of the interface; these are made beside it.
 __all__ = ["capabilities", "down", "estimate", "host_maintenance", "info", "instance_status", "inventory", "plan",
-           "preempt", "reap", "repair", "require_root", "simulate", "simulate_project", "spec", "stand_in_image", "up"]
+           "preempt", "reap", "repair", "require_root", "spec", "up"]
 
 
 def require_root() -> None:
@@ -159,19 +159,3 @@ def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]
             down(stack, force=False, progress=progress)
     return found
 
-
-def simulate(spec: ClusterSpec, project_file: Path | None) -> None:
-    from infra.providers.realizers import unsupported
-
-    raise unsupported("local", "--simulate", "the local stack already runs on this machine; "
-                                             "--simulate stands a gcp stack up in a simulated project")
-
-
-def simulate_project(project: str | None) -> bool:
-    return False  # the local stack has no project to simulate: `reap --simulate` sweeps it as ever
-
-
-def stand_in_image(name: str, code_dir: Path, requirements: str | None, excludes: tuple[str, ...]) -> str:
-    from infra.providers.realizers import unsupported
-
-    raise unsupported("local", "an image stand-in", "local nodes run the images trainctl builds")

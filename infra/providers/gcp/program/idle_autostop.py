@@ -25,7 +25,7 @@ import pulumi_gcp as gcp
 
 from infra.providers.gcp.program.compute import node_name
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
-from infra.providers.gcp.simulation import NODE_API_ENDPOINT_ENV
+from infra.providers.gcp.private_endpoints import NODE_API_ENDPOINT_ENV
 from infra.spec.cluster import ClusterSpec
 
 IDLE_WATCH_PERMISSIONS = ("compute.instances.get", "compute.instances.setLabels")

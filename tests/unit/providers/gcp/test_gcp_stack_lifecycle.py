@@ -19,7 +19,7 @@ from pulumi import automation as auto
 
 from namespace_nodes import keys
 from infra.errors import ConfigError
-from infra.providers.gcp import reaper, realizer, simulation
+from infra.providers.gcp import private_endpoints, reaper, realizer
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.program.storage import bucket_name
 from infra.spec.stack_config import REPO_ROOT
@@ -206,8 +206,8 @@ def test_down_force_after_a_failed_destroy_sweeps_the_stacks_labels_and_its_netw
 def test_after_a_down_released_the_simulator_the_same_process_reaches_it_again(make_gcp: Any) -> None:
     make_gcp(services=["compute.googleapis.com"])
     state_dir("gpu-t4x2").mkdir(parents=True)
-    simulation.record("gpu-t4x2")  # as `up` records a simulated stack
-    simulation.release()  # as `down` ends
+    private_endpoints.record("gpu-t4x2")  # as `up` records a simulated stack
+    private_endpoints.release()  # as `down` ends
     assert realizer.instance_status("gpu-t4x2", ["gpu-t4x2-node-0"]) == {"gpu-t4x2-node-0": None}
 
 
