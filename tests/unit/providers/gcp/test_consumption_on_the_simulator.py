@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from infra.errors import ConfigError
 from infra.providers.gcp import realizer
 from infra.providers.gcp.program.mocks import evaluate
 from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
@@ -37,6 +40,17 @@ def test_an_a3_ultra_stack_on_its_reservation_runs_reservation_bound_on_it(make_
         assert [p.rsplit("/", 1)[-1] for p in vm["resourcePolicies"]] == ["gpu-a3ultra-x2-placement"]
     assert in_use(gcp, zone, "h200-block") == 2
     assert realizer.down(spec.name, progress=gcp.progress) is True
+
+
+def test_a_compactly_placed_stack_on_a_plain_reservation_is_refused_before_anything_is_made(make_gcp) -> None:  # noqa: F811
+    gcp: Project = make_gcp(services=["compute.googleapis.com"])
+    reserve(gcp, "us-central1-b", "h200-plain", "a3-ultragpu-8g")
+    spec = gcp.stack("gpu-a3ultra-x2", spot=False, provisioning="reservation-bound", reservation="h200-plain")
+    with pytest.raises(ConfigError) as refused:
+        realizer.up(spec, gcp.progress)
+    assert "reservation 'h200-plain': it is a plain reservation (not deploymentType DENSE" in str(refused.value)
+    assert "set placement: none" in str(refused.value)
+    assert gcp.instances() == {} and gcp.names("networks") == set()
 
 
 def test_vms_on_a_plain_reservation_come_up_without_a_placement_policy(make_gcp) -> None:  # noqa: F811
