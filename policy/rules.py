@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-from policy import compute_rules, gke_rules, gpudirect_rules, iam_rules, label_rules, service_rules, storage_rules
+from policy import compute_rules, consumption_rules, gke_rules, gpudirect_rules, iam_rules, label_rules, service_rules, storage_rules
 from policy.declared import Resource
 
 ENFORCEMENT = "mandatory"
@@ -131,6 +131,16 @@ RULES: tuple[Rule, ...] = (
          "most 7 days.",
          "https://cloud.google.com/compute/docs/instances/about-flex-start-vms",
          check=compute_rules.flex_start),
+    Rule("provisioning-model-offered",
+         "VMs use a provisioning model their machine series is offered with (A3 Ultra and A4: "
+         "RESERVATION_BOUND, FLEX_START or SPOT, not on demand); a RESERVATION_BOUND VM names its reservation.",
+         "https://cloud.google.com/ai-hypercomputer/docs/consumption-models",
+         check=consumption_rules.provisioning_model_offered),
+    Rule("flex-start-no-reservation",
+         "Flex-start VMs declare reservation affinity NO_RESERVATION, as Google's Cluster Toolkit sends them "
+         "(schedmd-slurm-gcp-v6-controller/partition.tf) and refuses reservations with them.",
+         "https://cloud.google.com/compute/docs/instances/about-flex-start-vms",
+         check=consumption_rules.flex_start_no_reservation),
     Rule("firewall-no-public-ssh",
          "No ingress firewall rule opens SSH (tcp:22 or all ports) to 0.0.0.0/0 or ::/0.",
          "https://cloud.google.com/compute/docs/connect/ssh-best-practices/network-access",

@@ -18,6 +18,9 @@ machine type written as a bare name, a static natIP (the addresses API is not si
 whose type does not match its network (MRDMA exactly on networks with an RDMA network profile).
 Spot VMs get automaticRestart false and onHostMaintenance TERMINATE where the caller left them
 unset; their instanceTerminationAction defaults to STOP (Scheduling: "default action").
+A provisioning model the machine series is not offered with (facts/provisioning_models.py: A3 Ultra
+and A4 are not STANDARD), or RESERVATION_BOUND without a SPECIFIC_RESERVATION affinity, is refused
+in the simulator's words (no GCE text found), as an invalid value of resource.scheduling.provisioningModel.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from gcpsim.apis.compute_common import (
     collection, fingerprint, link, parse_ref, public, region_of, stamp)
 from gcpsim.apis.compute_networks import find_network, find_subnetwork, subnet_path
 from gcpsim.errors import ApiError, already_exists, invalid_argument, not_found
+from gcpsim.facts import provisioning_models
 from gcpsim.machines import Machine, metadata_items
 from gcpsim.state import World
 
@@ -82,6 +86,19 @@ def _scheduling(body: dict[str, Any], gpus: dict[str, int]) -> dict[str, Any]:
     if gpus and s["onHostMaintenance"] != "TERMINATE":
         raise ApiError(400, "Instances with guest accelerators do not support live migration.", reason="badRequest")
     return s
+
+
+def _check_provisioning_model(body: dict[str, Any], machine_type: str, model: str) -> None:
+    field = f"Invalid value for field 'resource.scheduling.provisioningModel': '{model}'."
+    offered = provisioning_models.offered(machine_type)
+    if offered is not None and model not in offered:
+        raise invalid_argument(f"{field} Machine type {machine_type} is offered with the "
+                               f"{', '.join(offered)} provisioning models only.")
+    needed = provisioning_models.AFFINITY_REQUIRED.get(model)
+    affinity = (body.get("reservationAffinity") or {}).get("consumeReservationType", "ANY_RESERVATION")
+    if needed and affinity != needed:
+        raise invalid_argument(f"{field} A {model} instance needs reservationAffinity.consumeReservationType "
+                               f"{needed}, not {affinity}.")
 
 
 def _boot_disk(world: World, project: str, zone: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +206,7 @@ def build(world: World, now: float, project: str, zone: str, body: dict[str, Any
     nics = _interfaces(world, project, zone, body)
     policies = _check_policies(world, project, zone, body)
     scheduling = _scheduling(body, gpus)
+    _check_provisioning_model(body, m.name, scheduling["provisioningModel"])
     items = (body.get("metadata") or {}).get("items") or []
     tags = (body.get("tags") or {}).get("items") or []
     path = instance_path(project, zone, name)

@@ -12,6 +12,8 @@ consume it and are not TERMINATED):
     matching: refused in the simulator's words;
   - NO_RESERVATION, and Spot VMs ("You can't consume a reservation to create ... Spot VMs or
     preemptible instances"): none.
+  - with resourcePolicies, a SPECIFIC_RESERVATION that is not DENSE is refused unless the policies
+    are the reservation's own (facts/reservation_policies.py; in the simulator's words);
 An instance that consumes a reservation is placed on reserved capacity: stockouts do not apply.
 Deleting a reservation leaves its VMs running (they stop consuming it). Deleting a resource
 policy that instances use is refused (resourceInUseByAnotherResource).
@@ -28,6 +30,7 @@ from gcpsim.apis.compute_common import (
     start_op)
 from gcpsim.apis.compute_instance_spec import check_zone
 from gcpsim.errors import ApiError, invalid_argument, not_found
+from gcpsim.facts import reservation_policies
 from gcpsim.routes import Call, handles
 from gcpsim.state import World
 
@@ -75,6 +78,7 @@ def consume(world: World, project: str, inst: dict[str, Any]) -> str | None:
         key = f"{z}/{name}"
         if p != project or key not in reservations:
             raise not_found(reservation_path(p, z or zone, name))
+        _check_policies_on(inst, reservations[key], reservation_path(project, z or zone, name))
         if not _fits(world, project, key, reservations[key], inst):
             raise ApiError(400, f"Specified reservation '{reservation_path(project, z or zone, name)}' has no "
                                 "available capacity matching this instance (machine type, accelerators).",
@@ -85,6 +89,15 @@ def consume(world: World, project: str, inst: dict[str, Any]) -> str | None:
                        and not r.get("specificReservationRequired") and _fits(world, project, k, r, inst)), None)
     inst["_sim"]["reservation"] = chosen
     return chosen
+
+
+def _check_policies_on(inst: dict[str, Any], reservation: dict[str, Any], path: str) -> None:
+    """A plain (non-dense) reservation takes no external resource policies."""
+    external = sorted(p for p in inst.get("resourcePolicies") or []
+                      if p.rsplit("/", 1)[-1] not in reservation_policies.own_policies(reservation))
+    if external and not reservation_policies.takes_external_policies(reservation):
+        raise invalid_argument(f"Invalid value for field 'resource.resourcePolicies': '{external[0]}'. Reservation "
+                               f"'{path}' is not a DENSE reservation and takes no resource policies but its own.")
 
 
 @handles("compute.reservations.insert")

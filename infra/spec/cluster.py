@@ -85,8 +85,10 @@ class ClusterSpec(SpecModel):
     # get one by default, A2/G2 ask with "compact"; "none" turns it off.
     placement: Literal["compact", "none"] | None = None
     # GCE's provisioning model beyond spot: flex-start VMs (Dynamic Workload Scheduler) wait in a
-    # queue for capacity, then run at most 7 days (their max run duration is the stack's TTL).
-    provisioning: Literal["standard", "flex-start"] = "standard"
+    # queue for capacity, then run at most 7 days (their max run duration is the stack's TTL);
+    # reservation-bound VMs run on the reservation they name, for as long as it lasts (how A3 Ultra
+    # and A4 VMs consume their reservations: infra/spec/consumption.py).
+    provisioning: Literal["standard", "flex-start", "reservation-bound"] = "standard"
     # How long `up` waits for a flex-start grant before giving up and removing what it made.
     flex_start_deadline_minutes: float = Field(60, gt=0, le=catalog.FLEX_START_MAX_WAIT_MINUTES)
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
@@ -222,6 +224,10 @@ class ClusterSpec(SpecModel):
     @property
     def flex_start(self) -> bool:
         return self.provisioning == "flex-start"
+
+    @property
+    def reservation_bound(self) -> bool:
+        return self.provisioning == "reservation-bound"
 
     def node_is_spot(self, index: int) -> bool:
         return next(view.spot for _, first, view in self.groups() if first <= index < first + view.node_count)

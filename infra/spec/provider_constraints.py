@@ -8,8 +8,8 @@ from __future__ import annotations
 import ipaddress
 from typing import TYPE_CHECKING, Any, Callable
 
-from infra.spec import catalog, gpu_networks
-from infra.spec.cluster_sections import GpuRequest
+from infra.spec import catalog, consumption, gpu_networks
+from infra.spec.cluster_sections import GpuRequest, named_reservation
 from infra.spec.model import resolve
 from infra.spec.placement import resolve_placement
 from infra.spec.zone_choice import check_zone_choice
@@ -41,8 +41,8 @@ def check_local(spec: ClusterSpec) -> dict[str, Any]:
                          "this machine: remove placement")
     if spec.zones or spec.region:
         raise ValueError("the local stack has no zones to choose from: remove zones/region")
-    if spec.flex_start:
-        raise ValueError("the local stack has no flex-start capacity (a GCE provisioning model): "
+    if spec.provisioning != "standard":
+        raise ValueError(f"the local stack has no {spec.provisioning} capacity (a GCE provisioning model): "
                          "remove provisioning, or use a gcp stack")
     _check_stand_in_machines(spec)
     nodes = sum(p.count for p in spec.pools) if spec.pools else spec.nodes or 2
@@ -91,6 +91,9 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
     updates["placement"] = resolve_placement(sized)
     if spec.flex_start:
         _check_flex_start(spec, updates.get("machine_type", spec.machine_type))
+    if spec.reservation_bound:
+        _check_reservation_bound(spec)
+    _check_consumption(spec)
     if spec.processes_per_node is None:
         gpu = updates.get("gpu", spec.gpu)
         # one process per GPU; one per TPU host, which drives all its chips
@@ -147,12 +150,61 @@ def _check_flex_start(spec: ClusterSpec, machine_type: str | None) -> None:
         raise ValueError(f"ttl_hours {spec.ttl_hours:g} with provisioning 'flex-start': flex-start VMs run at "
                          f"most {catalog.FLEX_START_MAX_RUN_HOURS} hours (7 days), and the TTL is their max run "
                          f"duration; set ttl_hours to {catalog.FLEX_START_MAX_RUN_HOURS} or less")
+    reserved = [r for r in (spec.reservation, *(p.reservation for p in spec.pools)) if r not in (None, "none")]
+    if reserved:
+        # Google's tooling never lets flex-start VMs consume reservations: Cluster Toolkit sends them
+        # NO_RESERVATION (schedmd-slurm-gcp-v6-controller/partition.tf, resume.py update_props_dws) and
+        # refuses both at once (schedmd-slurm-gcp-v6-nodeset/outputs.tf: "Cannot use reservations
+        # with DWS Flex."; gke-node-pool/main.tf: "enable_flex_start requires ... 'NO_RESERVATION'").
+        raise ValueError(f"provisioning 'flex-start' with reservation {reserved[0]!r}: flex-start VMs get their "
+                         "capacity from Dynamic Workload Scheduler and consume no reservation (they are sent "
+                         "NO_RESERVATION); remove reservation, or remove provisioning to run on the reservation")
     machines = [(f"pools[{p.role}]: ", p.machine_type) for p in spec.pools] or [("", machine_type)]
     for where, name in machines:
         if name and name.split("-", 1)[0] not in catalog.FLEX_START_FAMILIES:
             raise ValueError(f"{where}machine_type {name} cannot be a flex-start VM: GCE offers flex-start on "
                              f"the {', '.join(catalog.FLEX_START_FAMILIES)} machine families; pick one "
                              "(e.g. g2-standard-8, a2-highgpu-1g), or remove provisioning")
+
+
+def _check_reservation_bound(spec: ClusterSpec) -> None:
+    """RESERVATION_BOUND VMs run only on the reservation they name: pulumi-gcp 10.2.0's
+    InstanceSchedulingArgs.provisioning_model ("A `reservation_affinity` block with `type` set to
+    `SPECIFIC_RESERVATION` should also be configured"); one provisioning model per VM, not spot too."""
+    if spec.kind != "vm":
+        raise ValueError(f"provisioning 'reservation-bound' applies to GPU VMs (kind vm), not a {spec.kind!r} "
+                         "stack: remove provisioning")
+    for role, _, view in spec.groups():
+        where = f"pools[{role}]: " if role else ""
+        if view.spot:
+            raise ValueError(f"{where}provisioning 'reservation-bound' with spot: a VM has one provisioning model "
+                             "(RESERVATION_BOUND or SPOT); set spot: false, or remove provisioning")
+        if named_reservation(view.reservation) is None:
+            raise ValueError(f"{where}provisioning 'reservation-bound' binds each VM to the reservation it names, and "
+                             f"reservation is {view.reservation or 'unset'}: set reservation: <its name>")
+
+
+def _consumption_of(spec: ClusterSpec, spot: bool) -> str:
+    if spec.flex_start:
+        return consumption.FLEX_START
+    if spot:
+        return consumption.SPOT
+    return consumption.RESERVATION_BOUND if spec.reservation_bound else consumption.STANDARD
+
+
+def _check_consumption(spec: ClusterSpec) -> None:
+    """Each pool's VMs on a provisioning model GCE offers their machine series (consumption.py): an A3
+    Ultra or A4 VM asked for on demand is refused here, before anything exists."""
+    if spec.kind != "vm":
+        return
+    for role, _, view in spec.groups():
+        machine_type, model = view.machine_type or "", _consumption_of(spec, bool(view.spot))
+        offered = consumption.consumption_models(machine_type)
+        if machine_type and model not in offered:
+            where = f"pools[{role}]: " if role else ""
+            ways = "; ".join(consumption.HOW_TO_ASK[m] for m in offered)
+            raise ValueError(f"{where}machine_type {machine_type} is not offered {consumption.SAID[model]}: "
+                             f"GCE gives its VMs capacity {', '.join(offered)} only; ask for one of them: {ways}")
 
 
 def _check_slices(spec: ClusterSpec) -> None:

@@ -25,6 +25,11 @@ class Reserved:
     gpus: dict[str, int]  # instanceProperties.guestAccelerators: type -> count
     count: int
     in_use: int
+    # Reservation.deploymentType ("DENSE": densely deployed blocks) and its own resourcePolicies: only
+    # such a reservation's VMs take an external (the stack's compact) placement policy (Cluster
+    # Toolkit slurm_files/scripts/resume.py update_reservation_props).
+    dense: bool = False
+    own_policies: bool = False
 
 
 def wanted(spec: ClusterSpec) -> dict[str, list[tuple[str, ClusterSpec]]]:
@@ -71,6 +76,9 @@ def problems(spec: ClusterSpec, name: str, pools: list[tuple[str, ClusterSpec]],
             wanted_gpus = " + ".join(f"{n} x {g}" for g, n in attached_gpus(view).items())
             out.append(f"it reserves {machine}{' with ' + shown if shown else ''}, and the {what}'s VMs are "
                        f"{view.machine_type}{' with ' + wanted_gpus if wanted_gpus else ''}")
+    if spec.placement == "compact" and not (found.dense or found.own_policies):
+        out.append("it is a plain reservation (not deploymentType DENSE, no placement policy of its own), which "
+                   "takes no external resource policy, and the stack places its VMs compactly: set placement: none")
     nodes = sum(view.node_count for _, view in pools)
     free = found.count - found.in_use
     if nodes > free:
@@ -107,11 +115,13 @@ def _read(spec: ClusterSpec, name: str) -> tuple[Reserved | None, list[str]]:
 
     client = google_client(compute_v1.ReservationsClient)
     try:
-        specific = client.get(project=spec.project, zone=spec.zone, reservation=name).specific_reservation
+        reservation = client.get(project=spec.project, zone=spec.zone, reservation=name)
+        specific = reservation.specific_reservation
         props = specific.instance_properties
         return Reserved(props.machine_type.rsplit("/", 1)[-1],
                         {a.accelerator_type.rsplit("/", 1)[-1]: a.accelerator_count for a in props.guest_accelerators},
-                        specific.count, specific.in_use_count), []
+                        specific.count, specific.in_use_count, dense=reservation.deployment_type == "DENSE",
+                        own_policies=bool(reservation.resource_policies)), []
     except NotFound:
         pass
     except Forbidden as exc:  # over REST a disabled API answers 403 SERVICE_DISABLED

@@ -187,6 +187,14 @@ def test_a_flex_start_vm_without_a_max_run_duration_is_refused() -> None:
     assert not fired("flex-start-time-limited", instance(machineType="g2-standard-8", scheduling=timed))
 
 
+def test_an_a4_vm_on_demand_and_a_flex_start_vm_on_any_reservation_are_refused() -> None:
+    on_demand = {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}
+    (v,) = fired("provisioning-model-offered", instance(machineType="a4-highgpu-8g", scheduling=on_demand))
+    assert "provisioningModel is STANDARD" in v.message  # the other cases: test_consumption_rules.py
+    (v,) = fired("flex-start-no-reservation", instance(scheduling={"provisioningModel": "FLEX_START"}))
+    assert "set reservation_affinity type NO_RESERVATION" in v.message
+
+
 @pytest.mark.parametrize("allow", [{"protocol": "tcp", "ports": ["22"]}, {"protocol": "tcp"},
                                    {"protocol": "all"}, {"protocol": "tcp", "ports": ["20-30"]}])
 @pytest.mark.parametrize("anywhere", ["0.0.0.0/0", "::/0"])

@@ -22,8 +22,10 @@ def scheduling(spec: ClusterSpec) -> gcp.compute.InstanceSchedulingArgs:
             # GPUs cannot live-migrate. A reclaimed spot VM is deleted by default (not left stopped
             # and billed for its disk); STOP keeps the disk for a restart.
             on_host_maintenance="TERMINATE", instance_termination_action=spec.instance_termination_action)
+    # RESERVATION_BOUND: the VM lives on the reservation its affinity names (reservation_affinity);
+    # it restarts there, as Cluster Toolkit's a4high-vm.yaml declares (automatic_restart: true).
     return gcp.compute.InstanceSchedulingArgs(
-        provisioning_model="STANDARD", automatic_restart=True,
+        provisioning_model="RESERVATION_BOUND" if spec.reservation_bound else "STANDARD", automatic_restart=True,
         on_host_maintenance="TERMINATE" if spec.gpu else "MIGRATE")
 
 
@@ -66,7 +68,11 @@ CONSUME_TYPES = {"any": "ANY_RESERVATION", "none": "NO_RESERVATION"}
 
 
 def reservation_affinity(spec: ClusterSpec) -> gcp.compute.InstanceReservationAffinityArgs | None:
-    """Which reserved capacity the VMs may run on; unset: none sent, GCE's default (any matching)."""
+    """Which reserved capacity the VMs may run on; unset: none sent, GCE's default (any matching).
+    Flex-start VMs consume none, as Google's tooling declares them (Cluster Toolkit
+    schedmd-slurm-gcp-v6-controller/partition.tf: FLEX_START with reservation_affinity NO_RESERVATION)."""
+    if spec.flex_start:
+        return gcp.compute.InstanceReservationAffinityArgs(type=CONSUME_TYPES["none"])
     if spec.reservation is None:
         return None
     if spec.reservation in CONSUME_TYPES:
