@@ -87,7 +87,9 @@ class ClusterSpec(SpecModel):
     # GCE's provisioning model beyond spot: flex-start VMs (Dynamic Workload Scheduler) wait in a
     # queue for capacity, then run at most 7 days (their max run duration is the stack's TTL).
     provisioning: Literal["standard", "flex-start"] = "standard"
-    # How long `up` waits for a flex-start grant before giving up and removing what it made.
+    # How long trainctl's `up` waits for a flex-start grant (VM stacks) before giving up and removing
+    # what it made. trainctl's own wait: GCE is not told it (pulumi-gcp has no
+    # params.requestValidForDuration), so GCE's own window for the request applies there.
     flex_start_deadline_minutes: float = Field(60, gt=0, le=catalog.FLEX_START_MAX_WAIT_MINUTES)
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
     instance_termination_action: Literal["STOP", "DELETE"] | None = None

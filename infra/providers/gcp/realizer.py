@@ -123,7 +123,8 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     except FlexStartNotGranted:  # what waited in vain goes, with everything made for it
         from infra.providers.gcp.leftovers import delete_vms
 
-        progress(f"flex-start: no grant within {spec.flex_start_deadline_minutes:g}m; removing what the stack made")
+        progress(f"flex-start: no grant within trainctl's {spec.flex_start_deadline_minutes:g}m wait; "
+                 "removing what the stack made")
         delete_vms(spec, progress)  # by label: the state may have lost some (flex_start.py)
         down(spec.name, progress=progress)
         raise

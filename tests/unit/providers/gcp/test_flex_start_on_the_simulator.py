@@ -39,11 +39,15 @@ def test_up_awaits_the_flex_start_grant_showing_the_wait(make_gcp) -> None:  # n
 def test_no_grant_before_the_deadline_gives_up_and_leaves_nothing(make_gcp) -> None:  # noqa: F811
     gcp: Project = make_gcp(stockouts=[{"zone": "us-central1-a", "machine_type": "g2-standard-8"}])
     spec = gcp.stack("gpu-l4-spot", **FLEX, flex_start_deadline_minutes=0.05)  # 3 s
-    with pytest.raises(FlexStartNotGranted, match="granted no flex-start capacity for gpu-l4-spot-node-0"):
+    with pytest.raises(FlexStartNotGranted, match="granted no flex-start capacity for gpu-l4-spot-node-0 .* within "
+                                                  r"flex_start_deadline_minutes 0.05 \(trainctl's wait\)"):
         realizer.up(spec, gcp.progress)
+    # the deadline is said as what it is: trainctl's wait (GCE is not told it)
+    assert any(line.startswith("flex-start: GCE's Dynamic Workload Scheduler") and "trainctl waits at most 0.05m" in line
+               for line in gcp.said)
     gcp.next_command()
     assert gcp.instances() == {}
-    assert any("removing what the stack made" in line for line in gcp.said)
+    assert any("no grant within trainctl's 0.05m wait; removing what the stack made" in line for line in gcp.said)
     assert gcp.names("networks") == set() and gcp.names("firewalls") == set()
     assert not state_dir(spec.name).exists()
 
