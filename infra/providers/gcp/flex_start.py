@@ -12,9 +12,10 @@ Pending and Target is an UnexpectedStateError), kept in the state. So:
     is left of the deadline, `flex_start_deadline_minutes` from the start of `up`; granted, it
     runs `pulumi up` again, which carries on with the VMs the failed create kept (Pulumi updates
     a resource with init errors);
-  - past the deadline, `up` fails with FlexStartNotGranted and the realizer deletes every VM
-    carrying the stack's labels (those the provider dropped from the state too) and removes the
-    stack, once it has let go of the stack's lock.
+  - past the deadline, every VM carrying the stack's labels is deleted at once (those the
+    provider dropped from the state too: another zone the cluster then moves to must not leave
+    them queued for a grant), and `up` fails with FlexStartNotGranted; the realizer removes the
+    rest of the stack once it has let go of the stack's lock.
 The program also sets the deadline as the VMs' create timeout, so the provider's wait for the
 insert operation ends there too. GCE itself is not told the deadline: pulumi-gcp 10.2.0's
 InstanceParamsArgs has only resource_manager_tags, not Compute's `params.requestValidForDuration`
@@ -27,6 +28,7 @@ from typing import Callable, TypeVar
 from infra.errors import CapacityUnavailable
 from infra.providers.capacity_wait import CapacityWait
 from infra.providers.gcp.grant_wait import GrantWait, duration
+from infra.providers.gcp.leftovers import delete_vms
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.program.compute import node_name
 from infra.providers.protocol import Progress
@@ -73,8 +75,9 @@ def await_grant(spec: ClusterSpec, run_up: Callable[[], T], progress: Progress) 
         if waited_for is not None:  # granted, or given up at the deadline
             progress(CapacityWait(f"flex-start: the VMs waited {duration(waited_for[1] - waited_for[0])} "
                                   "in PENDING for GCE's grant", *waited_for))
-    # removed by realizer.up once `up` has let go of the stack (`down` takes the stack's lock)
+    # the rest goes in realizer.up once `up` has let go of the stack (`down` takes the stack's lock)
     wait.give_up(f"stack {spec.name}: GCE granted no flex-start capacity for {', '.join(pending)} "
                  f"({spec.machine_type} in {spec.zone}) within flex_start_deadline_minutes "
                  f"{spec.flex_start_deadline_minutes:g} (trainctl's wait); try again later, in another zone, or "
-                 "with a longer flex_start_deadline_minutes (at most 120)", remove=None, error=FlexStartNotGranted)
+                 "with a longer flex_start_deadline_minutes (at most 120)", remove=lambda: delete_vms(spec, progress),
+                 error=FlexStartNotGranted)
