@@ -171,7 +171,9 @@ class Deployment:
                           and any(path_matches(pat, p) for pat in goal.replace_on_changes)]
         if diff.needs_replace:
             return self._replace(goal, rtype, old, diff)
-        if diff.changed:
+        # an unchanged resource whose create failed gets an empty update, "to attempt to continue
+        # awaiting initialization" (pulumi/pulumi pkg/resource/deploy/step_generator.go, old.InitErrors)
+        if diff.changed or old.get("initErrors"):
             return self._update(goal, rtype, old, diff)
         self.display.step("same", goal.type, goal.name, done=True)
         return new_state(goal, old["id"], old["outputs"], created=old.get("created"))
@@ -197,8 +199,8 @@ class Deployment:
         self.display.step(op, goal.type, goal.name)
         try:
             with self.journal.operation("creating", new_state(goal, "", {})):
-                if goal.create_timeout is not None:  # the engine passes it on with the Create call
-                    rtype.create_timeout = goal.create_timeout
+                # the engine passes the custom timeouts on with the Create call
+                rtype.create_timeout, rtype.update_timeout = goal.create_timeout, goal.update_timeout
                 id_, outputs = rtype.create(inputs_of(goal.inputs))
         except Exception as exc:  # noqa: BLE001 - any provider failure fails this step only
             # a resource that exists although its create failed stays in the state, with the error
@@ -211,7 +213,9 @@ class Deployment:
         return new_state(goal, id_, self._secrets(goal, outputs))
 
     def _update(self, goal: Goal, rtype: Any, old: dict[str, Any], diff: Diff) -> dict[str, Any]:
-        self.display.step("update", goal.type, goal.name, detail="diff: ~" + ",~".join(diff.changed))
+        self.display.step("update", goal.type, goal.name,
+                          detail="diff: ~" + ",~".join(diff.changed) if diff.changed else "")
+        rtype.create_timeout, rtype.update_timeout = goal.create_timeout, goal.update_timeout
         with self.journal.operation("updating", old):
             outputs = self._call("update", goal, lambda: rtype.update(
                 old["id"], plain(old["outputs"]), inputs_of(goal.inputs), diff))

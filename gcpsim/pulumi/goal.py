@@ -27,3 +27,4 @@ class Goal:
     additional_secret_outputs: list[str] = field(default_factory=list)
     declared: dict[str, Any] = field(default_factory=dict)  # inputs before the provider's check
     create_timeout: float | None = None  # customTimeouts.create, seconds: the provider's create timeout
+    update_timeout: float | None = None  # customTimeouts.update, seconds: the provider's update timeout

@@ -27,7 +27,8 @@ def goal_of(urn: str, request: Any) -> Goal:
         delete_before_replace=request.deleteBeforeReplace if request.deleteBeforeReplaceDefined else None,
         ignore_changes=list(request.ignoreChanges), replace_on_changes=list(request.replaceOnChanges),
         import_id=request.importId, additional_secret_outputs=list(request.additionalSecretOutputs),
-        create_timeout=go_duration(request.customTimeouts.create))
+        create_timeout=go_duration(request.customTimeouts.create),
+        update_timeout=go_duration(request.customTimeouts.update))
 
 
 def go_duration(text: str) -> float | None:

@@ -89,6 +89,7 @@ class BridgedResource:
     force_new: ClassVar[frozenset[str]] = frozenset()  # ForceNew properties, dotted paths
     maps: ClassVar[frozenset[str]] = frozenset({"labels", "metadata", "resourceLabels"})
     create_timeout: float | None = None  # seconds; None: the provider's default
+    update_timeout: float | None = None  # seconds; None: the provider's default
 
     def suppress(self, path: str, new: Any, old: Any) -> bool:
         """The schema's DiffSuppressFunc/StateFunc for `path` (none by default)."""

@@ -89,7 +89,9 @@ class ClusterSpec(SpecModel):
     # reservation-bound VMs run on the reservation they name, for as long as it lasts (how A3 Ultra
     # and A4 VMs consume their reservations: infra/spec/consumption.py).
     provisioning: Literal["standard", "flex-start", "reservation-bound"] = "standard"
-    # How long `up` waits for a flex-start grant before giving up and removing what it made.
+    # How long trainctl's `up` waits for a flex-start grant (VM stacks) before giving up and removing
+    # what it made. trainctl's own wait: GCE is not told it (pulumi-gcp has no
+    # params.requestValidForDuration), so GCE's own window for the request applies there.
     flex_start_deadline_minutes: float = Field(60, gt=0, le=catalog.FLEX_START_MAX_WAIT_MINUTES)
     # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
     instance_termination_action: Literal["STOP", "DELETE"] | None = None

@@ -54,7 +54,10 @@ if spec.get("instance", True):
             subnetwork=subnet.id, access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()])],
         labels=spec.get("vm_labels", {}), metadata={"enable-oslogin": "FALSE"},
         service_account=gcp.compute.InstanceServiceAccountArgs(email=account.email, scopes=["cloud-platform"]),
-        allow_stopping_for_update=True, opts=pulumi.ResourceOptions(provider=provider))
+        allow_stopping_for_update=True,
+        scheduling=gcp.compute.InstanceSchedulingArgs(**spec["scheduling"]) if spec.get("scheduling") else None,
+        opts=pulumi.ResourceOptions(provider=provider, custom_timeouts=pulumi.CustomTimeouts(
+            create=spec.get("create_timeout"), update=spec.get("update_timeout"))))
     pulumi.export("internal_ip", vm.network_interfaces[0].network_ip)
     pulumi.export("external_ip", vm.network_interfaces[0].access_configs[0].nat_ip)
 pulumi.export("bucket_url", bucket.url)

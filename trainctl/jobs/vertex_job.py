@@ -145,7 +145,8 @@ def _scheduling(scheduling: dict[str, Any], experiment: dict[str, Any]) -> None:
 
 
 def _flex_start_wait(value: str) -> float:
-    """Vertex's maxWaitDuration as trainctl's deadline, within the two hours GCE queues a request."""
+    """Vertex's maxWaitDuration as trainctl's own wait for the grant (GCE is not told it), within
+    the two hours GCE queues a request."""
     minutes = duration_hours(value, "scheduling.maxWaitDuration") * 60
     if not 0 < minutes <= catalog.FLEX_START_MAX_WAIT_MINUTES:
         raise refuse("scheduling.maxWaitDuration", f"{value!r}: trainctl waits for flex-start capacity up to "

@@ -16,7 +16,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, ClassVar, Iterator
 
-from gcpsim.pulumi.gcp.rest import GoogleApiError, Rest, compute_operation_error, poll
+from gcpsim.pulumi.gcp.rest import (
+    DEFAULT_TIMEOUT_SECONDS, GoogleApiError, Rest, compute_operation_error, poll)
 from gcpsim.pulumi.plugins import BridgedResource, ProviderError
 
 ATTRIBUTION = {"goog-pulumi-provisioned": "true"}
@@ -134,8 +135,10 @@ class GcpResource(BridgedResource):
 
     # -- operations -----------------------------------------------------------------------------
 
-    def wait_compute(self, op: dict[str, Any], project: str, activity: str) -> dict[str, Any]:
-        """ComputeOperationWaitTime: poll the operation's zone, region or global collection."""
+    def wait_compute(self, op: dict[str, Any], project: str, activity: str,
+                     timeout: float = DEFAULT_TIMEOUT_SECONDS) -> dict[str, Any]:
+        """ComputeOperationWaitTime: poll the operation's zone, region or global collection
+        within `timeout` (the caller's d.Timeout(...))."""
         def fetch() -> dict[str, Any]:
             if op.get("zone"):
                 where = f"zones/{last(op['zone'])}"
@@ -148,7 +151,7 @@ class GcpResource(BridgedResource):
         if op.get("status") == "DONE":
             done = op
         else:
-            done = poll(fetch, lambda o: o.get("status") == "DONE", activity)
+            done = poll(fetch, lambda o: o.get("status") == "DONE", activity, timeout)
             if done.get("error"):  # seen while polling: the waiter's "Error waiting for" prefix
                 raise ProviderError(f"Error waiting for {activity}: {compute_operation_error(done['error'])}")
         if done.get("error"):

@@ -1,11 +1,20 @@
 """google_compute_instance (services/compute/resource_compute_instance.go).
 
-Create: the boot disk's type is looked up (diskTypes.get, readDiskType), the instance inserted
-with everything in one body (machine type, disk, interfaces, accelerators, scheduling,
-metadata, tags, labels with the attribution label, service account with canonical scopes), the
-zone operation waited on ("instance to create"; on failure nothing is kept), then the instance
-polled until RUNNING within the create timeout (customTimeouts.create; one that does not get there
-stays in the state with the error, as the provider sets its id before it waits), then read. Read
+Create (resourceComputeInstanceCreate): the boot disk's type is looked up (diskTypes.get,
+readDiskType), the instance inserted with everything in one body (machine type, disk,
+interfaces, accelerators, scheduling, metadata, tags, labels with the attribution label, service
+account with canonical scopes), then two waits, each as the provider's source has it:
+  - the zone operation ("instance to create"), ComputeOperationWaitTime within the *create*
+    timeout (customTimeouts.create). Its failure, a timeout included, drops the resource
+    (`d.SetId("")`, "The resource didn't actually create"): nothing is kept in the state, even
+    where the instance exists;
+  - then waitUntilInstanceHasDesiredStatus(RUNNING): a retry.StateChangeConf (terraform-plugin-sdk
+    helper/retry/state.go) within the *update* timeout (customTimeouts.update, 20 minutes by
+    default), its pending states computeInstanceStatus without RUNNING (PROVISIONING, REPAIRING,
+    STAGING, STOPPED, STOPPING, SUSPENDED, SUSPENDING, TERMINATED: no PENDING), so a state
+    outside that list (a flex-start VM's PENDING) fails it at once. The id was set before: the
+    instance stays in the state with the error (Pulumi's init errors; the next `up` updates it).
+Then read. Read
 gets the instance and its boot disk (disks.get; if that fails the program's initialize_params are
 kept, as the provider does). Update, field by field
 as the provider does: metadata (setMetadata with the current fingerprint), labels (setLabels),
@@ -22,10 +31,14 @@ from typing import Any
 
 from gcpsim.pulumi.gcp import instance_fields as f
 from gcpsim.pulumi.gcp.base import GcpResource, drop_empty, failing_as, last
-from gcpsim.pulumi.gcp.rest import DEFAULT_TIMEOUT_SECONDS, poll
+from gcpsim.pulumi.gcp.rest import DEFAULT_TIMEOUT_SECONDS, wait_for_state
 from gcpsim.pulumi.plugins import Diff, ProviderError
 
 NEEDS_STOP = ("machineType", "serviceAccount", "minCpuPlatform")
+# computeInstanceStatus (resource_compute_instance.go): the statuses the provider's waits know;
+# getAllStatusBut(status) is their pending list. PENDING is not among them.
+INSTANCE_STATUS = ("PROVISIONING", "REPAIRING", "RUNNING", "STAGING", "STOPPED", "STOPPING", "SUSPENDED",
+                   "SUSPENDING", "TERMINATED")
 
 
 class Instance(GcpResource):
@@ -83,19 +96,21 @@ class Instance(GcpResource):
         with failing_as("Error creating instance"):
             op = self.rest.call("POST", self.url(f"projects/{project}/zones/{zone}/instances"), body)
         id_ = f"projects/{project}/zones/{zone}/instances/{inputs['name']}"
-        self.wait_compute(op, project, "instance to create")
+        # a failed wait raises without the id: the resource is dropped (d.SetId(""))
+        self.wait_compute(op, project, "instance to create", self.create_timeout or DEFAULT_TIMEOUT_SECONDS)
         try:
-            # within the create timeout (a flex-start VM's wait for its grant counts toward it)
-            self._wait_status(id_, "RUNNING", self.create_timeout or DEFAULT_TIMEOUT_SECONDS)
-        except ProviderError as exc:  # the instance exists: it stays in the state, for destroy
-            raise ProviderError(str(exc), (id_, inputs)) from None
+            self._wait_status(id_, "RUNNING")
+        except ProviderError as exc:  # the id was set: the instance stays in the state
+            raise ProviderError(f"Error waiting for status: {exc}", (id_, inputs)) from None
         return id_, self.read(id_, inputs, inputs) or inputs
 
-    def _wait_status(self, id_: str, status: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+    def _wait_status(self, id_: str, status: str) -> None:
+        """waitUntilInstanceHasDesiredStatus (resource_compute_instance.go)."""
         def fetch() -> dict[str, Any]:
             return self.rest.get(self.url(id_))
         with failing_as(f"Error waiting for instance to reach desired status {status}"):
-            poll(fetch, lambda i: i.get("status") == status, f"instance to reach {status}", timeout)
+            wait_for_state(fetch, lambda i: str(i.get("status")), [s for s in INSTANCE_STATUS if s != status],
+                           status, self.update_timeout or DEFAULT_TIMEOUT_SECONDS)
 
     def read(self, id_: str, inputs: dict[str, Any], state: dict[str, Any]) -> dict[str, Any] | None:
         found = self.fetch(self.url(id_), f"Instance {id_!r}")

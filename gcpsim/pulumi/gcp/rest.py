@@ -15,7 +15,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import urlencode
 
 from gcpsim.pulumi.plugins import ProviderError
@@ -105,6 +105,27 @@ def poll(fetch: Callable[[], dict[str, Any]], done: Callable[[dict[str, Any]], b
             raise ProviderError(f"Error waiting for {activity}: timeout while waiting for state to "
                                 f"become 'DONE' (last state: '{op.get('status', 'done: false')}', "
                                 f"timeout: {timeout:.0f}s)")
+        time.sleep(wait)
+        wait = min(wait * 1.5, 1.0)
+
+
+def wait_for_state(fetch: Callable[[], dict[str, Any]], state_of: Callable[[dict[str, Any]], str],
+                   pending: Sequence[str], target: str, timeout: float) -> dict[str, Any]:
+    """retry.StateChangeConf.WaitForState (terraform-plugin-sdk helper/retry/state.go): refresh
+    until the target state; a state neither pending nor the target fails at once
+    (UnexpectedStateError), the timeout with the last state seen (TimeoutError)."""
+    deadline = time.monotonic() + timeout
+    wait = 0.05
+    while True:
+        found = fetch()
+        state = state_of(found)
+        if state == target:
+            return found
+        if state not in pending:  # helper/retry/error.go UnexpectedStateError.Error(), no last error
+            raise ProviderError(f"unexpected state '{state}', wanted target '{target}'")
+        if time.monotonic() > deadline:  # helper/retry/error.go TimeoutError.Error()
+            raise ProviderError(f"timeout while waiting for state to become '{target}' "
+                                f"(last state: '{state}', timeout: {timeout:.0f}s)")
         time.sleep(wait)
         wait = min(wait * 1.5, 1.0)
 

@@ -4,9 +4,10 @@ what waits, its state and the time waited against the deadline whenever the stat
 at least every `remind_s` while they do not): "flex-start: node-0 PENDING, waited 0m04s of 5m".
 It gives up at the deadline: the caller's removal of what waited, then CapacityUnavailable (exit 3).
 
-It waits in two ways. A queued TPU is polled until it is granted (`until_granted`). `pulumi up`
-itself waits for flex-start VMs, because their create timeout is the deadline, so their states
-are read beside it on a thread (`watching`)."""
+It waits in two ways. A queued TPU is polled until it is granted (`until_granted`). Flex-start
+VMs are watched on a thread while `pulumi up` creates them (`watching`), then, where the provider
+gave up on them still PENDING, polled until granted for what is left of the deadline
+(flex_start.py)."""
 
 from __future__ import annotations
 
@@ -81,15 +82,23 @@ class GrantWait:
     def pending(self, states: States) -> list[str]:
         return [name for name, state in states.items() if self.waiting(state)]
 
+    def left_s(self) -> float:
+        """What is left of the deadline, counted from `started`."""
+        return max(0.0, self.deadline_s - (time.monotonic() - self.started))
+
     def until_granted(self, first_poll_s: float, poll_cap_s: float) -> States:
-        """Read the states until nothing waits or the deadline has passed (polls growing from
-        `first_poll_s` to `poll_cap_s`); the last states read."""
+        """Read the states until nothing waits or the deadline (counted from `started`) has
+        passed (polls growing from `first_poll_s` to `poll_cap_s`); the last states read."""
         def between(attempt: RetryCallState) -> None:
             if attempt.outcome is not None:
                 self.report(attempt.outcome.result())
 
-        states: States = on_results(lambda s: bool(self.pending(s)), within=self.deadline_s, first=first_poll_s,
-                                    cap=poll_cap_s, before_sleep=between)(self.read)
+        states: States
+        if self.left_s() <= 0:  # read once: what the deadline leaves
+            states = self.read()
+        else:
+            states = on_results(lambda s: bool(self.pending(s)), within=self.left_s(), first=first_poll_s,
+                                cap=poll_cap_s, before_sleep=between)(self.read)
         self._note(states)
         return states
 

@@ -155,6 +155,32 @@ def not_swept(spec: ClusterSpec) -> list[str]:
     return commands
 
 
+def delete_vms(spec: ClusterSpec, progress: Callable[[str], None], *,
+               timeout: float = IN_USE_TIMEOUT_SECONDS) -> None:
+    """Every VM carrying the stack's labels, deleted, waited until gone: those a failed create
+    left out of the state as well (terraform-provider-google drops an instance whose insert
+    operation's wait failed, `d.SetId("")` in resourceComputeInstanceCreate, although it may
+    exist and be granted later). Gone before `pulumi destroy`, they hold no subnetwork."""
+    from google.api_core.exceptions import NotFound
+    from google.cloud import compute_v1
+
+    from infra.providers.gcp.reaper import find_stack
+
+    assert spec.project
+    client = google_client(compute_v1.InstancesClient)
+    going = []
+    for vm in find_stack(spec.project, spec.name, progress):
+        if vm.kind != "instance":
+            continue
+        try:
+            going.append((vm.name, client.delete(project=spec.project, zone=vm.zone, instance=vm.name)))
+        except NotFound:  # gone meanwhile
+            continue
+    for name, operation in going:
+        operation.result(timeout=timeout)
+        progress(f"deleted VM {name}")
+
+
 def sweep_labelled(stack: str, meta: dict[str, Any] | None, progress: Callable[[str], None]) -> None:
     """What a failed destroy left: everything labelled as the stack's, then its network (which
     labels cannot find: by the names the program gives it, once the VMs using it are gone) and

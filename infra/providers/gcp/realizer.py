@@ -120,8 +120,9 @@ def up(spec: ClusterSpec, progress: Progress) -> Inventory:
     reservations.check(spec, progress)
     try:
         return _up(spec, progress, skipped)
-    except FlexStartNotGranted:  # what waited in vain goes, with everything made for it
-        progress(f"flex-start: no grant within {spec.flex_start_deadline_minutes:g}m; removing what the stack made")
+    except FlexStartNotGranted:  # what waited in vain went (flex_start.py): everything made for it goes
+        progress(f"flex-start: no grant within trainctl's {spec.flex_start_deadline_minutes:g}m wait; "
+                 "removing what the stack made")
         down(spec.name, progress=progress)
         raise
 

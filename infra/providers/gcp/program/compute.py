@@ -44,9 +44,10 @@ def max_run_seconds(spec: ClusterSpec) -> int:
 
 
 def waiting_for_capacity(spec: ClusterSpec, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
-    """A flex-start VM waits in PENDING for its grant; the provider waits for RUNNING as long as the
-    create timeout lets it, so the stack's deadline is the create timeout (what `pulumi up` by hand
-    also honours). The VM it gave up on stays in the state, for `down` to delete."""
+    """The deadline as the VMs' create timeout: the provider waits that long for the insert
+    operation (resource_compute_instance.go, ComputeOperationWaitTime with TimeoutCreate), what
+    `pulumi up` by hand honours too. It is not the wait for the grant: the provider's wait for
+    RUNNING fails at once on PENDING, and trainctl waits for the grant itself (flex_start.py)."""
     if not spec.flex_start:
         return opts
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(
