@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec import catalog
 from infra.providers.gcp.simulator.apis import access_tokens, compute_addresses, compute_catalog
 from infra.providers.gcp.simulator.apis.compute_common import (
     collection, fingerprint, link, parse_ref, public, region_of, stamp)
 from infra.providers.gcp.simulator.apis.compute_networks import find_network, find_subnetwork, subnet_path
 from infra.providers.gcp.simulator.errors import ApiError, already_exists, invalid_argument, not_found
+from infra.providers.gcp.simulator.facts.machine_types import MachineShape
 from infra.providers.gcp.simulator.machines import Machine, metadata_items
 from infra.providers.gcp.simulator.state import World
 
@@ -43,7 +43,7 @@ def instance_path(project: str, zone: str, name: str) -> str:
     return f"projects/{project}/zones/{zone}/instances/{name}"
 
 
-def _machine_type(project: str, zone: str, value: str | None) -> catalog.MachineType:
+def _machine_type(project: str, zone: str, value: str | None) -> MachineShape:
     if not value:
         raise ApiError(400, "Required field 'resource.machineType' not specified", reason="required")
     if "/" not in value:
@@ -56,7 +56,7 @@ def _machine_type(project: str, zone: str, value: str | None) -> catalog.Machine
     return m
 
 
-def _gpus(project: str, zone: str, body: dict[str, Any], m: catalog.MachineType) -> dict[str, int]:
+def _gpus(project: str, zone: str, body: dict[str, Any], m: MachineShape) -> dict[str, int]:
     gpus: dict[str, int] = {m.bundled_gpu: m.bundled_gpu_count} if m.bundled_gpu else {}
     for acc in body.get("guestAccelerators") or []:
         _, _, name = parse_ref(acc.get("acceleratorType", ""), "acceleratorTypes", project, zone)
