@@ -56,6 +56,11 @@ _TF = ("tpu-vm-tf-2.18.0-pjrt", "tpu-vm-tf-2.18.0-pod-pjrt")
 _2D = {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16", 256: "16x16"}
 _3D = {4: "2x2x1", 8: "2x2x2", 16: "2x2x4", 32: "2x4x4", 64: "4x4x4", 128: "4x4x8", 256: "4x8x8", 512: "8x8x8"}
 
+# Where the zones and runtimes come from, for messages that name the simulator's side.
+ZONES_SOURCE = "https://cloud.google.com/tpu/docs/regions (the rows the docstring names)"
+RUNTIMES_SOURCE = "https://cloud.google.com/tpu/docs/runtimes (not in stored material)"
+SHAPES_SOURCE = "https://cloud.google.com/tpu/docs/v6e, /v5e and XPK src/xpk/core/system_characteristics.py"
+
 _V5E_ZONES = ("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-east5-b",
               "europe-west4-b", "asia-southeast1-b")
 _V6E_ZONES = ("us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "europe-west4-a", "asia-northeast1-b")
