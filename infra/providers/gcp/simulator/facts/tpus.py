@@ -5,23 +5,25 @@ TPU API's quota ids.
 Sources:
 - shapes, VMs and GKE machine types: https://cloud.google.com/tpu/docs/v6e ("Supported configurations":
   1x1 ct6e-standard-1t, 2x2 ct6e-standard-4t, 2x4 one VM ct6e-standard-8t, 4x4 and larger
-  ct6e-standard-4t with 4 chips a VM); v5e the same 2D shapes (https://cloud.google.com/tpu/docs/v5e) with
-  ct5lp-hightpu-1t/-4t/-8t (https://cloud.google.com/kubernetes-engine/docs/concepts/tpus#v5e, through
-  Cyclenerd/google-cloud-pricing-cost-calculator#89); XPK src/xpk/core/system_characteristics.py for
+  ct6e-standard-4t with 4 chips a VM); v5e taken to have the same 2D shapes and VM split (the v6e page: v6e "shares many
+  similarities with v5e", 256-chip Pods, 8 chips a host; v5e's own table, https://cloud.google.com/tpu/docs/v5e,
+  is not in the stored excerpt) with ct5lp-hightpu-1t/-4t/-8t (the machine types Compute lists,
+  Cyclenerd/google-cloud-pricing-cost-calculator#89, citing kubernetes-engine/docs/concepts/tpus#v5e); XPK src/xpk/core/system_characteristics.py for
   the multi-host machine types (ct5lp-hightpu-4t, ct6e-standard-4t, ct4p-hightpu-4t, ct5p-hightpu-4t),
   the labels (tpu-v5-lite-podslice, tpu-v6e-slice, tpu-v4-podslice, tpu-v5p-slice), 4 chips a VM
   (compute_chips_per_vm), v4/v5p names counting TensorCores, 2 a chip (tensorcores_per_chip=2), and
   their default 3D topologies (2x2x1, 2x2x2, 2x2x4, 2x4x4, 4x4x4, 4x4x8, 4x8x8, 8x8x8).
-- zones: https://cloud.google.com/tpu/docs/regions (US tables: v6e us-central1-b, us-east1-d, us-east5-a,
-  us-east5-b; v5p us-central1-a, us-east5-a; v5e us-central1-a, us-south1-a, us-west1-c, us-west4-a;
-  v4 us-central2-b; Europe: v6e europe-west4-a). The page's other Europe and Asia rows are cut off in
-  the stored excerpts: v5p europe-west4-b is Google's Ray guide's zone for a v5p-8
-  (https://docs.cloud.google.com/tpu/docs/ray-guide); v5e europe-west4-b, asia-southeast1-b and v6e
-  asia-northeast1-b are unverified, kept so the simulated world offers them. v5e us-east5-b: listed
-  single-tenant on the German edition of the page (cloud-dot-devsite-v2-prod.appspot.com/tpu/docs/types-zones?hl=de).
-- runtime versions: https://cloud.google.com/tpu/docs/runtimes (v2-alpha-tpuv5-lite, v2-alpha-tpuv5,
-  v2-alpha-tpuv6e, tpu-ubuntu2204-base, the tpu-vm-tf-* builds with -pod- ones for multi-host slices);
-  the page itself was not in the stored material.
+- zones: https://cloud.google.com/tpu/docs/regions lists the main zones (US: v6e us-central1-b, us-east1-d,
+  us-east5-a, us-east5-b; v5p us-central1-a, us-east5-a; v5e us-central1-a, us-south1-a, us-west1-c,
+  us-west4-a; v4 us-central2-b; Europe: v6e europe-west4-a; the other Europe and Asia rows are cut off in
+  the stored excerpts). Where the API offers the types is wider: skypilot-org/skypilot-catalog
+  catalogs/v8/gcp/vms.csv (commit 006059e0f18a), built from the TPU API's listings and SKUs, has a row per
+  zone (",,,tpu-v5litepod-1,..." etc.), a superset of the page's; the tables below are those rows (v5e from
+  the v5litepod-1/-4 rows, v6e from the v6e rows, v5p from its rows, v4 us-central2-b).
+- runtime versions: https://cloud.google.com/tpu/docs/runtimes ("PyTorch and JAX": v6e v2-alpha-tpuv6e,
+  v5p v2-alpha-tpuv5, v5e v2-alpha-tpuv5-lite, v4 and older tpu-ubuntu2204-base; TensorFlow's are named
+  tpu-vm-tf-x.y.z[-pod][-{device_api}], -pod for multi-host slices, e.g. -pjrt). The TF 2.18.0 builds
+  and v4's tpu-vm-v4-base are not in the stored excerpt (its TF list stops at 2.16.1): unverified.
 - quota ids: the TPU API's errors, as tpu.py's docstring cites them (marin-community/marin#1612 and
   the per-generation ids), counted in chips (v5e, v6e) or TensorCores (v4, v5p).
 """
@@ -57,14 +59,21 @@ _2D = {1: "1x1", 4: "2x2", 8: "2x4", 16: "4x4", 32: "4x8", 64: "8x8", 128: "8x16
 _3D = {4: "2x2x1", 8: "2x2x2", 16: "2x2x4", 32: "2x4x4", 64: "4x4x4", 128: "4x4x8", 256: "4x8x8", 512: "8x8x8"}
 
 # Where the zones and runtimes come from, for messages that name the simulator's side.
-ZONES_SOURCE = "https://cloud.google.com/tpu/docs/regions (the rows the docstring names)"
-RUNTIMES_SOURCE = "https://cloud.google.com/tpu/docs/runtimes (not in stored material)"
+ZONES_SOURCE = "https://cloud.google.com/tpu/docs/regions; skypilot-catalog v8 gcp/vms.csv (the TPU API's zones)"
+RUNTIMES_SOURCE = "https://cloud.google.com/tpu/docs/runtimes"
 SHAPES_SOURCE = "https://cloud.google.com/tpu/docs/v6e, /v5e and XPK src/xpk/core/system_characteristics.py"
 
-_V5E_ZONES = ("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "us-east5-b",
-              "europe-west4-b", "asia-southeast1-b")
-_V6E_ZONES = ("us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "europe-west4-a", "asia-northeast1-b")
-_V5P_ZONES = ("us-central1-a", "us-east5-a", "europe-west4-b")
+_V5E_ZONES = ("asia-east1-a", "asia-east1-b", "asia-east1-c", "asia-northeast1-b", "asia-southeast1-b",
+              "europe-north1-a", "europe-north1-c", "europe-west1-b", "europe-west1-c", "europe-west3-c",
+              "europe-west4-a", "europe-west4-b", "northamerica-northeast1-b", "southamerica-west1-b",
+              "southamerica-west1-c", "us-central1-a", "us-east1-b", "us-east1-c", "us-east4-b", "us-east5-a",
+              "us-east5-b", "us-east5-c", "us-south1-a", "us-south1-b", "us-west1-c", "us-west4-a", "us-west4-b")
+_V6E_ZONES = ("asia-east1-c", "asia-northeast1-b", "asia-south1-b", "asia-south1-c", "asia-southeast1-b",
+              "europe-west4-a", "southamerica-east1-c", "southamerica-west1-a", "us-central1-a", "us-central1-b",
+              "us-central1-c", "us-central2-b", "us-east1-d", "us-east4-a", "us-east5-a", "us-east5-b", "us-east5-c",
+              "us-south1-a", "us-south1-c", "us-west1-c")
+_V5P_ZONES = ("europe-west1-b", "europe-west1-d", "europe-west4-b", "us-central1-a", "us-east1-d", "us-east5-a",
+              "us-east5-b", "us-east5-c", "us-south1-a", "us-south1-b", "us-south1-c")
 _V4_ZONES = ("us-central2-b",)
 
 
