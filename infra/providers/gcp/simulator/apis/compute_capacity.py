@@ -52,8 +52,8 @@ def instance_stockout(project: dict[str, Any], inst: dict[str, Any]) -> ApiError
     zone, machine = sim["zone"], sim["machine_type"]
     if not stocked_out(project, zone, machine, sim["gpus"], sim["spot"]):
         return None
-    shape = machine_type(zone, machine)
-    bundled = shape.bundled_gpu if shape else None
+    offered = machine_type(zone, machine)
+    bundled = offered.bundled_gpu if offered else None
     attached = {g: n for g, n in sim["gpus"].items() if g != bundled}
     # GCE names the zones of the region that have this very shape: the machine type, its GPUs, capacity
     elsewhere = [z for z in ZONES if region_of(z) == region_of(zone) and z != zone
