@@ -28,11 +28,14 @@ class MachineShape:
 
 _GENERAL = "https://cloud.google.com/compute/docs/general-purpose-machines"
 _ACCEL = "https://cloud.google.com/compute/docs/accelerator-optimized-machines"
-# The accelerator-optimized page was not readable in the stored material; its shapes are taken from
-# skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv (built from Compute's machineTypes.list), which
-# lists a2-highgpu-1g 12 vCPUs 85 GiB and a2-highgpu-2g 24 vCPUs 170 GiB, and from the GPU counts in
-# each name (-<n>g) as the page's naming rule gives them.
-_ACCEL_SOURCE = f"{_ACCEL} (not in stored material; shapes as skypilot-catalog gcp/vms.csv lists them)"
+# The accelerator-optimized page was not readable in the stored material. A2, A3 and A4 shapes (vCPUs,
+# GiB) were read instead in skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv (commit 006059e0f18a, built
+# from Compute's machineTypes.list): a2-highgpu-1g/2g/4g/8g 12/85, 24/170, 48/340, 96/680; a2-megagpu-16g
+# 96/1360; a2-ultragpu-1g..8g 12/170 .. 96/1360; a3-highgpu-8g and a3-megagpu-8g 208/1872; a3-ultragpu-8g
+# 224/2952; a4-highgpu-8g 224/3968; g2-standard-96 96/384 (the other G2 rows were not read). GPU counts:
+# the -<n>g of A2/A3/A4 names; G2's (1, 1, 1, 1, 2, 1, 4, 8 from -4 to -96) are unverified.
+_ACCEL_SOURCE = f"{_ACCEL} (not in stored material); shapes read in skypilot-catalog v8 gcp/vms.csv"
+_G2_SOURCE = f"{_ACCEL} (not in stored material); g2-standard-96 read in skypilot-catalog, other G2 rows unverified"
 
 
 def _general() -> list[MachineShape]:
@@ -65,7 +68,8 @@ def _accelerator_optimized() -> list[MachineShape]:
         ("a3-highgpu-8g", 208, 1872, "nvidia-h100-80gb", 8), ("a3-megagpu-8g", 208, 1872, "nvidia-h100-mega-80gb", 8),
         ("a3-ultragpu-8g", 224, 2952, "nvidia-h200-141gb", 8), ("a4-highgpu-8g", 224, 3968, "nvidia-b200", 8),
     )
-    return [MachineShape(n, v, m, g, c, source=_ACCEL_SOURCE) for n, v, m, g, c in rows]
+    return [MachineShape(n, v, m, g, c, source=_G2_SOURCE if n.startswith("g2-") else _ACCEL_SOURCE)
+            for n, v, m, g, c in rows]
 
 
 MACHINE_TYPES: dict[str, MachineShape] = {m.name: m for m in _general() + _accelerator_optimized()}
