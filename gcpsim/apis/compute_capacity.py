@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from infra.spec import catalog
 from gcpsim.apis.compute_catalog import ZONES, machine_type
 from gcpsim.apis.compute_common import admin_project, operation_error, region_of
 from gcpsim.errors import ApiError
+from gcpsim.facts.gpus import GPUS
 from gcpsim.project import Stockout
 from gcpsim.routes import admin
 
@@ -52,12 +52,13 @@ def instance_stockout(project: dict[str, Any], inst: dict[str, Any]) -> ApiError
     zone, machine = sim["zone"], sim["machine_type"]
     if not stocked_out(project, zone, machine, sim["gpus"], sim["spot"]):
         return None
-    bundled = catalog.MACHINES[machine].bundled_gpu
+    offered = machine_type(zone, machine)
+    bundled = offered.bundled_gpu if offered else None
     attached = {g: n for g, n in sim["gpus"].items() if g != bundled}
     # GCE names the zones of the region that have this very shape: the machine type, its GPUs, capacity
     elsewhere = [z for z in ZONES if region_of(z) == region_of(zone) and z != zone
                  and machine_type(z, machine) is not None
-                 and all(z in catalog.GPUS[g].zones for g in sim["gpus"] if g in catalog.GPUS)
+                 and all(z in GPUS[g].zones for g in sim["gpus"] if g in GPUS)
                  and not stocked_out(project, z, machine, sim["gpus"], sim["spot"])]
     shape = f"A {machine} VM instance"
     if attached:

@@ -1,8 +1,8 @@
 """Compute Engine's read-only catalog: zones, regions, machine types, accelerator types, disk
-types and the public images, all from infra/spec/catalog.py (the one catalog).
+types and the public images, from the simulator's own facts (facts/: machine_types, gpus, tpus, zones).
 
-Choices where the catalog is silent:
-  - zones are those where the catalog places a GPU or TPU type; regions are their regions;
+Choices where Google's pages are silent:
+  - zones are those where facts/ places a GPU or TPU type (facts/zones.py); regions are their regions;
   - N1/N2/E2 machine types exist in every zone, a machine type with bundled GPUs (A2, A3, G2)
     only where its GPU exists;
   - public images: one image per family the program and common stack files name; the image's
@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec import catalog
 from gcpsim import routes
 from gcpsim.apis.compute_common import link, list_response, region_of, stable_id
 from gcpsim.errors import not_found
+from gcpsim.facts import zones as zone_facts
+from gcpsim.facts.gpus import GPUS, Gpu
+from gcpsim.facts.machine_types import MACHINE_TYPES, TPU_HOSTS, MachineShape
+from gcpsim.facts.tpus import TPUS
 from gcpsim.routes import Call, handles
 
 CREATED = "1969-12-31T16:00:00.000-08:00"  # what GCE shows for its own zones and regions
 
-ZONES: tuple[str, ...] = catalog.ZONES
+ZONES: tuple[str, ...] = zone_facts.ZONES
 REGIONS: tuple[str, ...] = tuple(sorted({region_of(z) for z in ZONES}))
 
 DISK_TYPES = {"pd-standard": ("Standard Persistent Disk", "10GB-65536GB", "500"),
@@ -32,7 +35,7 @@ DISK_TYPES = {"pd-standard": ("Standard Persistent Disk", "10GB-65536GB", "500")
               # the boot disk of A3 Ultra and A4, which take no Persistent Disk.
               "hyperdisk-balanced": ("Hyperdisk Balanced", "4GB-65536GB", "100")}
 
-# project -> family -> disk size (GB): the families infra/spec/catalog.py and stack files use.
+# project -> family -> disk size (GB): the families trainctl's program and stack files use.
 PUBLIC_IMAGES: dict[str, dict[str, int]] = {
     "ubuntu-os-cloud": {"ubuntu-2204-lts": 10, "ubuntu-2404-lts-amd64": 10, "ubuntu-2004-lts": 10},
     "debian-cloud": {"debian-12": 10, "debian-11": 10},
@@ -50,25 +53,25 @@ def zone_exists(zone: str) -> bool:
     return zone in ZONES
 
 
-def machine_type(zone: str, name: str) -> catalog.MachineType | None:
-    m = catalog.MACHINES.get(name) or _tpu_host(zone, name)
+def machine_type(zone: str, name: str) -> MachineShape | None:
+    m = MACHINE_TYPES.get(name) or _tpu_host(zone, name)
     if m is None or zone not in ZONES:
         return None
-    if m.bundled_gpu and zone not in catalog.GPUS[m.bundled_gpu].zones:
+    if m.bundled_gpu and zone not in GPUS[m.bundled_gpu].zones:
         return None
     return m
 
 
-def _tpu_host(zone: str, name: str) -> catalog.MachineType | None:
+def _tpu_host(zone: str, name: str) -> MachineShape | None:
     """A TPU host's VM shape (GKE TPU pools' nodes), where a TPU type it carries is offered."""
-    shape = catalog.TPU_HOST_MACHINES.get(name)
-    if shape is None or not any(t.gke_machine_type == name and zone in t.zones for t in catalog.TPUS.values()):
+    shape = TPU_HOSTS.get(name)
+    if shape is None or not any(t.gke_machine_type == name and zone in t.zones for t in TPUS.values()):
         return None
-    return catalog.MachineType(name, shape[0], shape[1], 0.0, 0.0)
+    return shape
 
 
-def accelerator_type(zone: str, name: str) -> catalog.GpuType | None:
-    g = catalog.GPUS.get(name)
+def accelerator_type(zone: str, name: str) -> Gpu | None:
+    g = GPUS.get(name)
     return g if g is not None and zone in g.zones else None
 
 
@@ -130,12 +133,12 @@ def region_doc(project: str, region: str, quotas: list[dict[str, Any]]) -> dict[
 
 # -- machine types, accelerator types, disk types ---------------------------------------------
 
-def _machine_type(project: str, zone: str, m: catalog.MachineType) -> dict[str, Any]:
+def _machine_type(project: str, zone: str, m: MachineShape) -> dict[str, Any]:
     out: dict[str, Any] = {
         "kind": "compute#machineType", "id": stable_id(m.name), "name": m.name,
         "description": f"{m.vcpus} vCPUs, {m.memory_gb:g} GB RAM", "guestCpus": m.vcpus,
         "memoryMb": int(m.memory_gb * 1024), "maximumPersistentDisks": 128,
-        "maximumPersistentDisksSizeGb": "263168", "zone": zone, "isSharedCpu": False,
+        "maximumPersistentDisksSizeGb": "263168", "zone": zone, "isSharedCpu": m.shared_cpu,
         "creationTimestamp": CREATED, "selfLink": link(f"projects/{project}/zones/{zone}/machineTypes/{m.name}")}
     if m.bundled_gpu:
         out["accelerators"] = [{"guestAcceleratorType": m.bundled_gpu, "guestAcceleratorCount": m.bundled_gpu_count}]
@@ -154,11 +157,11 @@ def get_machine_type(call: Call) -> Any:
 @handles("compute.machineTypes.list")
 def list_machine_types(call: Call) -> Any:
     zone, p = _zone_or_404(call), call.project_id
-    found = [_machine_type(p, zone, m) for m in catalog.MACHINES.values() if machine_type(zone, m.name)]
+    found = [_machine_type(p, zone, m) for m in MACHINE_TYPES.values() if machine_type(zone, m.name)]
     return list_response(call, "compute#machineTypeList", f"projects/{p}/zones/{zone}/machineTypes", found)
 
 
-def _accelerator_type(project: str, zone: str, g: catalog.GpuType) -> dict[str, Any]:
+def _accelerator_type(project: str, zone: str, g: Gpu) -> dict[str, Any]:
     return {"kind": "compute#acceleratorType", "id": stable_id(g.name), "name": g.name,
             "description": f"NVIDIA {g.label}", "zone": link(f"projects/{project}/zones/{zone}"),
             "maximumCardsPerInstance": max(g.attachable_counts or (8,)), "creationTimestamp": CREATED,
@@ -177,7 +180,7 @@ def get_accelerator_type(call: Call) -> Any:
 @handles("compute.acceleratorTypes.list")
 def list_accelerator_types(call: Call) -> Any:
     zone, p = _zone_or_404(call), call.project_id
-    found = [_accelerator_type(p, zone, g) for g in catalog.GPUS.values() if zone in g.zones]
+    found = [_accelerator_type(p, zone, g) for g in GPUS.values() if zone in g.zones]
     return list_response(call, "compute#acceleratorTypeList", f"projects/{p}/zones/{zone}/acceleratorTypes", found)
 
 

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec import catalog
 from gcpsim.apis import access_tokens, compute_addresses, compute_catalog
 from gcpsim.apis.compute_common import (
     collection, fingerprint, link, parse_ref, public, region_of, stamp)
 from gcpsim.apis.compute_networks import find_network, find_subnetwork, subnet_path
 from gcpsim.errors import ApiError, already_exists, invalid_argument, not_found
 from gcpsim.facts import provisioning_models
+from gcpsim.facts.machine_types import MachineShape
 from gcpsim.machines import Machine, metadata_items
 from gcpsim.state import World
 
@@ -47,7 +47,7 @@ def instance_path(project: str, zone: str, name: str) -> str:
     return f"projects/{project}/zones/{zone}/instances/{name}"
 
 
-def _machine_type(project: str, zone: str, value: str | None) -> catalog.MachineType:
+def _machine_type(project: str, zone: str, value: str | None) -> MachineShape:
     if not value:
         raise ApiError(400, "Required field 'resource.machineType' not specified", reason="required")
     if "/" not in value:
@@ -60,7 +60,7 @@ def _machine_type(project: str, zone: str, value: str | None) -> catalog.Machine
     return m
 
 
-def _gpus(project: str, zone: str, body: dict[str, Any], m: catalog.MachineType) -> dict[str, int]:
+def _gpus(project: str, zone: str, body: dict[str, Any], m: MachineShape) -> dict[str, int]:
     gpus: dict[str, int] = {m.bundled_gpu: m.bundled_gpu_count} if m.bundled_gpu else {}
     for acc in body.get("guestAccelerators") or []:
         _, _, name = parse_ref(acc.get("acceleratorType", ""), "acceleratorTypes", project, zone)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec import catalog, gpu_networks
 from gcpsim.apis.compute_catalog import CREATED
 from gcpsim.apis.compute_common import link, list_response, parse_ref, stable_id
 from gcpsim.errors import not_found
+from gcpsim.facts.gpu_networks import MRDMA_MACHINE_TYPES
+from gcpsim.facts.gpus import GPUS
+from gcpsim.facts.machine_types import MACHINE_TYPES
 from gcpsim.routes import Call, handles
 
 ROCE_SUFFIX = "-vpc-roce"
@@ -25,9 +27,8 @@ RDMA_DEFAULT_MTU = 8896
 
 
 def _roce_zones() -> tuple[str, ...]:
-    gpus = {catalog.MACHINES[m].bundled_gpu for m, g in gpu_networks.GPUDIRECT.items()
-            if g.gpu_nic_type == "MRDMA" and m in catalog.MACHINES}
-    return tuple(sorted({z for g in gpus if g for z in catalog.GPUS[g].zones}))
+    gpus = {MACHINE_TYPES[m].bundled_gpu for m in MRDMA_MACHINE_TYPES}
+    return tuple(sorted({z for g in gpus if g for z in GPUS[g].zones}))
 
 
 PROFILES: tuple[str, ...] = tuple(f"{z}{ROCE_SUFFIX}" for z in _roce_zones())

@@ -29,15 +29,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infra.spec import catalog
 from gcpsim import operations
 from gcpsim.apis import container_nodes, container_ops
 from gcpsim.errors import ApiError, invalid_argument
+from gcpsim.facts.tpus import TPUS
 from gcpsim.routes import Call, handles
 from gcpsim.state import World
 
 INTERNAL = ("nodes",)
-CHIPS_PER_VM = {t.gke_machine_type: t.chips_per_host for t in catalog.TPUS.values() if t.gke_machine_type}
+CHIPS_PER_VM = {t.gke_machine_type: t.chips_per_host for t in TPUS.values()}
 SINGLE_HOST_TOPOLOGY = ("TPU topology can't be specified with single-host TPU slice pool; please remove the "
                         "tpu_topology from the node pool creation request if the node pool is intented to run "
                         "with single-host TPU slice nodes.")

@@ -5,7 +5,7 @@ https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations
 Operations are google.longrunning.Operation named projects/p/locations/<zone>/operations/<id>,
 metadata google.cloud.tpu.v2.OperationMetadata, the resource (a Node, a QueuedResource) as the
 response of a create (the Terraform provider reads it from there: "resource_inside_response").
-Accelerator types and runtime versions: infra/spec/catalog.py's TPU types, in the zones it lists.
+Accelerator types and runtime versions: the simulator's facts/tpus.py, in the zones it lists.
 Errors (google.rpc.Status):
   - an accelerator type the zone lacks: 400 "Cloud TPU received a bad request. the accelerator
     v4-128 was not found in zone us-central2-b [EID: 0x...]" (https://github.com/skypilot-org/skypilot/issues/3840);
@@ -32,15 +32,16 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from infra.spec import catalog
 from gcpsim import operations
 from gcpsim.apis.compute_common import region_of
 from gcpsim.errors import ApiError, not_found
+from gcpsim.facts import tpus as tpu_facts
+from gcpsim.facts.tpus import TPUS, TpuType
+from gcpsim.facts.zones import TPU_ZONES
 from gcpsim.routes import Call, handles
 from gcpsim.state import World
 
 API = "tpu.v2"
-TPU_ZONES = tuple(sorted({z for t in catalog.TPUS.values() for z in t.zones}))
 NODE_TYPE = "type.googleapis.com/google.cloud.tpu.v2.Node"
 QR_TYPE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
 CONFIG_TYPES = {"v5e": "V5LITE_POD", "v6e": "V6E", "v4": "V4", "v5p": "V5P"}
@@ -71,15 +72,15 @@ def check_location(project: str, zone: str) -> None:
 
 # -- catalog ----------------------------------------------------------------------------------
 
-def tpu_type(zone: str, body: dict[str, Any], project: str, key: str) -> catalog.TpuType:
+def tpu_type(zone: str, body: dict[str, Any], project: str, key: str) -> TpuType:
     """The node's TPU type from acceleratorType or acceleratorConfig, valid in the zone."""
     config = body.get("acceleratorConfig")
     name = body.get("acceleratorType") or ("" if config else "v2-8")
     if config and not body.get("acceleratorType"):
         gen = next((g for g, t in CONFIG_TYPES.items() if t == config.get("type")), None)
-        match = [t for t in catalog.TPUS.values() if t.generation == gen and t.topology == config.get("topology")]
+        match = [t for t in TPUS.values() if t.generation == gen and t.topology == config.get("topology")]
         name = match[0].name if match else f"{config.get('type')}:{config.get('topology')}"
-    t = catalog.TPUS.get(name)
+    t = TPUS.get(name)
     if t is None or zone not in t.zones:
         raise ApiError(400, f"Cloud TPU received a bad request. the accelerator {name} was not found in zone "
                             f"{zone} [EID: {eid(project, zone, key)}]")
@@ -90,14 +91,14 @@ def tpu_type(zone: str, body: dict[str, Any], project: str, key: str) -> catalog
     return t
 
 
-def quota_units(t: catalog.TpuType) -> int:
-    return catalog.tpu_quota_units(t)
+def quota_units(t: TpuType) -> int:
+    return tpu_facts.quota_units(t)
 
 
-def quota_error(world: World, project: dict[str, Any], zone: str, t: catalog.TpuType, spot: bool,
+def quota_error(world: World, project: dict[str, Any], zone: str, t: TpuType, spot: bool,
                 used: int) -> ApiError | None:
     """The 429 a create answers when the zone's TPU quota cannot take `t` on top of `used`."""
-    limit_id = catalog.tpu_quota_id(t, spot)
+    limit_id = tpu_facts.quota_id(t, spot)
     limit = project.get("quotas", {}).get(zone, {}).get(limit_id)
     if limit is None or used + quota_units(t) <= float(limit):
         return None
@@ -114,7 +115,7 @@ def stockout_error(project: str, zone: str, key: str) -> ApiError:
                          f"[EID: {eid(project, zone, key, 'capacity')}]", status="RESOURCE_EXHAUSTED")
 
 
-def _accelerator_type(project: str, zone: str, t: catalog.TpuType) -> dict[str, Any]:
+def _accelerator_type(project: str, zone: str, t: TpuType) -> dict[str, Any]:
     return {"name": f"projects/{project}/locations/{zone}/acceleratorTypes/{t.name}", "type": t.name,
             "acceleratorConfigs": [{"type": CONFIG_TYPES[t.generation], "topology": t.topology}]}
 
@@ -123,21 +124,21 @@ def _accelerator_type(project: str, zone: str, t: catalog.TpuType) -> dict[str, 
 def list_accelerator_types(call: Call) -> Any:
     project, zone = parent_of(call)
     check_location(project, zone)
-    return {"acceleratorTypes": [_accelerator_type(project, zone, t) for t in catalog.TPUS.values()
+    return {"acceleratorTypes": [_accelerator_type(project, zone, t) for t in TPUS.values()
                                  if zone in t.zones]}
 
 
 @handles("tpu.projects.locations.acceleratorTypes.get")
 def get_accelerator_type(call: Call) -> Any:
     project, zone, name = split_name(call)
-    t = catalog.TPUS.get(name)
+    t = TPUS.get(name)
     if t is None or zone not in t.zones:
         raise not_found(call.params["name"])
     return _accelerator_type(project, zone, t)
 
 
 def _runtimes(zone: str) -> list[str]:
-    return sorted({r for t in catalog.TPUS.values() if zone in t.zones for r in t.runtime_versions})
+    return sorted({r for t in TPUS.values() if zone in t.zones for r in t.runtime_versions})
 
 
 @handles("tpu.projects.locations.runtimeVersions.list")

@@ -29,13 +29,13 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from infra.spec import catalog
 from gcpsim import operations
 from gcpsim.apis import compute_addresses, tpu
 from gcpsim.apis.compute_capacity import stocked_out
 from gcpsim.apis.compute_common import admin_project, backend, parse_ref, preemption, public, region_of
 from gcpsim.apis.compute_networks import find_network, find_subnetwork, network_path
 from gcpsim.errors import ApiError, already_exists, invalid_argument, not_found
+from gcpsim.facts.tpus import TPUS
 from gcpsim.machines import Machine, metadata_items
 from gcpsim.routes import Call, admin, handles
 from gcpsim.state import World, ticker
@@ -65,7 +65,7 @@ def render(node: dict[str, Any]) -> dict[str, Any]:
 
 def machines(world: World, project: str, node: dict[str, Any]) -> list[Machine]:
     sim = node["_sim"]
-    t = catalog.TPUS[node["acceleratorType"]]
+    t = TPUS[node["acceleratorType"]]
     account = node.get("serviceAccount") or {}
     p = world.project(project) or {}
     subnet = find_subnetwork(world, project, sim["subnet"], region_of(sim["zone"]))
@@ -77,14 +77,14 @@ def machines(world: World, project: str, node: dict[str, Any]) -> list[Machine]:
                     project_metadata=metadata_items({"items": p.get("commonInstanceMetadata", [])}),
                     service_account=account.get("email"), scopes=tuple(account.get("scope") or ()),
                     tags=tuple(node.get("tags") or ()), spot=sim["spot"], accelerators={t.name: t.chips_per_host},
-                    machine_type=t.gke_machine_type or "")
+                    machine_type=t.gke_machine_type)
             for i, w in enumerate(sim["workers"])]
 
 
 def _used(world: World, project: str, zone: str, generation: str, spot: bool) -> int:
-    return sum(tpu.quota_units(catalog.TPUS[n["acceleratorType"]]) for n in nodes(world, project).values()
+    return sum(tpu.quota_units(TPUS[n["acceleratorType"]]) for n in nodes(world, project).values()
                if n["_sim"]["zone"] == zone and n["state"] in HOLDING and n["_sim"]["spot"] == spot
-               and catalog.TPUS[n["acceleratorType"]].generation == generation)
+               and TPUS[n["acceleratorType"]].generation == generation)
 
 
 def _subnet(world: World, project: str, zone: str, config: dict[str, Any]) -> dict[str, Any]:

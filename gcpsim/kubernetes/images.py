@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from infra.spec import catalog
+from gcpsim.facts.framework_images import FRAMEWORK_IMAGES
 from infra.spec.stack_config import REPO_ROOT
 
 FRAMEWORK_REQUIREMENTS = {"torch": "trainers/requirements.txt", "tensorflow": "trainers/requirements-tf.txt"}
@@ -73,10 +73,10 @@ def register(home: Path, image: str, *, env: Path | None, workdir: Path | None, 
 
 
 def _framework_of(image: str) -> str | None:
-    """The framework of one of Google's framework images the catalog names (CPU and GPU pools;
+    """The framework of one of Google's framework images (facts/framework_images.py) (CPU and GPU pools;
     the TPU images' runtimes, libtpu and torch_xla, have no stand-in here)."""
-    return next((framework for (framework, kind), ref in catalog.GKE_IMAGES.items()
-                 if ref == image and kind in ("cpu", "gpu")), None)
+    framework, kind = FRAMEWORK_IMAGES.get(image, (None, None))
+    return framework if kind in ("cpu", "gpu") else None
 
 
 def resolve(home: Path, image: str) -> StandIn:
@@ -90,7 +90,7 @@ def resolve(home: Path, image: str) -> StandIn:
     if framework is None:
         raise ImageUnavailable(
             f'Failed to pull image "{image}": a simulated cluster pulls no images; it stands in for '
-            "Google's framework images (" + ", ".join(sorted(f"{f}/{k}" for f, k in catalog.GKE_IMAGES
+            "Google's framework images (" + ", ".join(sorted(f"{f}/{k}" for f, k in FRAMEWORK_IMAGES.values()
                                                              if k != "tpu"))
             + ") and for the images trainctl makes from an experiment's code")
     requirements = FRAMEWORK_REQUIREMENTS[framework]

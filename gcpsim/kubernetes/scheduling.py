@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec import catalog
-from infra.spec.gke_names import NODE_POOL_LABEL
+from gcpsim.facts.tpus import TPUS
 
 Labels = dict[str, str]
+# GKE's label with a node's pool name: XPK src/xpk/core/system_characteristics.py (the CPU machine_label),
+# https://cloud.google.com/kubernetes-engine/docs/how-to/node-pools ("cloud.google.com/gke-nodepool").
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 
@@ -26,11 +28,11 @@ def pool_node_labels(pool: dict[str, Any]) -> Labels:
     labels = {NODE_POOL_LABEL: pool["name"]}
     machine = (pool.get("config") or {}).get("machineType", "")
     topology = (pool.get("placementPolicy") or {}).get("tpuTopology")
-    tpus = [t for t in catalog.TPUS.values() if t.gke_machine_type == machine]
+    tpus = [t for t in TPUS.values() if t.gke_machine_type == machine]
     if tpus:
         # a multi-host pool names its topology; a single-host pool's is its machine's chips
         single = [t for t in tpus if not t.multi_host and t.chips_per_host == t.chips]
-        labels[TPU_ACCELERATOR] = tpus[0].gke_accelerator or ""
+        labels[TPU_ACCELERATOR] = tpus[0].gke_accelerator
         labels[TPU_TOPOLOGY] = topology or (single[0].topology if single else "")
     return labels
 

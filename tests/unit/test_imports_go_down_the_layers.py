@@ -55,18 +55,7 @@ SIMULATOR_USES_OF_THE_PRODUCT: dict[tuple[str, str], str] = {
     ("gcpsim.kubernetes.images", "infra.providers.offline_uv"): "the same: uv's offline settings",
     ("gcpsim.kubernetes.images", "infra.providers.stack_home"): "the same: the shared uv cache",
     ("gcpsim.kubernetes.images", "infra.spec.stack_config"): "the same: the repository's root",
-    ("gcpsim.apis.compute_capacity", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.apis.compute_catalog", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.apis.compute_instance_spec", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.apis.compute_network_profiles", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.apis.compute_network_profiles", "infra.spec.gpu_networks"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
     ("gcpsim.apis.compute_quotas", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.apis.container_pools", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.apis.tpu", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.apis.tpu_nodes", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.kubernetes.images", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.kubernetes.scheduling", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
-    ("gcpsim.kubernetes.scheduling", "infra.spec.gke_names"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
 }
 TOPS = ("infra", "trainctl", "bootstrap", "policy", "namespace_nodes", "gcpsim")
 

@@ -93,10 +93,11 @@ def test_insert_is_checked_as_gce_checks_it(csim, change, code, reason, words):
 
 def test_a_machine_type_exists_only_in_the_zones_of_its_gpus(csim):
     csim.network()
-    body = instance_body("a3-0", machine="a3-highgpu-8g", zone="us-central1-b")  # H100s: us-central1-a and -c
-    status, answer = insert(csim, body, zone="us-central1-b")
+    # H100s in us-central1: -a, -b, -c, not -f (facts/gpus.py), where T4s are
+    body = instance_body("a3-0", machine="a3-highgpu-8g", zone="us-central1-f")
+    status, answer = insert(csim, body, zone="us-central1-f")
     assert status == 400
-    assert "Machine type with name 'a3-highgpu-8g' does not exist in zone 'us-central1-b'." in answer["error"]["message"]
+    assert "Machine type with name 'a3-highgpu-8g' does not exist in zone 'us-central1-f'." in answer["error"]["message"]
     assert insert(csim, instance_body("a3-1", machine="a3-highgpu-8g"))[0] == 200
 
 
