@@ -91,6 +91,7 @@ def check_gcp(spec: ClusterSpec) -> dict[str, Any]:
     updates["placement"] = resolve_placement(sized)
     if spec.flex_start:
         _check_flex_start(spec, updates.get("machine_type", spec.machine_type))
+        _check_gke_flex_start_reservation(spec)
     if spec.processes_per_node is None:
         gpu = updates.get("gpu", spec.gpu)
         # one process per GPU; one per TPU host, which drives all its chips
@@ -153,6 +154,19 @@ def _check_flex_start(spec: ClusterSpec, machine_type: str | None) -> None:
             raise ValueError(f"{where}machine_type {name} cannot be a flex-start VM: GCE offers flex-start on "
                              f"the {', '.join(catalog.FLEX_START_FAMILIES)} machine families; pick one "
                              "(e.g. g2-standard-8, a2-highgpu-1g), or remove provisioning")
+
+
+def _check_gke_flex_start_reservation(spec: ClusterSpec) -> None:
+    """A flex-start GKE node pool consumes no reservation (Cluster Toolkit modules/compute/
+    gke-node-pool/main.tf: "enable_flex_start requires reservation_affinity.consume_reservation_type
+    to be 'NO_RESERVATION'.")."""
+    if spec.kind != "gke":
+        return
+    for where, reservation in [("", spec.reservation), *((f"pools[{p.role}]: ", p.reservation) for p in spec.pools)]:
+        if reservation not in (None, "none"):
+            raise ValueError(f"{where}reservation {reservation!r} with provisioning 'flex-start': a flex-start GKE "
+                             "node pool consumes no reservation (NO_RESERVATION); set reservation: none, or "
+                             "remove provisioning")
 
 
 def _check_slices(spec: ClusterSpec) -> None:

@@ -86,15 +86,19 @@ def _add_node(world: World, project_id: str, cluster: dict[str, Any], pool: dict
         metadata={"cluster-name": cluster["name"], "cluster-location": cluster["location"]},
         spot=bool(config.get("spot") or config.get("preemptible")),
         accelerators=config.get("accelerators") or None, reservation_affinity=config.get("reservationAffinity"),
-        extra_nics=_additional_nics(pool),
+        extra_nics=_additional_nics(project_id, zone, pool),
         created_by=f"projects/{number}/zones/{zone}/instanceGroupManagers/{group}-grp", now=now)
     return f"{zone}/{name}"
 
 
-def _additional_nics(pool: dict[str, Any]) -> list[dict[str, Any]]:
-    """One more NIC per additional node network (multi-networking), gVNIC where the pool asks for it."""
+def _additional_nics(project_id: str, zone: str, pool: dict[str, Any]) -> list[dict[str, Any]]:
+    """One more NIC per additional node network (multi-networking), gVNIC where the pool asks for it;
+    the pool names them (facts/gke_node_pools.py), the VM's NIC takes them in the node's project
+    and region."""
     nic_type = {"nicType": "GVNIC"} if (pool.get("config", {}).get("gvnic") or {}).get("enabled") else {}
-    return [{"network": n.get("network"), "subnetwork": n.get("subnetwork"), **nic_type}
+    region = zone.rsplit("-", 1)[0]
+    return [{"network": f"projects/{project_id}/global/networks/{n.get('network')}",
+             "subnetwork": f"projects/{project_id}/regions/{region}/subnetworks/{n.get('subnetwork')}", **nic_type}
             for n in (pool.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or []]
 
 
