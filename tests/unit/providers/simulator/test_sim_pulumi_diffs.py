@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.providers.gcp.simulator.pulumi.gcp import TYPES, GcpPackage
+from infra.providers.gcp.simulator.pulumi.gcp.container import flat_network_config
 from infra.providers.gcp.simulator.pulumi.properties import apply_ignore_changes, parse_path
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -87,3 +88,17 @@ def test_every_resource_type_the_program_declares_is_modelled():
     declared = {r.type for name in available_stacks() if load_stack(name).provider == "gcp"
                 for r in evaluate(load_stack(name)).resources if r.type.startswith("gcp:")}
     assert declared - set(TYPES) == set()
+
+
+def test_a_node_pools_additional_networks_read_from_the_api_replace_it_when_the_program_names_them_otherwise():
+    # resource_container_node_pool.go: additional_node_network_configs.network/subnetwork are
+    # ForceNew and read back from the API (flattenAdditionalNodeNetworkConfig)
+    pool = resource("gcp:container/nodePool:NodePool")
+    given = {"additionalNodeNetworkConfigs": [{"network": "vpc-1", "subnetwork": "sub-1"}]}
+    declared = {"name": "p", "cluster": "c", "networkConfig": given}
+    state = {**declared, **flat_network_config(given, given)}
+    assert pool.diff(declared, state, declared).changed == []
+    as_paths = {**declared, "networkConfig": {"additionalNodeNetworkConfigs": [
+        {"network": "projects/p/global/networks/vpc-1", "subnetwork": "projects/p/regions/r/subnetworks/sub-1"}]}}
+    diff = pool.diff(declared, state, as_paths)
+    assert diff.replaces and all(p.startswith("networkConfig.additionalNodeNetworkConfigs") for p in diff.replaces)

@@ -16,16 +16,20 @@ first three zones of its region unless the pool names its locations.
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from infra.providers.gcp.simulator.apis.compute_common import fingerprint
 from infra.providers.gcp.simulator.apis.compute_instances import instances
 from infra.providers.gcp.simulator.apis.compute_managed import create_managed_instance, delete_managed_instance
-from infra.providers.gcp.simulator.kubernetes import control_planes
-
+from infra.providers.gcp.simulator.apis.container_ops import CLUSTERS
+from infra.providers.gcp.simulator.errors import ApiError
+from infra.providers.gcp.simulator.kubernetes import control_planes, scheduling
 from infra.providers.gcp.simulator.state import World
 
 if TYPE_CHECKING:
+    from infra.providers.gcp.simulator.kubernetes.jobs import JobController
     from infra.providers.gcp.simulator.server import Simulator
 
 DEFAULT_MACHINE = "e2-medium"  # GKE's default node machine type
@@ -141,5 +145,41 @@ def node_names(cluster: dict[str, Any]) -> tuple[str, ...]:
 
 
 def serve(sim: Simulator, cluster: dict[str, Any]) -> None:
-    """The cluster's Kubernetes API runs in this process, knowing its nodes."""
-    control_planes.ensure(sim, cluster, node_names(cluster))
+    """The cluster's Kubernetes API runs in this process, knowing its nodes and with the cluster
+    autoscaler of its autoscaled pools."""
+    project_id, key = cluster["selfLink"].split("/projects/", 1)[1].split("/")[0], f"{cluster['location']}/{cluster['name']}"
+    control_planes.ensure(sim, cluster, node_names(cluster), autoscaler=lambda api: scale_up(sim, project_id, key, api))
+
+
+def scale_up(sim: Simulator, project_id: str, key: str, api: JobController) -> None:
+    """GKE's cluster autoscaler, for pods that wait: an autoscaled pool whose nodes would take them
+    grows by as many nodes, up to its maximum (NodePoolAutoscaling: total_max_node_count, or
+    max_node_count per zone), a flex-start pool from zero as Google's flex-start pools are made
+    (facts/gke_node_pools.py). Chosen: nodes are added at once, no scale-down of idle nodes, and a
+    node Compute cannot make (quota, stockout) leaves the pods waiting until the next try."""
+    with sim.store.transaction() as world:
+        cluster = world.collection(project_id, CLUSTERS).get(key)
+        if cluster is None or cluster.get("status") not in ("RUNNING", "RECONCILING"):
+            return
+        with api.cond:
+            waiting = [pod for _, pod, _, _ in api.unscheduled.values()]
+        grown = [_grow(world, project_id, cluster, pool, scheduling.waiting_for(waiting, scheduling.pool_node_labels(pool)))
+                 for pool in cluster["pools"].values()]
+        if any(grown):
+            serve(sim, cluster)
+
+
+def _grow(world: World, project_id: str, cluster: dict[str, Any], pool: dict[str, Any], waiting: int) -> bool:
+    autoscaling = pool.get("autoscaling") or {}
+    if not autoscaling.get("enabled") or pool.get("status") != "RUNNING" or not waiting:
+        return False
+    zones = zones_of(cluster, pool)
+    most = autoscaling.get("totalMaxNodeCount") or (autoscaling.get("maxNodeCount") or 0) * len(zones)
+    target = min(int(most), len(pool.get("nodes", [])) + waiting)
+    if target <= len(pool.get("nodes", [])):
+        return False
+    try:
+        resize(world, project_id, cluster, pool, math.ceil(target / len(zones)), time.time())
+    except ApiError:
+        return False
+    return True
