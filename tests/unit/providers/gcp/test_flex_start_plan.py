@@ -10,6 +10,8 @@ from pydantic import ValidationError
 from infra.providers.gcp.program.mocks import evaluate
 from infra.providers.gcp.quota_needs import per_pool
 from infra.spec.cluster import ClusterSpec
+from policy.declared import Resource
+from policy.rules import check_resources
 
 BASE = {"name": "f", "provider": "gcp", "project": "my-project", "zone": "us-central1-a", "nodes": 2,
         "machine_type": "g2-standard-8", "provisioning": "flex-start", "ttl_hours": 10,
@@ -40,7 +42,9 @@ def test_flex_start_vms_are_planned_as_flex_start_on_preemptible_quota() -> None
 def test_a_gke_flex_start_pool_is_autoscaled_from_zero_unrepaired_and_on_no_reservation() -> None:
     # Google's preconditions for a flex-start pool (Cluster Toolkit gke-node-pool/main.tf)
     spec = ClusterSpec.model_validate({**BASE, "kind": "gke"})
-    (pool,) = evaluate(spec).of_type("container/nodePool:NodePool")
+    declared = evaluate(spec)
+    (pool,) = declared.of_type("container/nodePool:NodePool")
+    assert not check_resources([Resource(r.type, r.name, r.inputs) for r in declared.resources])
     assert "nodeCount" not in pool.inputs and pool.inputs["initialNodeCount"] == 0
     assert pool.inputs["autoscaling"] == {"totalMinNodeCount": 0, "totalMaxNodeCount": 2, "locationPolicy": "ANY"}
     assert pool.inputs["management"] == {"autoRepair": False, "autoUpgrade": True}
