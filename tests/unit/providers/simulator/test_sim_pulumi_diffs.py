@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from infra.providers.gcp.simulator.pulumi.gcp import TYPES, GcpPackage
-from infra.providers.gcp.simulator.pulumi.gcp.container import flat_network_config
 from infra.providers.gcp.simulator.pulumi.properties import apply_ignore_changes, parse_path
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -92,13 +91,15 @@ def test_every_resource_type_the_program_declares_is_modelled():
 
 def test_a_node_pools_additional_networks_read_from_the_api_replace_it_when_the_program_names_them_otherwise():
     # resource_container_node_pool.go: additional_node_network_configs.network/subnetwork are
-    # ForceNew and read back from the API (flattenAdditionalNodeNetworkConfig)
+    # ForceNew and read back from the API (flattenAdditionalNodeNetworkConfig); GKE holds names
     pool = resource("gcp:container/nodePool:NodePool")
-    given = {"additionalNodeNetworkConfigs": [{"network": "vpc-1", "subnetwork": "sub-1"}]}
-    declared = {"name": "p", "cluster": "c", "networkConfig": given}
-    state = {**declared, **flat_network_config(given, given)}
-    assert pool.diff(declared, state, declared).changed == []
-    as_paths = {**declared, "networkConfig": {"additionalNodeNetworkConfigs": [
-        {"network": "projects/p/global/networks/vpc-1", "subnetwork": "projects/p/regions/r/subnetworks/sub-1"}]}}
-    diff = pool.diff(declared, state, as_paths)
+    answered = {"name": "p", "networkConfig": {"additionalNodeNetworkConfigs": [
+        {"network": "vpc-1", "subnetwork": "sub-1"}]}}
+    pool.fetch = lambda url, what: answered  # type: ignore[method-assign]
+    id_ = "projects/p/locations/us-central1-a/clusters/c/nodePools/p"
+    by_name = {"name": "p", "cluster": "c", "networkConfig": answered["networkConfig"]}
+    assert pool.diff(by_name, pool.read(id_, by_name, by_name), by_name).changed == []
+    by_path = {**by_name, "networkConfig": {"additionalNodeNetworkConfigs": [
+        {"network": "projects/p/global/networks/vpc-1", "subnetwork": "projects/p/regions/us-central1/subnetworks/sub-1"}]}}
+    diff = pool.diff(by_path, pool.read(id_, by_path, by_path), by_path)
     assert diff.replaces and all(p.startswith("networkConfig.additionalNodeNetworkConfigs") for p in diff.replaces)
