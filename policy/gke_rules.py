@@ -1,5 +1,6 @@
 """GKE's constraints: node pools of a cluster on a release channel keep auto-upgrade, names fit
-GKE's limit, trainctl's clusters stay deletable, a multi-host TPU pool holds exactly one slice."""
+GKE's limit, trainctl's clusters stay deletable, a multi-host TPU pool holds exactly one slice,
+a flex-start pool is autoscaled, unrepaired and on no reservation."""
 
 from __future__ import annotations
 
@@ -94,3 +95,23 @@ def tpu_pool_node_count(r: Resource) -> Iterator[str]:
         yield (f"multi-host TPU node pool {r.props.get('name', r.name)!r} has {count} node(s) but "
                f"topology {topology} on {machine} is {hosts} hosts; a multi-host slice pool holds "
                f"exactly one slice: set node_count={hosts} (one node pool per slice)")
+
+
+def flex_start_pool(r: Resource) -> Iterator[str]:
+    """Google's preconditions for a flex-start node pool (Cluster Toolkit modules/compute/
+    gke-node-pool/main.tf, the enable_flex_start preconditions): autoscaled, not a static size;
+    auto-repair off; reservation affinity NO_RESERVATION (not spot: flex-start-time-limited)."""
+    config = mapping(r.props.get("nodeConfig"))
+    if r.type != T_NODEPOOL or config.get("flexStart") is not True:
+        return
+    what = f"flex-start GKE node pool {r.props.get('name', r.name)!r}"
+    if not r.props.get("autoscaling") or r.props.get("nodeCount") is not None:
+        yield (f"{what} has a static size (node_count {r.props.get('nodeCount')}); flex-start does not work "
+               "with static nodes: set autoscaling (total_min_node_count=0, total_max_node_count=N, "
+               "location_policy='ANY') and no node_count")
+    if mapping(r.props.get("management")).get("autoRepair") is not False:
+        yield f"{what}: set management.auto_repair=False (flex-start nodes are not auto-repaired)"
+    affinity = mapping(config.get("reservationAffinity")).get("consumeReservationType")
+    if affinity != "NO_RESERVATION":
+        yield (f"{what} has reservation affinity {affinity or 'unset'}; a flex-start pool consumes no "
+               "reservation: set consume_reservation_type='NO_RESERVATION'")

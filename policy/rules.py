@@ -78,6 +78,10 @@ RULES: tuple[Rule, ...] = (
          "A multi-host TPU slice node pool's node count equals its topology's host count.",
          "https://cloud.google.com/kubernetes-engine/docs/concepts/tpus",
          check=gke_rules.tpu_pool_node_count),
+    Rule("gke-flex-start-pool",
+         "A flex-start GKE node pool is autoscaled (no static size), with auto-repair off and no reservation.",
+         "https://cloud.google.com/kubernetes-engine/docs/how-to/dws-flex-start-training",
+         check=gke_rules.flex_start_pool),
     Rule("bucket-removable",
          "trainctl's buckets must be removable with their objects (forceDestroy), or kept on "
          "purpose (retainOnDelete + trainctl-retain label).",

@@ -16,16 +16,20 @@ first three zones of its region unless the pool names its locations.
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from typing import TYPE_CHECKING, Any
 
 from gcpsim.apis.compute_common import fingerprint
 from gcpsim.apis.compute_instances import instances
 from gcpsim.apis.compute_managed import create_managed_instance, delete_managed_instance
-from gcpsim.kubernetes import control_planes
-
+from gcpsim.apis.container_ops import CLUSTERS
+from gcpsim.errors import ApiError
+from gcpsim.kubernetes import control_planes, scheduling
 from gcpsim.state import World
 
 if TYPE_CHECKING:
+    from gcpsim.kubernetes.jobs import JobController
     from gcpsim.server import Simulator
 
 DEFAULT_MACHINE = "e2-medium"  # GKE's default node machine type
@@ -86,15 +90,19 @@ def _add_node(world: World, project_id: str, cluster: dict[str, Any], pool: dict
         metadata={"cluster-name": cluster["name"], "cluster-location": cluster["location"]},
         spot=bool(config.get("spot") or config.get("preemptible")),
         accelerators=config.get("accelerators") or None, reservation_affinity=config.get("reservationAffinity"),
-        extra_nics=_additional_nics(pool),
+        extra_nics=_additional_nics(project_id, zone, pool),
         created_by=f"projects/{number}/zones/{zone}/instanceGroupManagers/{group}-grp", now=now)
     return f"{zone}/{name}"
 
 
-def _additional_nics(pool: dict[str, Any]) -> list[dict[str, Any]]:
-    """One more NIC per additional node network (multi-networking), gVNIC where the pool asks for it."""
+def _additional_nics(project_id: str, zone: str, pool: dict[str, Any]) -> list[dict[str, Any]]:
+    """One more NIC per additional node network (multi-networking), gVNIC where the pool asks for it;
+    the pool names them (facts/gke_node_pools.py), the VM's NIC takes them in the node's project
+    and region."""
     nic_type = {"nicType": "GVNIC"} if (pool.get("config", {}).get("gvnic") or {}).get("enabled") else {}
-    return [{"network": n.get("network"), "subnetwork": n.get("subnetwork"), **nic_type}
+    region = zone.rsplit("-", 1)[0]
+    return [{"network": f"projects/{project_id}/global/networks/{n.get('network')}",
+             "subnetwork": f"projects/{project_id}/regions/{region}/subnetworks/{n.get('subnetwork')}", **nic_type}
             for n in (pool.get("networkConfig") or {}).get("additionalNodeNetworkConfigs") or []]
 
 
@@ -137,5 +145,41 @@ def node_names(cluster: dict[str, Any]) -> tuple[str, ...]:
 
 
 def serve(sim: Simulator, cluster: dict[str, Any]) -> None:
-    """The cluster's Kubernetes API runs in this process, knowing its nodes."""
-    control_planes.ensure(sim, cluster, node_names(cluster))
+    """The cluster's Kubernetes API runs in this process, knowing its nodes and with the cluster
+    autoscaler of its autoscaled pools."""
+    project_id, key = cluster["selfLink"].split("/projects/", 1)[1].split("/")[0], f"{cluster['location']}/{cluster['name']}"
+    control_planes.ensure(sim, cluster, node_names(cluster), autoscaler=lambda api: scale_up(sim, project_id, key, api))
+
+
+def scale_up(sim: Simulator, project_id: str, key: str, api: JobController) -> None:
+    """GKE's cluster autoscaler, for pods that wait: an autoscaled pool whose nodes would take them
+    grows by as many nodes, up to its maximum (NodePoolAutoscaling: total_max_node_count, or
+    max_node_count per zone), a flex-start pool from zero as Google's flex-start pools are made
+    (facts/gke_node_pools.py). Chosen: nodes are added at once, no scale-down of idle nodes, and a
+    node Compute cannot make (quota, stockout) leaves the pods waiting until the next try."""
+    with sim.store.transaction() as world:
+        cluster = world.collection(project_id, CLUSTERS).get(key)
+        if cluster is None or cluster.get("status") not in ("RUNNING", "RECONCILING"):
+            return
+        with api.cond:
+            waiting = [pod for _, pod, _, _ in api.unscheduled.values()]
+        grown = [_grow(world, project_id, cluster, pool, scheduling.waiting_for(waiting, scheduling.pool_node_labels(pool)))
+                 for pool in cluster["pools"].values()]
+        if any(grown):
+            serve(sim, cluster)
+
+
+def _grow(world: World, project_id: str, cluster: dict[str, Any], pool: dict[str, Any], waiting: int) -> bool:
+    autoscaling = pool.get("autoscaling") or {}
+    if not autoscaling.get("enabled") or pool.get("status") != "RUNNING" or not waiting:
+        return False
+    zones = zones_of(cluster, pool)
+    most = autoscaling.get("totalMaxNodeCount") or (autoscaling.get("maxNodeCount") or 0) * len(zones)
+    target = min(int(most), len(pool.get("nodes", [])) + waiting)
+    if target <= len(pool.get("nodes", [])):
+        return False
+    try:
+        resize(world, project_id, cluster, pool, math.ceil(target / len(zones)), time.time())
+    except ApiError:
+        return False
+    return True

@@ -19,7 +19,8 @@ GKE's checks, with their words:
   - TPU slices: a single-host slice pool takes no topology ("TPU topology can't be specified with
     single-host TPU slice pool; ...", https://github.com/AI-Hypercomputer/xpk/pull/825); a
     multi-host slice's node count is its host count (chips of the topology / chips per VM of the
-    machine type). Chosen: that refusal reads as GKE's for the maximum node count ("Maximum node
+    machine type);
+  - flex-start pools' preconditions and additional node networks by name (facts/gke_node_pools.py). Chosen: that refusal reads as GKE's for the maximum node count ("Maximum node
     count 0 is not a valid size of TPU pod slice with topology 2x2x2",
     https://github.com/vllm-project/ci-infra/pull/545) with "Node count" for the field.
 """
@@ -32,6 +33,7 @@ from typing import Any
 from gcpsim import operations
 from gcpsim.apis import container_nodes, container_ops
 from gcpsim.errors import ApiError, invalid_argument
+from gcpsim.facts import gke_node_pools
 from gcpsim.facts.tpus import TPUS
 from gcpsim.routes import Call, handles
 from gcpsim.state import World
@@ -80,12 +82,16 @@ def new_pool(call: Call, cluster: dict[str, Any], given: dict[str, Any]) -> dict
     _check_management(cluster, management)
     path = f"{container_ops.cluster_path(call.project_id, cluster['location'], cluster['name'])}/nodePools/{given['name']}"
     pool = {**given, "config": dict(given.get("config") or {}), "management": management,
-            "initialNodeCount": given.get("initialNodeCount", 3), "version": cluster["currentNodeVersion"],
+            # an autoscaled pool left unsized starts empty (proto3's 0), as the autoscaler sizes it
+            "initialNodeCount": given.get("initialNodeCount", 0 if (given.get("autoscaling") or {}).get("enabled") else 3), "version": cluster["currentNodeVersion"],
             "selfLink": cluster["selfLink"] + f"/nodePools/{given['name']}", "status": "PROVISIONING",
             "podIpv4CidrSize": given.get("podIpv4CidrSize", 24), "etag": str(call.world.next_id()), "nodes": []}
     pool["config"].setdefault("machineType", container_nodes.DEFAULT_MACHINE)
     pool["config"].setdefault("diskSizeGb", 100)
     _check_tpu(pool)
+    for refusal in (gke_node_pools.flex_start_refusal(pool), gke_node_pools.network_name_refusal(pool)):
+        if refusal:
+            raise invalid_argument(refusal)
     pool["_path"] = path
     return pool
 

@@ -26,11 +26,12 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from gcpsim import external_ranges, routes
 from gcpsim.kubernetes import auth, scheduling
 from gcpsim.kubernetes.api import KubernetesApi
+from gcpsim.kubernetes.jobs import JobController
 from gcpsim.kubernetes.processes import ProcessPods
 from gcpsim.state import World
 
@@ -160,8 +161,10 @@ def endpoint_of(kube: dict[str, Any]) -> str:
     return kube["address"] if kube["port"] == 443 else f"{kube['address']}:{kube['port']}"
 
 
-def ensure(sim: Simulator, cluster: dict[str, Any], node_names: tuple[str, ...]) -> None:
-    """The cluster's API server, started if this process does not serve it yet."""
+def ensure(sim: Simulator, cluster: dict[str, Any], node_names: tuple[str, ...],
+           autoscaler: Callable[[JobController], None] | None = None) -> None:
+    """The cluster's API server, started if this process does not serve it yet, with the
+    cluster autoscaler that adds nodes for its waiting pods (None: the nodes stay as they are)."""
     kube = cluster.get("_kube")
     if not kube or cluster.get("status") not in LIVE:
         return
@@ -173,6 +176,8 @@ def ensure(sim: Simulator, cluster: dict[str, Any], node_names: tuple[str, ...])
             if plane is None:
                 return
             _PLANES[home][cluster_id] = plane
+    if autoscaler is not None:  # a world the simulator starts over keeps its until the API serves it
+        plane.api.autoscaler = autoscaler
     plane.api.set_nodes(node_names or ("gke-simulated-node-without-pool",), node_labels(cluster))
 
 

@@ -54,6 +54,7 @@ class JobController(ApiStore):
         self.unscheduled: dict[str, tuple[Obj, Obj, int, int]] = {}  # pod uid -> (job, pod, attempt, try)
         self.pod_tries: Counter[tuple[str, int]] = Counter()
         self.threads: list[threading.Thread] = []
+        self.autoscaler: Callable[[JobController], None] | None = None  # the cluster's (container_nodes.py)
 
     def spawn(self, target: Callable[..., Any], *args: Any) -> threading.Thread:
         thread = threading.Thread(target=target, args=args, daemon=True)
@@ -211,6 +212,8 @@ class JobController(ApiStore):
         pod waits (hold self.cond)."""
         nodes = scheduling.candidates(self.unscheduled[uid][1], self.node_names, self.node_labels)
         if not nodes:
+            if self.autoscaler is not None:  # it sees the pod wait, and may add nodes
+                self.spawn(self.autoscaler, self)
             return
         job, pod, attempt, tries = self.unscheduled.pop(uid)
         index = int(pod["metadata"]["annotations"][INDEX_LABEL])

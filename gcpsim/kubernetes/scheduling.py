@@ -45,6 +45,12 @@ def candidates(pod: dict[str, Any], nodes: tuple[str, ...], labels: dict[str, La
     return [n for n in nodes if all(labels.get(n, {}).get(k) == v for k, v in selector.items())]
 
 
+def waiting_for(pods: list[dict[str, Any]], labels: Labels) -> int:
+    """How many of the waiting pods a node with these labels would take."""
+    return sum(1 for pod in pods if not pod["metadata"].get("deletionTimestamp")
+               and all(labels.get(k) == v for k, v in (pod["spec"].get("nodeSelector") or {}).items()))
+
+
 def unschedulable_message(nodes: tuple[str, ...]) -> str:
     """The scheduler's message for a pod no node takes (its FailedScheduling wording)."""
     if not nodes:

@@ -100,6 +100,32 @@ def pool_network_config(config: dict[str, Any] | None) -> dict[str, Any]:
         for n in (config or {}).get("additionalNodeNetworkConfigs") or []]})
 
 
+def pool_autoscaling(autoscaling: dict[str, Any] | None) -> dict[str, Any] | None:
+    """expandNodePool's autoscaling (resource_container_node_pool.go): a block that is set is sent
+    enabled, its counts always sent (ForceSendFields), 0 where unset."""
+    if not autoscaling:
+        return None
+    return {"enabled": True, **{k: autoscaling.get(k) or 0 for k in (
+        "minNodeCount", "maxNodeCount", "totalMinNodeCount", "totalMaxNodeCount")},
+        **drop_empty({"locationPolicy": autoscaling.get("locationPolicy")})}
+
+
+def flat_autoscaling(autoscaling: dict[str, Any] | None) -> dict[str, Any] | None:
+    """flattenNodePool's autoscaling: the block only where the API has it enabled."""
+    if not (autoscaling or {}).get("enabled"):
+        return None
+    return {k: v for k, v in (autoscaling or {}).items() if k != "enabled"}
+
+
+def flat_network_config(found: dict[str, Any] | None, given: dict[str, Any] | None) -> dict[str, Any]:
+    """flattenAdditionalNodeNetworkConfig: the API's network and subnetwork for each one."""
+    extra = (found or {}).get("additionalNodeNetworkConfigs")
+    if not extra:
+        return {}
+    return {"networkConfig": {**(given or {}), "additionalNodeNetworkConfigs": [
+        {"network": n.get("network"), "subnetwork": n.get("subnetwork")} for n in extra]}}
+
+
 class Cluster(GkeResource):
     token = "gcp:container/cluster:Cluster"
     force_new = frozenset({"name", "location", "project", "network", "subnetwork", "initialNodeCount",
@@ -182,8 +208,12 @@ class Cluster(GkeResource):
 
 class NodePool(GkeResource):
     token = "gcp:container/nodePool:NodePool"
+    # resource_container_node_pool.go / node_config.go ForceNew fields; among them
+    # network_config.additional_node_network_configs and its network and subnetwork (names)
     force_new = frozenset({"name", "namePrefix", "cluster", "location", "project", "initialNodeCount",
-                           "maxPodsPerNode", "placementPolicy", "networkConfig", "nodeConfig.machineType",
+                           "maxPodsPerNode", "placementPolicy", "networkConfig",
+                           "networkConfig.additionalNodeNetworkConfigs.network",
+                           "networkConfig.additionalNodeNetworkConfigs.subnetwork", "nodeConfig.machineType",
                            "nodeConfig.guestAccelerators", "nodeConfig.oauthScopes", "nodeConfig.serviceAccount",
                            "nodeConfig.spot", "nodeConfig.diskSizeGb", "nodeConfig.reservationAffinity", "nodeConfig.workloadMetadataConfig"})
 
@@ -203,7 +233,8 @@ class NodePool(GkeResource):
         count = inputs.get("nodeCount", inputs.get("initialNodeCount"))
         pool = drop_empty({"name": inputs["name"], "initialNodeCount": count,
                            "config": node_config(inputs.get("nodeConfig")), "management": inputs.get("management"),
-                           "placementPolicy": inputs.get("placementPolicy"), "autoscaling": inputs.get("autoscaling"),
+                           "placementPolicy": inputs.get("placementPolicy"),
+                           "autoscaling": pool_autoscaling(inputs.get("autoscaling")),
                            "networkConfig": pool_network_config(inputs.get("networkConfig")),
                            "nodeLocations": inputs.get("nodeLocations"), "version": inputs.get("version")})
         with failing_as("error creating NodePool"):
@@ -225,7 +256,10 @@ class NodePool(GkeResource):
                 "nodeCount": found.get("currentNodeCount", found.get("initialNodeCount")),
                 "initialNodeCount": found.get("initialNodeCount"), "nodeConfig": flat_node_config(found.get("config")),
                 "management": found.get("management"), "placementPolicy": found.get("placementPolicy"),
-                "version": found.get("version"), "instanceGroupUrls": found.get("instanceGroupUrls") or [],
+                # flattenNodeNetworkConfig: the additional node networks as the API holds them, so
+                # a program that names them otherwise sees a diff (they are ForceNew)
+                **flat_network_config(found.get("networkConfig"), inputs.get("networkConfig")),
+                "autoscaling": flat_autoscaling(found.get("autoscaling")), "version": found.get("version"), "instanceGroupUrls": found.get("instanceGroupUrls") or [],
                 "managedInstanceGroupUrls": found.get("managedInstanceGroupUrls") or found.get("instanceGroupUrls")
                 or []}
 

@@ -195,6 +195,20 @@ def test_an_a4_vm_on_demand_and_a_flex_start_vm_on_any_reservation_are_refused()
     assert "set reservation_affinity type NO_RESERVATION" in v.message
 
 
+def test_a_flex_start_gke_pool_of_static_size_with_auto_repair_and_no_affinity_is_refused_three_times() -> None:
+    # what the simulated GKE refuses too (facts/gke_node_pools.py; Cluster Toolkit gke-node-pool/main.tf)
+    config = {"machineType": "g2-standard-8", "flexStart": True}
+    static = Resource(T_NODEPOOL, "p", {"name": "s-pool", "nodeCount": 2, "nodeConfig": config,
+                                        "management": {"autoRepair": True, "autoUpgrade": True}})
+    found = [v.message for v in fired("gke-flex-start-pool", static)]
+    assert len(found) == 3 and "static size" in found[0] and "auto_repair" in found[1] and "NO_RESERVATION" in found[2]
+    ok = Resource(T_NODEPOOL, "p", {
+        "name": "s-pool", "autoscaling": {"totalMaxNodeCount": 2, "locationPolicy": "ANY"},
+        "nodeConfig": {**config, "reservationAffinity": {"consumeReservationType": "NO_RESERVATION"}},
+        "management": {"autoRepair": False, "autoUpgrade": True}})
+    assert not fired("gke-flex-start-pool", ok)
+
+
 @pytest.mark.parametrize("allow", [{"protocol": "tcp", "ports": ["22"]}, {"protocol": "tcp"},
                                    {"protocol": "all"}, {"protocol": "tcp", "ports": ["20-30"]}])
 @pytest.mark.parametrize("anywhere", ["0.0.0.0/0", "::/0"])

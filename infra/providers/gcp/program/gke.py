@@ -59,7 +59,8 @@ def _node_networks(extra_nics: Sequence[ExtraNic]) -> gcp.container.NodePoolNetw
     if not extra_nics:
         return None
     return gcp.container.NodePoolNetworkConfigArgs(additional_node_network_configs=[
-        gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(network=n.network, subnetwork=n.subnet)
+        gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+            network=n.network_name, subnetwork=n.subnet_name)
         for n in extra_nics])
 
 
@@ -90,13 +91,39 @@ def _node_config(spec: ClusterSpec, tag: str, labels: dict[str, str],
     if spec.flex_start:  # node_config's own fields (pulumi-gcp NodePoolNodeConfigArgs)
         config["flex_start"] = True
         config["max_run_duration"] = f"{max_run_seconds(spec)}s"
-    if spec.reservation in CONSUME_TYPES:
+    if spec.flex_start:
+        # A flex-start pool consumes no reservation (Cluster Toolkit modules/compute/gke-node-pool/
+        # main.tf: "enable_flex_start requires reservation_affinity.consume_reservation_type to be
+        # 'NO_RESERVATION'."); the spec refuses a reservation beside flex-start.
+        config["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="NO_RESERVATION")
+    elif spec.reservation in CONSUME_TYPES:
         config["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type=CONSUME_TYPES[spec.reservation])
     elif spec.reservation:
         config["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_NAME_KEY, values=[spec.reservation])
     return config
+
+
+def _pool_size(spec: ClusterSpec, count: int) -> dict:
+    """A static size, or for a flex-start pool none: GKE's cluster autoscaler adds its nodes when
+    pods wait for them, from 0 to the stack's count, in whichever zone has capacity (Cluster
+    Toolkit modules/compute/gke-node-pool/main.tf: autoscaling with location_policy "ANY", and
+    "enable_flex_start does not work with static_node_count"; examples/gke-consumption-options/
+    dws-flex-start/README.md: "DWS Flex Start does not work with static nodes"). Total counts,
+    not per-zone ones: pulumi-gcp NodePoolAutoscalingArgs total_min/max_node_count."""
+    if not spec.flex_start:
+        return {"node_count": count}
+    return {"initial_node_count": 0, "autoscaling": gcp.container.NodePoolAutoscalingArgs(
+        total_min_node_count=0, total_max_node_count=count, location_policy="ANY")}
+
+
+def _management(spec: ClusterSpec) -> gcp.container.NodePoolManagementArgs:
+    """A release-channel cluster upgrades its nodes itself (GKE rejects auto_upgrade=False); a
+    flex-start pool's nodes are not repaired (Cluster Toolkit gke-node-pool/main.tf:
+    "enable_flex_start needs node auto_repair set to false.")."""
+    return gcp.container.NodePoolManagementArgs(auto_repair=not spec.flex_start, auto_upgrade=True)
 
 
 class GkeCluster(pulumi.ComponentResource):
@@ -122,12 +149,10 @@ class GkeCluster(pulumi.ComponentResource):
         self.pools = [
             gcp.container.NodePool(
                 f"{name}-{pool}", name=pool_name(spec, pool), project=spec.project,
-                location=spec.zone, cluster=self.cluster.name, node_count=count,
+                location=spec.zone, cluster=self.cluster.name, **_pool_size(spec, count),
                 node_config=gcp.container.NodePoolNodeConfigArgs(**_node_config(spec, tag, labels, service_account)),
                 placement_policy=_placement(spec), network_config=_node_networks(extra_nics),
-                # A release-channel cluster upgrades its nodes itself; GKE rejects auto_upgrade=False.
-                management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
-                opts=child)
+                management=_management(spec), opts=child)
             for pool, count in pool_layout(spec)
         ]
         # The nodes' own account may write their logs and metrics, and nothing more.

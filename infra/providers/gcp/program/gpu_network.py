@@ -31,11 +31,17 @@ ROCE_FIRST = 128
 
 @dataclass(frozen=True)
 class ExtraNic:
-    """One NIC beyond nic0: its network, the subnet it attaches to and its vNIC type."""
+    """One NIC beyond nic0: its network, the subnet it attaches to (as resource paths, what a VM's
+    network interface takes), its vNIC type, and the network's and subnet's names: a GKE node
+    pool's additional node networks take names ("Name of the VPC where the additional interface
+    belongs", container v1 AdditionalNodeNetworkConfig; terraform-provider-google
+    resource_container_node_pool.go, additional_node_network_configs, ForceNew)."""
 
     network: pulumi.Output[str]
     subnet: pulumi.Output[str]
     nic_type: str
+    network_name: pulumi.Output[str]
+    subnet_name: pulumi.Output[str]
 
 
 def stack_gpudirect(spec: ClusterSpec) -> GpuDirect | None:
@@ -108,7 +114,7 @@ class GpuNetworks(pulumi.ComponentResource):
             allows=[gcp.compute.FirewallAllowArgs(protocol=p) for p in ("tcp", "udp", "icmp")],
             source_tags=[tag], target_tags=[tag], opts=child)
         self.networks.append(vpc)
-        return ExtraNic(vpc.id, subnet.id, "GVNIC")
+        return ExtraNic(vpc.id, subnet.id, "GVNIC", vpc.name, subnet.name)
 
     def _roce_vpc(self, profile: GpuDirect) -> list[ExtraNic]:
         spec, child = self._spec, self._child
@@ -116,10 +122,11 @@ class GpuNetworks(pulumi.ComponentResource):
             f"{self._name}-rdma", name=roce_vpc_name(spec.name), project=spec.project,
             auto_create_subnetworks=False, mtu=profile.mtu, network_profile=roce_profile(spec), opts=child)
         self.networks.append(vpc)
-        return [ExtraNic(vpc.id, gcp.compute.Subnetwork(
+        subnets = [gcp.compute.Subnetwork(
             f"{self._name}-rdmasub-{i}", name=roce_subnet_name(spec.name, i), project=spec.project,
             region=region_of(spec.zone or ""), network=vpc.id, ip_cidr_range=extra_subnet_cidr(ROCE_FIRST + i),
-            opts=child).id, "MRDMA") for i in range(profile.gpu_nics)]
+            opts=child) for i in range(profile.gpu_nics)]
+        return [ExtraNic(vpc.id, s.id, "MRDMA", vpc.name, s.name) for s in subnets]
 
 
 def compact_placement(spec: ClusterSpec, opts: pulumi.ResourceOptions) -> gcp.compute.ResourcePolicy | None:

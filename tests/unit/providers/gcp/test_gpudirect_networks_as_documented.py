@@ -103,3 +103,13 @@ def test_gke_pools_get_the_gpu_networks_as_additional_node_networks(stack: str) 
         assert len({e["subnetwork"] for e in extra}) == len(extra)
         assert pool.inputs["placementPolicy"] == {"type": "COMPACT"}
         assert pool.inputs["nodeConfig"]["gvnic"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("stack", _stacks(GKE_STACKS))
+def test_gke_pools_name_their_additional_networks_as_the_api_asks(stack: str) -> None:
+    # container v1 AdditionalNodeNetworkConfig: "Name of the VPC ...", "Name of the subnetwork ..."
+    _, ev = evaluated_stack(stack)
+    names = {r.inputs["name"] for r in ev.of_type("compute/network:Network") + ev.of_type("compute/subnetwork:Subnetwork")}
+    for pool in ev.of_type("container/nodePool:NodePool"):
+        for extra in pool.inputs["networkConfig"]["additionalNodeNetworkConfigs"]:
+            assert extra["network"] in names and extra["subnetwork"] in names, extra

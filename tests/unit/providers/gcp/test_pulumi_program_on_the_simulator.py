@@ -32,8 +32,8 @@ def sim(tmp_path: Path, pulumi_server: Path) -> Iterator[RunningSim]:
     running.simulator.stop()
 
 
-def program_stack(sim: RunningSim, tmp_path: Path, name: str, expires_at: int) -> Any:
-    spec = load_stack(name).model_copy(update={"project": PROJECT})
+def program_stack(sim: RunningSim, tmp_path: Path, name: str, expires_at: int, **update: Any) -> Any:
+    spec = load_stack(name).model_copy(update={"project": PROJECT, **update})
     (tmp_path / "backend").mkdir(exist_ok=True)
     env = {"PULUMI_BACKEND_URL": f"file://{tmp_path / 'backend'}", "PULUMI_CONFIG_PASSPHRASE": "simulated",
            "PULUMI_HOME": str(tmp_path / "cli" / "home"), API_ENDPOINT_ENV: sim.url,
@@ -112,6 +112,11 @@ def test_an_a3_ultra_stack_gets_its_roce_network_and_hyperdisk_boot_disks_and_go
 
 
 def test_a_gke_a3_mega_pool_gets_its_additional_node_networks_on_a_multi_networking_cluster_and_goes(sim, tmp_path):
+    with recorded_requests(sim.simulator) as seen:
+        a3_mega_pool_up_twice_and_gone(sim, tmp_path, seen)
+
+
+def a3_mega_pool_up_twice_and_gone(sim: RunningSim, tmp_path: Path, seen: list[tuple[str, str]]) -> None:
     stack = program_stack(sim, tmp_path, "gke-a3mega", int(time.time()) + 3600)
     stack.up(policy_packs=[str(REPO_ROOT / "policy")])
     cluster = f"/v1beta1/projects/{PROJECT}/locations/us-central1-a/clusters/gke-a3mega-gke"
@@ -121,15 +126,37 @@ def test_a_gke_a3_mega_pool_gets_its_additional_node_networks_on_a_multi_network
     assert network["enableMultiNetworking"] is True and network["datapathProvider"] == "ADVANCED_DATAPATH"
     pool = sim.http("GET", f"{cluster}/nodePools/gke-a3mega-pool")[1]
     assert pool["config"]["gvnic"] == {"enabled": True}
-    extra = [n["network"].rsplit("/", 1)[-1] for n in pool["networkConfig"]["additionalNodeNetworkConfigs"]]
+    # by name, as AdditionalNodeNetworkConfig asks (the simulated GKE refuses a path)
+    extra = [n["network"] for n in pool["networkConfig"]["additionalNodeNetworkConfigs"]]
     assert extra == [f"gke-a3mega-gpunet-{i}" for i in range(8)]
     nodes = sim.http("GET", f"{COMPUTE}/zones/us-central1-a/instances")[1]["items"]
     assert len(nodes) == 2
     for node in nodes:
         nics = [(n["network"].rsplit("/", 1)[-1], n.get("nicType")) for n in node["networkInterfaces"]]
         assert nics[1:] == [(name, "GVNIC") for name in extra]
+    seen.clear()
+    stack.up(policy_packs=[str(REPO_ROOT / "policy")])  # the networks read back as declared: no replacement
+    assert mutations(seen) == []
     stack.destroy()
     assert all(sim.http("GET", f"{COMPUTE}/global/networks/{n}")[0] == 404 for n in extra)
+
+
+def test_a_gke_flex_start_pool_is_made_as_gke_takes_one_empty_for_the_autoscaler_and_stays(sim, tmp_path):
+    # The simulated GKE refuses a flex-start pool with a static size, auto-repair, spot or a
+    # reservation (facts/gke_node_pools.py, from Cluster Toolkit's gke-node-pool preconditions).
+    stack = program_stack(sim, tmp_path, "gke-l4", int(time.time()) + 3600, provisioning="flex-start")
+    with recorded_requests(sim.simulator) as seen:
+        stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+        pool = sim.http("GET", f"/v1beta1/projects/{PROJECT}/locations/us-central1-a/clusters/gke-l4-gke/nodePools/gke-l4-pool")[1]
+        assert pool["config"]["flexStart"] is True and pool["management"]["autoRepair"] is False
+        assert pool["autoscaling"] == {"enabled": True, "minNodeCount": 0, "maxNodeCount": 0, "totalMinNodeCount": 0,
+                                       "totalMaxNodeCount": 2, "locationPolicy": "ANY"}
+        assert pool["initialNodeCount"] == 0
+        assert sim.http("GET", f"{COMPUTE}/zones/us-central1-a/instances")[1].get("items", []) == []
+        seen.clear()
+        stack.up(policy_packs=[str(REPO_ROOT / "policy")])
+        assert mutations(seen) == []
+    stack.destroy()
 
 
 def test_a_gke_multislice_stack_gets_every_slices_pool_although_gke_runs_one_cluster_operation_at_a_time(sim, tmp_path):

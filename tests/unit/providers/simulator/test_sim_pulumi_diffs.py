@@ -87,3 +87,19 @@ def test_every_resource_type_the_program_declares_is_modelled():
     declared = {r.type for name in available_stacks() if load_stack(name).provider == "gcp"
                 for r in evaluate(load_stack(name)).resources if r.type.startswith("gcp:")}
     assert declared - set(TYPES) == set()
+
+
+def test_a_node_pools_additional_networks_read_from_the_api_replace_it_when_the_program_names_them_otherwise():
+    # resource_container_node_pool.go: additional_node_network_configs.network/subnetwork are
+    # ForceNew and read back from the API (flattenAdditionalNodeNetworkConfig); GKE holds names
+    pool = resource("gcp:container/nodePool:NodePool")
+    answered = {"name": "p", "networkConfig": {"additionalNodeNetworkConfigs": [
+        {"network": "vpc-1", "subnetwork": "sub-1"}]}}
+    pool.fetch = lambda url, what: answered  # type: ignore[method-assign]
+    id_ = "projects/p/locations/us-central1-a/clusters/c/nodePools/p"
+    by_name = {"name": "p", "cluster": "c", "networkConfig": answered["networkConfig"]}
+    assert pool.diff(by_name, pool.read(id_, by_name, by_name), by_name).changed == []
+    by_path = {**by_name, "networkConfig": {"additionalNodeNetworkConfigs": [
+        {"network": "projects/p/global/networks/vpc-1", "subnetwork": "projects/p/regions/us-central1/subnetworks/sub-1"}]}}
+    diff = pool.diff(by_path, pool.read(id_, by_path, by_path), by_path)
+    assert diff.replaces and all(p.startswith("networkConfig.additionalNodeNetworkConfigs") for p in diff.replaces)
