@@ -153,17 +153,28 @@ def _handle(conn: socket.socket) -> None:
     if uid != os.getuid() or not same_interpreter or len(fds) != 3:
         conn.sendall(b"refused\n")  # the client runs the command itself
         return
+    # The command waits at this gate until "started" has gone out: a client that does not hear
+    # it runs the command itself, so a command that ran before (or without) the answer would run
+    # twice on the caller's stdout (issue 44: two `stack history --json` documents in one output).
+    gate, opened = os.pipe()
     pid = os.fork()
     if pid == 0:
         conn.close()
+        os.close(opened)
+        if not os.read(gate, 1):  # this process went before saying "started": the client runs it
+            os._exit(1)
+        os.close(gate)
         try:
             _run_command(request, fds)
         except BaseException:  # noqa: BLE001 - the command could not be set up: say why, fail
             traceback.print_exc()
         os._exit(1)
+    os.close(gate)
     for fd in fds:
         os.close(fd)
     conn.sendall(b"started\n")
+    os.write(opened, b"\n")
+    os.close(opened)
     conn.sendall(f"{_supervise(conn, pid)}\n".encode())
 
 

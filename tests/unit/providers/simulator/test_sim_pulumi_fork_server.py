@@ -5,9 +5,13 @@ daemon's server goes with the daemon."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
+import struct
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -115,6 +119,43 @@ def test_the_daemons_server_answers_while_it_runs_and_goes_with_it(tmp_path):
     finally:
         daemon.stop(home)
     assert server_pids(home) == []
+
+
+# A connection handler of the fork server that dies the moment it would answer "started",
+# as one killed between forking the command and answering does.
+DIES_BEFORE_STARTED = textwrap.dedent("""\
+    import os, signal, socket, sys
+    from gcpsim.pulumi import zygote
+
+    class Dying(socket.socket):
+        def sendall(self, data, *flags):
+            if data == b"started\\n":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return super().sendall(data, *flags)
+
+    zygote._handle(Dying(fileno=int(sys.argv[1])))
+    """)
+
+
+def test_a_command_whose_handler_dies_before_saying_started_does_not_run(tmp_path):
+    """The client runs a command itself when it hears no "started"; had the server's copy run
+    too, the caller's stdout would get the output twice (issue 44: `stack history --json`
+    printed two documents and the Automation API's json.loads failed with "Extra data")."""
+    client, handler_end = socket.socketpair()
+    handler = subprocess.Popen([sys.executable, "-c", DIES_BEFORE_STARTED, str(handler_end.fileno())],
+                               pass_fds=[handler_end.fileno()], cwd=str(Path(zygote.__file__).parents[2]))
+    handler_end.close()
+    out_r, out_w = os.pipe()
+    body = json.dumps({"args": ["version"], "env": dict(os.environ), "cwd": str(tmp_path),
+                       "umask": 0o022, "python": sys.executable}).encode()
+    with open(os.devnull, "rb") as stdin:
+        socket.send_fds(client, [struct.pack("!I", len(body)) + body], [stdin.fileno(), out_w, out_w])
+    os.close(out_w)
+    handler.wait(timeout=60)
+    assert handler.returncode == -signal.SIGKILL
+    with os.fdopen(out_r, "rb") as output:
+        printed = output.read()  # EOF once every process holding the stdout it was sent is gone
+    assert client.recv(64) == b"" and printed == b""  # no answer, and nothing ran on its stdout
 
 
 def wait_for(path: Path, seconds: float = 30) -> str:
