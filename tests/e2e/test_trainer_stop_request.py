@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from trainers.stop_request import ACK_SECONDS
 
 # The trainers' environment (torch) is built as bootstrap builds the nodes': the e2e tier's.
 pytestmark = pytest.mark.e2e
@@ -108,7 +109,10 @@ def test_sigterm_on_one_tf_worker_stops_both_at_one_step_and_the_resumed_run_end
     undisturbed = json.loads((tmp_path / "calm" / "metrics.json").read_text())
 
     job = tmp_path / "stopped"
-    procs = workers(job, "--epoch-sleep", "0.5")
+    # The chief pauses after each epoch for longer than the watch's default deadline: the
+    # non-chief's vote then waits for the chief in epoch 2's first step, as on a loaded machine,
+    # and reaches it only if the stop waits for that step, not for a clock.
+    procs = workers(job, "--epoch-sleep", str(2 * ACK_SECONDS))
     chief = procs[0]
     assert chief.stdout
     head = ""
@@ -116,7 +120,7 @@ def test_sigterm_on_one_tf_worker_stops_both_at_one_step_and_the_resumed_run_end
         head += line
         if line.startswith("epoch 1/3"):
             break
-    procs[1].send_signal(signal.SIGTERM)  # lands in the pause or epoch 2's first steps
+    procs[1].send_signal(signal.SIGTERM)  # lands in the chief's pause
     codes, output = finish(procs, job, head)
     assert codes == [128 + signal.SIGTERM] * 2, output
     assert "(a peer's SIGTERM); checkpoint saved" in output, output
