@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import time
+from typing import NoReturn
 
 import numpy as np
 import tensorflow as tf
@@ -68,7 +69,15 @@ def main(argv: list[str] | None = None) -> int:
     strategy, kind = pick_strategy()
     # After the strategy: MultiWorkerMirroredStrategy's coordination service installs its own
     # SIGTERM handler (TSL's preemption notifier), which would otherwise replace this one.
-    stop = StopRequest.install()
+    # No acknowledgement deadline: a worker's stop is a vote in its next step, which ends only
+    # when every peer reaches it, after the chief's checkpoint and pause, however slow the
+    # machine (a 2 s deadline left the chief in that step with a dead peer, exit 1). A peer that
+    # is gone fails the step instead: the strategy aborts its collectives with UnavailableError
+    # once the coordination service's heartbeats stop (tensorflow/python/distribute/
+    # collective_all_reduce_strategy.py: "If coordination service is enabled, use its internal
+    # heartbeat to detect peer failures"; "collectives are aborted and the user program should
+    # get a tf.errors.UnavailableError").
+    stop = StopRequest.install(ack_seconds=None)
     task_type, task_index = task()
     is_chief = task_type == "chief" or (task_type == "worker" and task_index == 0
                                         and "chief" not in os.environ.get("TF_CONFIG", ""))
@@ -143,12 +152,27 @@ def main(argv: list[str] | None = None) -> int:
                 "history": history}, checkpoint.NPZ)
         print(f"{me}: {checkpoint.saved_line(time.monotonic() - saving)}", flush=True)
 
+    def peer_gone_while_stopping(epoch: int, batch: int, epoch_loss: float) -> NoReturn:
+        """A stop was requested here and a peer left before the step that carries the vote
+        ended: this worker stops as requested. The chief saves the position only where the
+        weights are still those of the last step it counted (the failed step applied nothing)."""
+        stop.acknowledge()
+        if is_chief and int(optimizer.iterations.numpy()) == step:
+            save(epoch, batch, epoch_loss)
+            print(f"{me}: stopping at step {step} (SIGTERM, a peer gone); checkpoint saved", flush=True)
+        stop.leave()
+
     started = time.time()
     for epoch in range(start_epoch, args.epochs):
         skip = start_batch if epoch == start_epoch else 0
         total, batches = (partial_loss, skip) if skip else (0.0, 0)
         for batch in epoch_batches(epoch, skip):
-            loss, stopping = train_step(batch, tf.constant(1.0 if stop.requested else 0.0))
+            try:
+                loss, stopping = train_step(batch, tf.constant(1.0 if stop.requested else 0.0))
+            except tf.errors.UnavailableError:
+                if not stop.requested:
+                    raise  # a peer failed: the job failed
+                peer_gone_while_stopping(epoch, batches, total)
             total, batches, step = total + float(loss), batches + 1, step + 1
             if float(stopping):
                 stop.acknowledge()

@@ -9,7 +9,10 @@ A process blocked in a collective (its peer is gone, or being restarted by torch
 reaches a step boundary, and Python runs no handler while C++ blocks. So the signal is also
 taken from a wakeup fd by a thread: unless the loop acknowledges the request within
 ACK_SECONDS (it is saving its position), or is inside a `busy()` block (a checkpoint write),
-the process leaves at once, as it would have by default. No trainctl import.
+the process leaves at once, as it would have by default. A trainer whose collectives fail by
+themselves when a peer is gone (TensorFlow's, through its coordination service's heartbeats)
+installs the watch without that deadline: its stop takes a step all workers share, which a slow
+peer delays but only a dead one ends, and the collective's error says which. No trainctl import.
 """
 
 from __future__ import annotations
@@ -28,14 +31,16 @@ ACK_SECONDS = 2.0
 
 
 class StopRequest:
-    def __init__(self) -> None:
+    def __init__(self, ack_seconds: float | None = ACK_SECONDS) -> None:
         self._flag = threading.Event()
         self._acknowledged = threading.Event()
         self._busy = 0
+        self._ack_seconds = ack_seconds
 
     @classmethod
-    def install(cls) -> "StopRequest":
-        request = cls()
+    def install(cls, ack_seconds: float | None = ACK_SECONDS) -> "StopRequest":
+        """`ack_seconds=None`: the watch never leaves on its own (see the module's doc)."""
+        request = cls(ack_seconds)
         signal.signal(signal.SIGTERM, lambda _signum, _frame: request._flag.set())
         reader, writer = socket.socketpair()
         writer.setblocking(False)
@@ -51,13 +56,21 @@ class StopRequest:
                 return
             if signal.SIGTERM in data:
                 self._flag.set()
-                deadline = time.monotonic() + ACK_SECONDS
-                while not self._acknowledged.wait(0.05):
-                    if self._busy:
-                        deadline = time.monotonic() + ACK_SECONDS
-                    elif time.monotonic() > deadline:
-                        os._exit(EXIT_CODE)  # stuck where no step ends: leave as the default would
+                if self._ack_seconds is not None:
+                    self._leave_unless_acknowledged(self._ack_seconds)
                 return
+
+    def _leave_unless_acknowledged(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._acknowledged.wait(0.05):
+            if self._busy:
+                deadline = time.monotonic() + seconds
+            elif time.monotonic() > deadline:
+                # stuck where no step ends: leave as the default would, saying so (this exit
+                # runs no handler and prints no traceback)
+                os.write(2, f"SIGTERM not acknowledged at a step boundary within {seconds} s; "
+                            f"leaving with {EXIT_CODE}\n".encode())
+                os._exit(EXIT_CODE)
 
     @property
     def requested(self) -> bool:

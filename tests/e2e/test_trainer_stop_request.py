@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
+from trainers.stop_request import ACK_SECONDS
 
 # The trainers' environment (torch) is built as bootstrap builds the nodes': the e2e tier's.
 pytestmark = pytest.mark.e2e
@@ -79,28 +80,39 @@ def test_sigterm_on_one_tf_worker_stops_both_at_one_step_and_the_resumed_run_end
     the next step's all-reduce, both leave after that step, and the chief saves that position."""
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_loopback_ports(2)]}
 
-    def workers(job_dir: Path, *extra: str) -> list[subprocess.Popen[str]]:
-        return [subprocess.Popen(
-            [str(tf_trainer_python), "-m", "trainers.digits_keras", "--epochs", "3", "--job-dir",
-             str(job_dir), *extra], cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
-                 "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
-            for i in range(2)]
+    def worker(i: int, job_dir: Path, extra: tuple[str, ...]) -> subprocess.Popen[str]:
+        # Its stderr goes to a file beside the job dir: a failed assertion shows why a worker
+        # ended as it did (TF's errors, a traceback), not only the chief's stdout.
+        with open(f"{job_dir}-worker-{i}.stderr", "w") as stderr:
+            return subprocess.Popen(
+                [str(tf_trainer_python), "-m", "trainers.digits_keras", "--epochs", "3", "--job-dir",
+                 str(job_dir), *extra], cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=stderr,
+                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+                     "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}})})
 
-    def finish(procs: list[subprocess.Popen[str]], head: str = "") -> tuple[list[int], str]:
+    def workers(job_dir: Path, *extra: str) -> list[subprocess.Popen[str]]:
+        return [worker(i, job_dir, extra) for i in range(2)]
+
+    def finish(procs: list[subprocess.Popen[str]], job_dir: Path, head: str = "") -> tuple[list[int], str]:
+        """The workers' exit codes, and the chief's stdout followed by each worker's stderr tail."""
         try:
             outputs = [p.communicate(timeout=180)[0] for p in procs]
         finally:
             for p in procs:
                 p.kill()
-        return [p.returncode for p in procs], head + outputs[0]
+        tails = "".join(f"\n--- worker {i} stderr (tail) ---\n"
+                        + Path(f"{job_dir}-worker-{i}.stderr").read_text()[-3000:] for i in range(len(procs)))
+        return [p.returncode for p in procs], head + outputs[0] + tails
 
-    codes, calm = finish(workers(tmp_path / "calm"))
+    codes, calm = finish(workers(tmp_path / "calm"), tmp_path / "calm")
     assert codes == [0, 0], calm
     undisturbed = json.loads((tmp_path / "calm" / "metrics.json").read_text())
 
     job = tmp_path / "stopped"
-    procs = workers(job, "--epoch-sleep", "0.5")
+    # The chief pauses after each epoch for longer than the watch's default deadline: the
+    # non-chief's vote then waits for the chief in epoch 2's first step, as on a loaded machine,
+    # and reaches it only if the stop waits for that step, not for a clock.
+    procs = workers(job, "--epoch-sleep", str(2 * ACK_SECONDS))
     chief = procs[0]
     assert chief.stdout
     head = ""
@@ -108,19 +120,19 @@ def test_sigterm_on_one_tf_worker_stops_both_at_one_step_and_the_resumed_run_end
         head += line
         if line.startswith("epoch 1/3"):
             break
-    procs[1].send_signal(signal.SIGTERM)  # lands in the pause or epoch 2's first steps
-    codes, output = finish(procs, head)
+    procs[1].send_signal(signal.SIGTERM)  # lands in the chief's pause
+    codes, output = finish(procs, job, head)
     assert codes == [128 + signal.SIGTERM] * 2, output
     assert "(a peer's SIGTERM); checkpoint saved" in output, output
     stopped_at = int(output.split("stopping at step ")[1].split()[0])
-    assert stopped_at > undisturbed["steps_per_epoch"]  # not the epoch checkpoint: a later step
+    assert stopped_at > undisturbed["steps_per_epoch"], output  # not the epoch checkpoint: a later step
 
-    codes, resumed = finish(workers(job))
+    codes, resumed = finish(workers(job), job)
     assert codes == [0, 0], resumed
-    assert f"(step {stopped_at})" in resumed  # nothing redone
+    assert f"(step {stopped_at})" in resumed, resumed  # nothing redone
     metrics = json.loads((job / "metrics.json").read_text())
-    assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"])
-    assert metrics["history"] == undisturbed["history"]  # the same batches in the same order
+    assert (metrics["steps"], metrics["test_accuracy"]) == (undisturbed["steps"], undisturbed["test_accuracy"]), resumed
+    assert metrics["history"] == undisturbed["history"], resumed  # the same batches in the same order
 
 
 # A checkpoint write that receives SIGTERM halfway through its bytes (as a reclaimed VM's
