@@ -4,13 +4,12 @@ A simulated pod is a process on this machine, not a container: nothing is pulled
 An image is stood in for by a Python environment (its bin/ goes first on PATH) and, where the
 image holds code, a folder that becomes the pod's working directory:
 
-  - Google's framework images (the catalog's GKE_IMAGES for CPU and GPU pools) by an
-    environment with the framework and what the reference trainers use beside it (numpy,
-    scikit-learn, gcsfs: trainers/requirements*.txt), built offline from the controller's uv
-    cache on first use (the pod waits in ContainerCreating meanwhile);
-  - an image made for a simulated stack from an experiment's code and requirements
-    (`stand_in_code`) by that code, copied as bootstrap would sync it, and an environment
-    with its requirements: what `trainctl build` would have put in the image;
+  - Google's framework images (facts/framework_images.py, CPU and GPU pools) by an environment
+    with the framework and numpy, scikit-learn, gcsfs (environments.py), built from the host's
+    uv cache on first use (the pod waits in ContainerCreating meanwhile);
+  - an image a client makes of its code for a simulated cluster (`stand_in_code`) by that code,
+    copied with the client's rsync filters, and the Python environment the client made for it:
+    what the client's image build would have put in the image;
   - any other image cannot be pulled: the pod waits in ErrImagePull, as a kubelet that cannot
     reach the registry, saying so.
 
@@ -30,9 +29,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from gcpsim.facts.framework_images import FRAMEWORK_IMAGES
-from infra.spec.stack_config import REPO_ROOT
+from gcpsim.kubernetes import environments
 
-FRAMEWORK_REQUIREMENTS = {"torch": "trainers/requirements.txt", "tensorflow": "trainers/requirements-tf.txt"}
 SIMULATED_REGISTRY = "simulated.registry.invalid/trainctl"  # names images made here (never resolvable)
 KEEP_PER_NAME = 3  # images of one experiment's code kept in the simulator home
 
@@ -93,51 +91,26 @@ def resolve(home: Path, image: str) -> StandIn:
             "Google's framework images (" + ", ".join(sorted(f"{f}/{k}" for f, k in FRAMEWORK_IMAGES.values()
                                                              if k != "tpu"))
             + ") and for the images trainctl makes from an experiment's code")
-    requirements = FRAMEWORK_REQUIREMENTS[framework]
-    env = seed_environment(REPO_ROOT, requirements, home / "kubernetes" / "images" / "pull.log")
-    return StandIn(env, None, f"a {framework} environment ({requirements}: the framework, numpy, "
-                              f"scikit-learn, gcsfs) built from the controller's uv cache")
+    try:
+        env = environments.framework(home, framework, _dir(home) / "pull.log")
+    except environments.EnvironmentFailed as exc:
+        raise ImageUnavailable(str(exc)) from None
+    return StandIn(env, None, f"a {framework} environment ({', '.join(environments.PACKAGES[framework])}) "
+                              "built from the host's uv cache")
 
 
-def seed_environment(code_dir: Path, requirements: str, log: Path) -> Path:
-    """An environment with the requirements, made (once) as bootstrap seeds offline nodes':
-    uv installs them from the controller's cache, hardlinking what it holds."""
-    from bootstrap.plan import BootstrapSpec, seed_argv
-    from bootstrap.uv_cache import controller_uv, fill_uv_cache, install_failure
-    from infra.providers.offline_uv import offline_uv_env
-    from infra.providers.stack_home import cache_dir
-
-    spec = BootstrapSpec(code_dir=code_dir, requirements=requirements)
-    node_env = offline_uv_env(cache_dir())
-    seed = seed_argv(node_env, spec, controller_uv())[2]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    seed.parent.mkdir(parents=True, exist_ok=True)
-    # two pods (or trainctl and a pod) may want the same environment at once: one builds it
-    with open(f"{seed}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        code, output = fill_uv_cache(node_env, spec, log)
-    if code != 0:
-        raise ImageUnavailable(f"building the environment for {requirements} failed: "
-                               + install_failure(requirements, output, log))
-    return seed
-
-
-def stand_in_code(home: Path, name: str, code_dir: Path, requirements: str | None,
-                  excludes: tuple[str, ...] = (), repository: str = SIMULATED_REGISTRY) -> str:
-    """The image an experiment's code would be built into, for a simulated cluster: its code
-    copied (as bootstrap syncs it) and an environment with its requirements; returns the
+def stand_in_code(home: Path, name: str, code_dir: Path, env: Path | None,
+                  rsync_filters: tuple[str, ...] = (), repository: str = SIMULATED_REGISTRY) -> str:
+    """The image a client would build of its code, for a simulated cluster: the code copied
+    (rsync with the client's filters) and the environment the client made for it; returns the
     image's name (named by content), which pods of that image then run."""
-    from bootstrap.plan import BootstrapSpec, filter_args
-
-    spec = BootstrapSpec(code_dir=code_dir, requirements=requirements, excludes=excludes)
     folder = _dir(home) / name
     staging = folder / "staging"
     staging.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["rsync", "-a", "--delete", "--delete-excluded", *filter_args(spec),
+    done = subprocess.run(["rsync", "-a", "--delete", "--delete-excluded", *rsync_filters,
                            f"{code_dir}/", f"{staging}/"], capture_output=True, text=True)
     if done.returncode != 0:
         raise ImageUnavailable(f"copying {code_dir}: {done.stderr.strip()}")
-    env = seed_environment(code_dir, requirements, folder / "build.log") if requirements else None
     digest = _digest(staging, env)
     code = folder / digest
     if not code.exists():
@@ -145,7 +118,7 @@ def stand_in_code(home: Path, name: str, code_dir: Path, requirements: str | Non
     code.touch()  # the newest made or used: kept by _prune
     image = f"{repository}/{name}:{digest}"
     register(home, image, env=env, workdir=code,
-             describe=f"the code of {code_dir} and an environment with {requirements or 'no requirements'}")
+             describe=f"the code of {code_dir} and the environment {env or '(none)'}")
     _prune(home, folder)
     return image
 

@@ -58,12 +58,13 @@ def start_project(project: str | None, project_file: Path | None = None, *, api_
     return reach.api
 
 
-def stand_in_image(name: str, code_dir: Path, requirements: str | None, excludes: tuple[str, ...]) -> str:
-    """A simulated GKE cluster's pods run the code and an environment of its requirements, in
-    place of an image built from it (its machines pull nothing): the image's reference."""
+def stand_in_image(name: str, code_dir: Path, env: Path | None, rsync_filters: tuple[str, ...]) -> str:
+    """A simulated GKE cluster's pods run the code (copied with these rsync filters) and the
+    environment made for it, in place of an image built from it (its machines pull nothing):
+    the image's reference."""
     from gcpsim.kubernetes.images import stand_in_code
 
-    return stand_in_code(home(), name, code_dir, requirements, excludes)
+    return stand_in_code(home(), name, code_dir, env, rsync_filters)
 
 
 def _post(url: str, path: str, body: Any) -> Any:

@@ -47,14 +47,6 @@ SIMULATOR_BASE = (SIMULATOR, "namespace_nodes")
 SIMULATOR_DOORS = ("infra.providers.simulated_project",)
 # Product modules the simulator still imports, each with its reason. This list only ever shrinks.
 SIMULATOR_USES_OF_THE_PRODUCT: dict[tuple[str, str], str] = {
-    ("gcpsim.kubernetes.images", "bootstrap.plan"):
-        "the simulated kubelet stands in for an image with an environment seeded as bootstrap seeds "
-        "offline nodes' (BootstrapSpec, seed_argv, the rsync filter)",
-    ("gcpsim.kubernetes.images", "bootstrap.uv_cache"):
-        "the same: fill_uv_cache, controller_uv and install_failure",
-    ("gcpsim.kubernetes.images", "infra.providers.offline_uv"): "the same: uv's offline settings",
-    ("gcpsim.kubernetes.images", "infra.providers.stack_home"): "the same: the shared uv cache",
-    ("gcpsim.kubernetes.images", "infra.spec.stack_config"): "the same: the repository's root",
     ("gcpsim.apis.compute_quotas", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
 }
 TOPS = ("infra", "trainctl", "bootstrap", "policy", "namespace_nodes", "gcpsim")

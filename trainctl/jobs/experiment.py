@@ -90,10 +90,9 @@ def start_image(exp: Experiment, spec: ClusterSpec, bspec: BootstrapSpec, log: P
     if exp.container is None and can.stands_in_images:
         echo("[trainctl] simulated cluster: its pods run the code and an environment of its "
              "requirements in place of an image (none is built)")
-        from infra.providers.simulated_project import stand_in_image
+        from trainctl.jobs.image import stand_in
 
-        return pool.submit(stand_in_image, exp.name, bspec.code_dir,
-                           bspec.requirements, bspec.excludes)
+        return pool.submit(stand_in, exp.name, bspec, log)
     if image and in_artifact_registry(image):
         if not can.reaches_google:
             raise ConfigError(f"container.image {image} is in Artifact Registry, which local nodes cannot "

@@ -246,6 +246,30 @@ def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _
     return built
 
 
+def stand_in(name: str, code: BootstrapSpec, log: Path) -> str:
+    """Where a stack's pods run stand-ins for images (a simulated cluster pulls none): the code and
+    an environment of its requirements, made as bootstrap seeds offline nodes', handed over in
+    place of a built image; its reference."""
+    import fcntl
+
+    from bootstrap.plan import seed_argv
+    from infra.providers.offline_uv import offline_uv_env
+    from infra.providers.simulated_project import stand_in_image
+
+    env = None
+    if code.requirements:
+        uv_env = offline_uv_env(cache_dir())
+        env = seed_argv(uv_env, code, controller_uv())[2]
+        env.parent.mkdir(parents=True, exist_ok=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{env}.lock", "a") as lock:  # two runs may want the same environment at once
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            exit_code, output = fill_uv_cache(uv_env, code, log)
+        if exit_code != 0:
+            raise ImageError(install_failure(code.requirements, output, log))
+    return stand_in_image(name, code.code_dir, env, tuple(filter_args(code)))
+
+
 def _login(registry: Registry, log: Path) -> None:
     """Artifact Registry takes an OAuth access token as the password of `oauth2accesstoken`:
     the controller's application-default credentials, passed on stdin (never in argv)."""
