@@ -9,6 +9,7 @@
       us-central1: {NVIDIA_L4_GPUS: 8, PREEMPTIBLE_NVIDIA_L4_GPUS: 8, CPUS: 96, SSD_TOTAL_GB: 2048}
     stockouts:                       # requests GCE answers ZONE_RESOURCE_POOL_EXHAUSTED
       - {zone: us-central1-a, machine_type: g2-standard-8}
+      - {zone: us-central1-a, accelerator: v5p-8, tpu_words: insufficient_reserved_capacity}
     reservations:                    # specific reservations the project holds (reservations.insert)
       - {name: t4-block, zone: us-central1-a, machine_type: n1-standard-8, count: 2,
          gpu: {type: nvidia-tesla-t4, count: 2}, specific_reservation_required: true}
@@ -60,6 +61,11 @@ class Stockout(BaseModel):
     machine_type: str | None = None  # None: every machine type in the zone
     accelerator: str | None = None  # a GPU or TPU type; None: any
     spot: bool | None = None  # None: spot and on-demand alike
+    # How the TPU API words the refusal of a TPU create (code 8 RESOURCE_EXHAUSTED either way):
+    # "There is no more capacity in the zone ..." (hashicorp/terraform-provider-google#21243), or
+    # "Insufficient reserved capacity. Contact customer support to increase your reservation."
+    # for a create that used no reservation (skypilot-org/skypilot#4579). GCE's words do not vary.
+    tpu_words: Literal["no_more_capacity", "insufficient_reserved_capacity"] = "no_more_capacity"
 
 
 class GpuOfReservation(BaseModel):

@@ -33,6 +33,12 @@ TROUBLESHOOTING = "https://cloud.google.com/compute/docs/resource-error"
 
 def stocked_out(project: dict[str, Any], zone: str, machine: str | None, accelerators: dict[str, int],
                 spot: bool) -> bool:
+    return stockout_of(project, zone, machine, accelerators, spot) is not None
+
+
+def stockout_of(project: dict[str, Any], zone: str, machine: str | None, accelerators: dict[str, int],
+                spot: bool) -> dict[str, Any] | None:
+    """The project file's stockout a request in `zone` meets, if any."""
     for s in project.get("stockouts", []):
         if s["zone"] != zone:
             continue
@@ -42,8 +48,8 @@ def stocked_out(project: dict[str, Any], zone: str, machine: str | None, acceler
             continue
         if s.get("spot") is not None and s["spot"] != spot:
             continue
-        return True
-    return False
+        return dict(s)
+    return None
 
 
 def instance_stockout(project: dict[str, Any], inst: dict[str, Any]) -> ApiError | None:

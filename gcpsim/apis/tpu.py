@@ -24,7 +24,10 @@ Errors (google.rpc.Status):
   - stockout: the create operation fails, code 8 (RESOURCE_EXHAUSTED), 'There is no more
     capacity in the zone "z"; you can try in another zone where Cloud TPU Nodes are offered (see
     https://cloud.google.com/tpu/docs/regions) [EID: 0x...]'
-    (https://github.com/hashicorp/terraform-provider-google/issues/21243).
+    (https://github.com/hashicorp/terraform-provider-google/issues/21243), or, where the project
+    file's stockout says `tpu_words: insufficient_reserved_capacity`, 'Insufficient reserved
+    capacity. Contact customer support to increase your reservation. [EID: 0x...]', code 8, for
+    a create that used no reservation (https://github.com/skypilot-org/skypilot/issues/4579).
 """
 
 from __future__ import annotations
@@ -109,10 +112,14 @@ def quota_error(world: World, project: dict[str, Any], zone: str, t: TpuType, sp
                          "description": f"Quota '{limit_id}' exhausted. Limit {shown} in zone {zone}"}]}])
 
 
-def stockout_error(project: str, zone: str, key: str) -> ApiError:
-    return ApiError(429, f'There is no more capacity in the zone "{zone}"; you can try in another zone where '
-                         "Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions) "
-                         f"[EID: {eid(project, zone, key, 'capacity')}]", status="RESOURCE_EXHAUSTED")
+def stockout_error(project: str, zone: str, key: str, words: str = "no_more_capacity") -> ApiError:
+    """The create's refusal in the words the project file's stockout names (project.py Stockout)."""
+    if words == "insufficient_reserved_capacity":  # skypilot-org/skypilot#4579: code 8, no reservation used
+        text = "Insufficient reserved capacity. Contact customer support to increase your reservation."
+    else:
+        text = (f'There is no more capacity in the zone "{zone}"; you can try in another zone where '
+                "Cloud TPU Nodes are offered (see https://cloud.google.com/tpu/docs/regions)")
+    return ApiError(429, f"{text} [EID: {eid(project, zone, key, 'capacity')}]", status="RESOURCE_EXHAUSTED")
 
 
 def _accelerator_type(project: str, zone: str, t: TpuType) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from gcpsim import operations
 from gcpsim.apis import compute_addresses, tpu
-from gcpsim.apis.compute_capacity import stocked_out
+from gcpsim.apis.compute_capacity import stockout_of
 from gcpsim.apis.compute_common import admin_project, backend, parse_ref, preemption, public, region_of
 from gcpsim.apis.compute_networks import find_network, find_subnetwork, network_path
 from gcpsim.errors import ApiError, already_exists, invalid_argument, not_found
@@ -123,8 +123,9 @@ def create(world: World, now: float, project: str, zone: str, node_id: str, body
         raise quota
     config = dict(body.get("networkConfig") or (body.get("networkConfigs") or [{}])[0])
     subnet = _subnet(world, project, zone, config)
-    if queued_resource is None and stocked_out(p, zone, None, {t.name: t.chips}, spot):
-        return None, tpu.stockout_error(project, zone, node_id)
+    stockout = None if queued_resource is not None else stockout_of(p, zone, None, {t.name: t.chips}, spot)
+    if stockout is not None:
+        return None, tpu.stockout_error(project, zone, node_id, stockout.get("tpu_words", "no_more_capacity"))
     external = bool(config.get("enableExternalIps"))
     workers = []
     for i in range(t.hosts):

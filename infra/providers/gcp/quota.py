@@ -24,6 +24,7 @@ __all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "needs", "shortfalls
            "read_quotas"]
 
 ENABLE_TIMEOUT_SECONDS = 300.0
+EMAIL_PLACEHOLDER = "YOUR_EMAIL"  # who Google may ask about the request; trainctl does not know it
 Quotas = dict[str, tuple[float, float]]  # metric -> (limit, usage)
 
 
@@ -39,8 +40,14 @@ class Shortfall:
 
     def describe(self, project: str) -> str:
         where = "project-wide" if self.need.region == GLOBAL else f"in {self.need.region}"
-        return (f"quota {self.need.metric} {where}: limit {self.limit:g}, {self.usage:g} in use, "
-                f"{self.free:g} free, this stack needs {self.need.amount:g}")
+        return (f"quota {self.need.metric} {where}: limit {plain(self.limit)}, {plain(self.usage)} in use, "
+                f"{plain(self.free)} free, this stack needs {plain(self.need.amount)}")
+
+
+def plain(value: float) -> str:
+    """A quota amount as a user reads and pastes it (--preferred-value, 1000000): `:g` writes a
+    million as 1e+06."""
+    return str(int(value)) if value == int(value) else f"{value:f}".rstrip("0")
 
 
 def charged(need: Need, quotas: Quotas) -> Need:
@@ -80,8 +87,13 @@ def how_to_raise(project: str, shortfall: Shortfall) -> str:
     # Cloud Quotas ids of Compute's metrics: GPUS-ALL-REGIONS-per-project, NVIDIA-T4-GPUS-per-project-region
     quota_id = metric.replace("_", "-") + ("-per-project" if region == GLOBAL else "-per-project-region")
     dimensions = "" if region == GLOBAL else f" --dimensions=region={region}"
+    # An increase needs a contact address: "When requesting a quota increase, the email address is
+    # required" (QuotaPreference.contact_email,
+    # https://cloud.google.com/ruby/docs/reference/google-cloud-cloud_quotas-v1/0.3.2/Google-Cloud-CloudQuotas-V1-QuotaPreference;
+    # the command's flag: --email=EMAIL, https://cloud.google.com/sdk/gcloud/reference/quotas/preferences/create)
     return (f"`gcloud quotas preferences create --service={COMPUTE} --project={project} "
-            f"--quota-id={quota_id} --preferred-value={wanted:g}{dimensions}` or {console}")
+            f"--quota-id={quota_id} --preferred-value={plain(wanted)}{dimensions} --email={EMAIL_PLACEHOLDER}` "
+            f"(with your email for {EMAIL_PLACEHOLDER}) or {console}")
 
 
 def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
@@ -98,7 +110,7 @@ def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
                           for m in missing)
         raise ConfigError(f"project {project} has too little quota for stack {spec.name} "
                           f"(nothing was created):\n{lines}")
-    progress("quota: " + ", ".join(f"{n.metric} ({n.region}) {n.amount:g}" for n in wanted if n.amount > 0)
+    progress("quota: " + ", ".join(f"{n.metric} ({n.region}) {plain(n.amount)}" for n in wanted if n.amount > 0)
              + " available")
 
 

@@ -31,8 +31,11 @@ from infra.spec.zone_choice import candidate_zones
 
 # What GCE and Cloud TPU answer when a zone has no capacity for the request right now (the
 # resource-availability troubleshooting pages): a later try, or another zone, may succeed.
+# Cloud TPU also words it "Insufficient reserved capacity. Contact customer support to increase
+# your reservation." (code 8), for a create that used no reservation (skypilot-org/skypilot#4579).
 CAPACITY_ERRORS = ("ZONE_RESOURCE_POOL_EXHAUSTED", "insufficientCapacity",
-                   "does not have enough resources available", "no more capacity in the zone")
+                   "does not have enough resources available", "no more capacity in the zone",
+                   "Insufficient reserved capacity")
 # Compute's QUOTA_EXCEEDED operation error: "Quota 'NVIDIA_T4_GPUS' exceeded.  Limit: 0.0 in region
 # us-central1." A regional quota may be free in another region.
 QUOTA_ERROR = re.compile(r"Quota '[A-Z0-9_]+' exceeded\.\s+Limit: [0-9.]+ in region [a-z0-9-]+")

@@ -29,7 +29,7 @@ def test_a_fresh_project_is_refused_naming_the_gpu_quota_and_the_command_that_ra
         quota.preflight(_spec("gpu-t4x2"), said.append)
     message = str(refused.value)
     assert "GPUS_ALL_REGIONS" in message and "limit 0" in message and "needs 2" in message
-    assert "--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value=2" in message
+    assert "--quota-id=GPUS-ALL-REGIONS-per-project --preferred-value=2 --email=YOUR_EMAIL`" in message
     assert "nothing was created" in message
     # Compute had to be enabled to read the quota (free), and nothing billable exists
     assert any("enabling compute.googleapis.com" in line for line in said)
@@ -73,3 +73,12 @@ def test_needs_count_every_pools_gpus_and_spot_separately():
     assert wanted[("CPUS_ALL_REGIONS", "global")] == 3 * 8 + 4 + 2 * 8
     assert wanted[("SSD_TOTAL_GB", "us-central1")] == 6 * 200
     assert wanted[("IN_USE_ADDRESSES", "us-central1")] == wanted[("INSTANCES", "us-central1")] == 6
+
+
+def test_a_quota_of_a_million_or_more_is_printed_as_the_number_the_command_takes():
+    short = quota.Shortfall(quota.Need("SSD_TOTAL_GB", "us-central1", 600_000.0), limit=2_000_000.0,
+                            usage=1_500_000.0)
+    command = quota.how_to_raise(PROJECT, short)
+    assert "--preferred-value=2100000 --dimensions=region=us-central1 --email=YOUR_EMAIL`" in command
+    assert "limit 2000000, 1500000 in use, 500000 free, this stack needs 600000" in short.describe(PROJECT)
+    assert "e+" not in command + short.describe(PROJECT)

@@ -67,3 +67,17 @@ def test_a_candidate_region_without_quota_is_skipped_before_anything_is_created_
     assert set(zones_of(gcp).values()) == {"us-east1-c"}
     assert gcp.names("subnetworks", "us-central1") == set()  # the refused region got nothing
     assert realizer.down(spec.name, progress=gcp.progress) is True
+
+
+def test_a_tpu_refused_for_insufficient_reserved_capacity_goes_to_the_next_zone(make_gcp) -> None:
+    # The TPU API's other wording of a stockout, code 8, for a create that used no reservation
+    # (skypilot-org/skypilot#4579): a capacity refusal, so the next zone is tried.
+    gcp: Project = make_gcp(stockouts=[{"zone": "us-west4-a", "tpu_words": "insufficient_reserved_capacity"}],
+                            services=["compute.googleapis.com", "tpu.googleapis.com"])
+    spec = gcp.stack("tpu-v5e-8", zones=["us-west4-a", "us-central1-a"])
+    inventory = realizer.up(spec, gcp.progress)
+    assert [(a["zone"], a["outcome"]) for a in inventory.placement] == [("us-west4-a", "no capacity"),
+                                                                        ("us-central1-a", "up")]
+    assert "Insufficient reserved capacity" in inventory.placement[0]["reason"]
+    assert realizer.spec(spec.name).zone == "us-central1-a"
+    assert realizer.down(spec.name, progress=gcp.progress) is True
