@@ -85,13 +85,14 @@ def test_pods_waiting_for_a_flex_start_pool_get_nodes_from_the_autoscaler_up_to_
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
         "spec": {"completionMode": "Indexed", "completions": 3, "parallelism": 3, "template": template}})
     flex_nodes: set[str] = set()
-    deadline = time.monotonic() + 30
-    while len(flex_nodes) < 2:
-        assert time.monotonic() < deadline, f"flex pool nodes: {flex_nodes}"
+    placed: list[str] = []
+    deadline = time.monotonic() + 300  # only a hang reaches it: the scale-up and scheduling are events
+    while len(flex_nodes) < 2 or len(placed) < 2:
+        assert time.monotonic() < deadline, f"flex pool nodes: {flex_nodes}, pods placed on: {placed}"
+        time.sleep(0.05)  # a poll: neither Compute nor this client offers a watch of both
         pool = client.get_node_pool(name=f"{CLUSTER}/nodePools/flex")
         flex_nodes = {n for n, vm in node_vms(s).items() if vm.labels.get("goog-k8s-node-pool-name") == "flex"}
-        time.sleep(0.05)
-    pods = kube.CoreV1Api(api).list_namespaced_pod("default").items
-    placed = [p.spec.node_name for p in pods if p.spec.node_name]
+        pods = kube.CoreV1Api(api).list_namespaced_pod("default").items
+        placed = [p.spec.node_name for p in pods if p.spec.node_name]
     assert len(pods) == 3 and set(placed) <= flex_nodes and len(placed) >= 2  # a third waits: the pool's maximum is 2
     assert pool.autoscaling.total_max_node_count == 2 and len(flex_nodes) == 2
