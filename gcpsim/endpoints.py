@@ -40,6 +40,8 @@ def ensure(home: Path, *, api_only: bool = False) -> dict[str, Any]:
         # Cloud Storage is served on the same address, as STORAGE_EMULATOR_HOST takes it.
         "storage": url, "node_storage": node_url,
         "pulumi_backend": f"file://{home / 'pulumi'}",
+        # The stand-in keeps no secrets encrypted; a self-managed backend still needs a passphrase.
+        "pulumi_passphrase": "simulated",
         # The `pulumi` stand-in (no Pulumi CLI can be installed here) and the GKE auth plugin.
         "tools": str(tools_dir(home)),
         "start": [*here, "ensure", "--home", str(home)],

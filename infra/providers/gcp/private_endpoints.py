@@ -53,6 +53,9 @@ class PrivateEndpoints(BaseModel):
     storage: str | None = None  # Cloud Storage's host (STORAGE_EMULATOR_HOST form), for the controller
     node_storage: str | None = None
     pulumi_backend: str | None = None  # PULUMI_BACKEND_URL
+    # A backend that holds no secrets of its own (a simulated one) may name the passphrase its
+    # stacks use; a real backend's record names none, so the user's PULUMI_CONFIG_PASSPHRASE is needed.
+    pulumi_passphrase: str | None = None
     tools: str | None = None  # a folder first on PATH: the `pulumi` and gke-gcloud-auth-plugin to run
     start: list[str] = []  # run where the API does not answer; it must leave the endpoint up
     release: list[str] = []  # run after `down`
@@ -73,9 +76,8 @@ def use(endpoints: PrivateEndpoints) -> None:
         os.environ["PATH"] = f"{endpoints.tools}{os.pathsep}{os.environ.get('PATH', '')}"
     if endpoints.pulumi_backend:
         os.environ["PULUMI_BACKEND_URL"] = endpoints.pulumi_backend
-        # A self-managed backend needs a passphrase (the realizer insists on one); an endpoint
-        # that records no secrets of its own gets a fixed one unless the user set theirs.
-        os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", "private-endpoint")
+    if endpoints.pulumi_passphrase:
+        os.environ.setdefault("PULUMI_CONFIG_PASSPHRASE", endpoints.pulumi_passphrase)
 
 
 def in_use() -> PrivateEndpoints | None:
