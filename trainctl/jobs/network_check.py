@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from infra.errors import RemoteError
 from infra.providers.inventory import Inventory
@@ -51,6 +51,14 @@ if dist.get_rank() == 0:
                                           "world": n, "seconds_per_op": round(per_op, 4)}), flush=True)
 dist.destroy_process_group()
 """
+def figure_of(line: str) -> dict[str, Any]:
+    """Rank 0's figure from its line. torchrun's log tail prefixes what it reads, and a line it read
+    before its newline was written ends in the next prefix (`...}[node0 r0]:`, seen in CI): the
+    figure is the first JSON value after the mark."""
+    found, _end = json.JSONDecoder().raw_decode(line.split(MARK, 1)[1])
+    return dict(found)
+
+
 # What NCCL says it picked, with NCCL_DEBUG=INFO ("NET/Socket", "NET/IB", a GPUDirect plugin's).
 NCCL_NET = re.compile(r"NCCL INFO (?:Using network (\S+)|NET/(\S+))")
 
@@ -88,7 +96,7 @@ def measure(launcher: Launcher, cluster: ClusterSpec, inventory: Inventory, spec
     """One all-reduce job on every node; its rank 0's figure."""
     lines: list[str] = []
     result = launcher.run(launcher.dryrun(cluster, inventory, spec), log_dir, lines.append)
-    found = [json.loads(line.split(MARK, 1)[1]) for line in lines if MARK in line]
+    found = [figure_of(line) for line in lines if MARK in line]
     if not result.ok or not found:
         raise NetworkTooSlow(f"the network check's all-reduce did not finish (logs in {log_dir}; it needs "
                              f"torch in the nodes' environment): {result.describe_failures()}")

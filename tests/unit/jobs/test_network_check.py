@@ -9,7 +9,7 @@ import pytest
 from infra.errors import ConfigError
 from infra.spec import catalog
 from trainctl.jobs.experiment_file import load_experiment
-from trainctl.jobs.network_check import NCCL_NET, NetworkFigure, NetworkTooSlow, judge
+from trainctl.jobs.network_check import MARK, NCCL_NET, NetworkFigure, NetworkTooSlow, figure_of, judge
 
 
 def test_a_figure_below_the_fraction_is_refused_naming_it():
@@ -48,3 +48,9 @@ def test_a_network_check_without_torch_on_the_nodes_is_refused_before_anything_e
     exp.write_text("name: tfnet\nrun: {framework: tensorflow, command: python train.py}\nnetwork_check: {}\n")
     with pytest.raises(ConfigError, match="network_check runs its all-reduce with torch"):
         load_experiment(exp)
+
+
+def test_rank_0_s_figure_is_read_from_a_line_torchrun_s_tail_ended_in_the_next_prefix():
+    # node0.log of a CI run: torchrun read the line before its newline was written
+    line = '[node0 r0]:' + MARK + '{"gbps": 0.489, "backend": "gloo", "world": 2, "seconds_per_op": 0.0172}[node0 r0]:'
+    assert figure_of(line) == {"gbps": 0.489, "backend": "gloo", "world": 2, "seconds_per_op": 0.0172}
