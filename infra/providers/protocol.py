@@ -46,7 +46,6 @@ has no capacity right now (infra/errors.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
 
 if TYPE_CHECKING:  # the models load pydantic: `trainctl ls` with nothing up never needs them

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from pathlib import Path
 
 from infra.providers.inventory import Inventory
 from infra.providers.local.create import create, inventory
