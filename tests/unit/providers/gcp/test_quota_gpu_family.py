@@ -59,3 +59,15 @@ def test_spot_h100_needs_fall_back_to_the_family_quota_not_an_invented_metric():
     (gpus,) = [n for n in quota.needs(spec) if n.metric.endswith(("H100_GPUS", "NVIDIA_H100"))]
     assert (gpus.metric, gpus.fallback) == ("PREEMPTIBLE_NVIDIA_H100_GPUS", "GPUS_PER_GPU_FAMILY:NVIDIA_H100")
     assert quota.families_of(quota.needs(spec)) == {"NVIDIA_H100"}
+
+
+def test_plan_says_the_family_quota_was_not_read_while_cloud_quotas_is_off_and_shows_it_once_on(make_csim, monkeypatch):
+    from infra.providers.gcp import capacity
+
+    sim = make_csim(quotas={"global": {"GPUS_ALL_REGIONS": 64}, REGION: {MEGA: 32}})
+    monkeypatch.setenv(API_ENDPOINT_ENV, sim.running.url)
+    (pool,) = capacity.plan_rows(_spec("gpu-a3mega-x2"))
+    assert pool.values["quota_free"].startswith("not read: the Cloud Quotas API")  # plan enables nothing
+    sim.running.enable("cloudquotas.googleapis.com")
+    (pool,) = capacity.plan_rows(_spec("gpu-a3mega-x2"))
+    assert {"metric": MEGA, "region": REGION, "needed": 16, "free": 32.0} in pool.values["quota"]
