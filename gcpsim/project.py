@@ -6,7 +6,8 @@
     disabled_services: [tpu.googleapis.com]     # off, whatever the template says
     quotas:                          # limits by region ("global" for project-wide metrics)
       global: {GPUS_ALL_REGIONS: 8}
-      us-central1: {NVIDIA_L4_GPUS: 8, PREEMPTIBLE_NVIDIA_L4_GPUS: 8, CPUS: 96, SSD_TOTAL_GB: 2048}
+      us-central1: {NVIDIA_L4_GPUS: 8, PREEMPTIBLE_NVIDIA_L4_GPUS: 8, CPUS: 96, SSD_TOTAL_GB: 2048,
+                    "GPUS_PER_GPU_FAMILY:NVIDIA_H100": 16}   # a gpu_family quota (facts/quotas.py)
     stockouts:                       # requests GCE answers ZONE_RESOURCE_POOL_EXHAUSTED
       - {zone: us-central1-a, machine_type: g2-standard-8}
       - {zone: us-central1-a, accelerator: v5p-8, tpu_words: insufficient_reserved_capacity}

@@ -8,6 +8,7 @@ from gcpsim.apis import access_tokens  # noqa: F401
 from gcpsim.apis import compute_operations  # noqa: F401
 from gcpsim.apis import compute_catalog  # noqa: F401
 from gcpsim.apis import compute_quotas  # noqa: F401
+from gcpsim.apis import cloudquotas  # noqa: F401
 from gcpsim.apis import compute_network_profiles  # noqa: F401
 from gcpsim.apis import compute_networks  # noqa: F401
 from gcpsim.apis import compute_firewalls  # noqa: F401

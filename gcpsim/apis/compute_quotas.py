@@ -6,10 +6,15 @@ the file does not set does not bind (GCE shows such a limit as the largest int64
 instance not TERMINATED holds its vCPUs, GPUs, one INSTANCES and its external addresses
 (stopped VMs release CPU and GPU quota); every disk holds its size in SSD_TOTAL_GB (pd-balanced,
 pd-ssd) or DISKS_TOTAL_GB (pd-standard), stopped or not.
-  - vCPUs count toward the family's metric (catalog.CPU_QUOTA_METRICS: N2_CPUS, A2_CPUS; CPUS for
-    the others) and CPUS_ALL_REGIONS globally; GPUs toward NVIDIA_<type>_GPUS and GPUS_ALL_REGIONS.
-  - Spot VMs use the PREEMPTIBLE_ variant where the project has such quota (limit > 0), else
-    the standard quota
+  - vCPUs count toward the family's metric (facts/quotas.py CPU_METRICS: N2_CPUS, A2_CPUS; CPUS for
+    the others) and CPUS_ALL_REGIONS globally; GPUs toward GPUS_ALL_REGIONS and their model's metric
+    (NVIDIA_T4_GPUS ...), or, for the GPUs Compute has no per-model metric for (H100, H100 Mega, H200,
+    B200), toward the GPU-family quota GPUS_PER_GPU_FAMILY of their gpu_family in the region
+    (facts/quotas.py; a project file sets it as `GPUS_PER_GPU_FAMILY:NVIDIA_H100: 8` under the region).
+    regions.get does not show the family quota (a Compute Quota has no dimensions); Cloud Quotas'
+    quotaInfos does (apis/cloudquotas.py).
+  - Spot VMs use the PREEMPTIBLE_ variant where Compute has one and the project has such quota
+    (limit > 0), else the standard quota (the family quota for H100 Mega, H200, B200)
     ("To prevent Spot VMs from consuming your quotas for standard VMs' CPUs, GPUs, and disks,
     consider requesting preemptible quota", https://cloud.google.com/compute/docs/instances/create-use-spot).
 Exceeded, the insert's operation fails as GCE's does: errors[].code QUOTA_EXCEEDED, HTTP 403,
@@ -26,8 +31,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.spec import catalog
 from gcpsim import discovery
+from gcpsim.facts import quotas as facts
+from gcpsim.facts.machine_types import MACHINE_TYPES, TPU_HOSTS
 from gcpsim.apis.compute_catalog import REGIONS, region_doc
 from gcpsim.apis.compute_common import (
     UNLIMITED, collection, fingerprint, link, list_response, operation_error, region_of)
@@ -37,8 +43,8 @@ from gcpsim.state import World
 
 REGION_METRICS = ("CPUS", "N2_CPUS", "A2_CPUS", "PREEMPTIBLE_CPUS", "INSTANCES", "IN_USE_ADDRESSES",
                   "SSD_TOTAL_GB", "DISKS_TOTAL_GB",
-                  *(g.quota_metric_for(spot) for spot in (False, True) for g in catalog.GPUS.values()))
-GLOBAL_METRICS = (catalog.GPUS_ALL_REGIONS, catalog.CPUS_ALL_REGIONS, "NETWORKS", "SUBNETWORKS", "FIREWALLS", "ROUTERS")
+                  *(m for q in facts.GPU_QUOTAS.values() for m in (q.metric, q.preemptible) if m))
+GLOBAL_METRICS = (facts.GPUS_ALL_REGIONS, facts.CPUS_ALL_REGIONS, "NETWORKS", "SUBNETWORKS", "FIREWALLS", "ROUTERS")
 GLOBAL_COUNTED = {"NETWORKS": "networks", "SUBNETWORKS": "subnetworks", "FIREWALLS": "firewalls",
                   "ROUTERS": "routers"}
 
@@ -52,12 +58,17 @@ def limit(project: dict[str, Any], scope: str, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _metric(project: dict[str, Any], region: str, metric: str, spot: bool) -> str:
+def _metric(project: dict[str, Any], region: str, standard: str, preemptible: str | None, spot: bool) -> str:
     """A spot VM's metric: the PREEMPTIBLE_ one where the project has such quota (a limit above
     0: a project without it shows 0.0, e.g. PREEMPTIBLE_CPUS in https://pastebin.com/9MY1rdpX),
     else the standard one (see the module docstring)."""
-    preemptible = f"PREEMPTIBLE_{metric}"
-    return preemptible if spot and (limit(project, region, preemptible) or 0.0) > 0 else metric
+    return preemptible if spot and preemptible and (limit(project, region, preemptible) or 0.0) > 0 else standard
+
+
+def _gpu_metric(project: dict[str, Any], region: str, gpu: str, spot: bool) -> str:
+    q = facts.GPU_QUOTAS[gpu]
+    standard = q.metric or facts.family_key(q.family or "")
+    return _metric(project, region, standard, q.preemptible, spot)
 
 
 def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str, str], float]:
@@ -65,19 +76,19 @@ def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str,
     sim = instance["_sim"]
     preemptible = sim["spot"] or bool(sim.get("flex_start"))  # flex-start VMs take preemptible quota too
     region = region_of(sim["zone"])
-    shape = catalog.MACHINES.get(sim["machine_type"])
-    vcpus = float(shape.vcpus if shape else catalog.TPU_HOST_MACHINES[sim["machine_type"]][0])
-    cpu = catalog.cpu_quota_metric(sim["machine_type"])
-    cpu = _metric(project, region, "CPUS", preemptible) if cpu == "CPUS" else cpu
-    out = {("global", catalog.CPUS_ALL_REGIONS): vcpus, (region, cpu): vcpus, (region, "INSTANCES"): 1.0}
+    shape = MACHINE_TYPES.get(sim["machine_type"]) or TPU_HOSTS[sim["machine_type"]]
+    vcpus = float(shape.vcpus)
+    cpu = facts.cpu_metric(sim["machine_type"])
+    cpu = _metric(project, region, "CPUS", "PREEMPTIBLE_CPUS", preemptible) if cpu == "CPUS" else cpu
+    out = {("global", facts.CPUS_ALL_REGIONS): vcpus, (region, cpu): vcpus, (region, "INSTANCES"): 1.0}
     if "disk" in sim:  # the boot disk an insert is about to create (an existing one is counted as a disk)
         key = (region, _disk_metric(sim["disk"]))
         out[key] = out.get(key, 0.0) + float(sim["disk"]["sizeGb"])
     gpus = sum(sim["gpus"].values())
     if gpus:
-        out[("global", catalog.GPUS_ALL_REGIONS)] = float(gpus)
+        out[("global", facts.GPUS_ALL_REGIONS)] = float(gpus)
     for gpu, count in sim["gpus"].items():
-        key = (region, _metric(project, region, catalog.GPUS[gpu].quota_metric, preemptible))
+        key = (region, _gpu_metric(project, region, gpu, preemptible))
         out[key] = out.get(key, 0.0) + count
     if sim.get("external"):
         out[(region, "IN_USE_ADDRESSES")] = 1.0
@@ -85,7 +96,7 @@ def demand(project: dict[str, Any], instance: dict[str, Any]) -> dict[tuple[str,
 
 
 def _disk_metric(disk: dict[str, Any]) -> str:
-    return catalog.DISK_QUOTA_METRICS.get(disk["type"].rsplit("/", 1)[-1], "DISKS_TOTAL_GB")
+    return facts.DISK_METRICS.get(disk["type"].rsplit("/", 1)[-1], "DISKS_TOTAL_GB")
 
 
 def _holding(world: World, project_id: str) -> list[dict[str, Any]]:
@@ -120,13 +131,17 @@ def check(world: World, project: dict[str, Any], instance: dict[str, Any]) -> Ap
 
 def exceeded(scope: str, metric: str, cap: float) -> ApiError:
     where = "globally" if scope == "global" else f"in region {scope}"
-    info: dict[str, Any] = {"metricName": f"compute.googleapis.com/{metric.lower()}",
-                            "limitName": f"{metric.replace('_', '-')}-per-project"
+    name, _, family = metric.partition(":")  # GPUS_PER_GPU_FAMILY:<gpu_family>
+    info: dict[str, Any] = {"metricName": f"compute.googleapis.com/{name.lower()}",
+                            "limitName": f"{name.replace('_', '-')}-per-project"
                                          + ("" if scope == "global" else "-region"),
                             "limit": cap}
     if scope != "global":
         info["dimensions"] = {"region": scope}
-    return operation_error(403, "QUOTA_EXCEEDED", f"Quota '{metric}' exceeded.  Limit: {cap:.1f} {where}.",
+    if family:  # the metric and quota id of facts/quotas.py; its two dimensions
+        info.update(metricName=facts.FAMILY_METRIC_NAME, limitName=facts.FAMILY_QUOTA_ID,
+                    dimensions={"region": scope, "gpu_family": family})
+    return operation_error(403, "QUOTA_EXCEEDED", f"Quota '{name}' exceeded.  Limit: {cap:.1f} {where}.",
                            [{"quotaInfo": info}])
 
 

@@ -20,12 +20,17 @@ class GpuType:
     attachable_counts: tuple[int, ...] = ()  # counts attachable to N1; empty = only bundled
     price_per_gpu: float = 0.0  # attached GPUs; bundled ones are in the machine's price
     spot_price_per_gpu: float = 0.0
-    # Compute's regional quota metric for this GPU (the Quota.metric enum of the API); spot VMs
-    # count against PREEMPTIBLE_<metric>. Every GPU also counts against GPUS_ALL_REGIONS.
+    # Compute's regional metric for this GPU (API's Quota.metric), PREEMPTIBLE_<metric> for spot VMs;
+    # "": none, the GPU counts in GPU_FAMILY_QUOTA's `quota_family`, spot VMs in `spot_quota_metric`
+    # where Compute has one. Every GPU also counts against GPUS_ALL_REGIONS.
     quota_metric: str = ""
+    quota_family: str = ""
+    spot_quota_metric: str = ""
 
     def quota_metric_for(self, spot: bool) -> str:
-        return f"PREEMPTIBLE_{self.quota_metric}" if spot else self.quota_metric
+        standard = self.quota_metric or f"{GPU_FAMILY_QUOTA}:{self.quota_family}"
+        preemptible = f"PREEMPTIBLE_{self.quota_metric}" if self.quota_metric else self.spot_quota_metric
+        return (preemptible or standard) if spot else standard
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ _US_CENTRAL = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f
 
 # The project-wide GPU quota (a new project's is 0): https://cloud.google.com/compute/resource-usage#gpu_quota
 GPUS_ALL_REGIONS = "GPUS_ALL_REGIONS"
+# The regional quota of GPUs without a Compute metric of their own: infra/spec/gpu_quota.py.
+GPU_FAMILY_QUOTA = "GPUS_PER_GPU_FAMILY"
 
 GPUS: dict[str, GpuType] = {
     g.name: g
@@ -111,24 +118,23 @@ GPUS: dict[str, GpuType] = {
         GpuType("nvidia-h100-80gb", "H100 80GB", 80,
                 ("us-central1-a", "us-central1-c", "us-east4-a", "us-east5-a", "us-west1-a",
                  "europe-west4-b", "asia-northeast1-b"),
-                quota_metric="NVIDIA_H100_GPUS"),
+                quota_family="NVIDIA_H100", spot_quota_metric="PREEMPTIBLE_NVIDIA_H100_GPUS"),
         # The GPUs of the GPUDirect families (infra/spec/gpu_networks.py). Accelerator names and
         # memory: https://cloud.google.com/compute/docs/gpus ("GPU machine types"); zones: the
         # ones GCP's recipes deploy these families in (NOT re-checked against the GPU locations
-        # page here: trainctl refuses other zones until they are added); quota metrics follow
-        # Compute's NVIDIA_<MODEL>_GPUS naming (not in the discovery document installed here).
+        # page here: trainctl refuses other zones until they are added); quota: GPU_FAMILY_QUOTA.
         GpuType("nvidia-h100-mega-80gb", "H100 Mega 80GB", 80,
                 ("us-central1-a", "us-central1-c", "us-east4-a", "us-east5-a", "europe-west4-b",
                  "asia-northeast1-b"),
-                quota_metric="NVIDIA_H100_MEGA_GPUS"),
+                quota_family="NVIDIA_H100_MEGA"),
         GpuType("nvidia-h200-141gb", "H200 141GB", 141,
                 ("us-central1-b", "us-east4-b", "us-east5-a", "us-west1-c", "europe-west1-b",
                  "asia-south1-b"),
-                quota_metric="NVIDIA_H200_GPUS"),
+                quota_family="NVIDIA_H200"),
         GpuType("nvidia-b200", "B200", 180,
                 ("us-central1-b", "us-east4-b", "us-east5-a", "us-west2-c", "europe-west4-b",
                  "asia-northeast1-b"),
-                quota_metric="NVIDIA_B200_GPUS"),
+                quota_family="NVIDIA_B200"),
     )
 }
 

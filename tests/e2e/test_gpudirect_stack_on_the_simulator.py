@@ -28,9 +28,9 @@ RDMA_NETWORKS = [r"gcp:compute:Network \S+-gpunet-0 created", r"gcp:compute:Netw
                  *(rf"gcp:compute:Subnetwork \S+-rdmasub-{i} created" for i in range(8))]
 FULL_RUNS = {
     "gpu-a3mega-x2": ([rf"gcp:compute:Network \S+-gpunet-{i} created" for i in range(8)],
-                      "NVIDIA_H100_MEGA_GPUS (us-central1) 16"),
-    "gpu-a3ultra-x2": (RDMA_NETWORKS, "NVIDIA_H200_GPUS (us-central1) 16"),
-    "gpu-a4-x2": (RDMA_NETWORKS, "NVIDIA_B200_GPUS (us-central1) 16"),
+                      "GPUS_PER_GPU_FAMILY:NVIDIA_H100_MEGA (us-central1) 16"),
+    "gpu-a3ultra-x2": (RDMA_NETWORKS, "GPUS_PER_GPU_FAMILY:NVIDIA_H200 (us-central1) 16"),
+    "gpu-a4-x2": (RDMA_NETWORKS, "GPUS_PER_GPU_FAMILY:NVIDIA_B200 (us-central1) 16"),
 }
 
 

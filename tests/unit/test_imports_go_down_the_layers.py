@@ -47,7 +47,6 @@ SIMULATOR_BASE = (SIMULATOR, "namespace_nodes")
 SIMULATOR_DOORS = ("infra.providers.simulated_project",)
 # Product modules the simulator still imports, each with its reason. This list only ever shrinks.
 SIMULATOR_USES_OF_THE_PRODUCT: dict[tuple[str, str], str] = {
-    ("gcpsim.apis.compute_quotas", "infra.spec.catalog"): "Google's facts read from the product's catalog: to be replaced by the simulator's own tables",
 }
 TOPS = ("infra", "trainctl", "bootstrap", "policy", "namespace_nodes", "gcpsim")
 

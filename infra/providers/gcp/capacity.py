@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from infra.errors import ConfigError
-from infra.providers.gcp import quota
+from infra.providers.gcp import quota, quota_family
 from infra.providers.gcp.program.network import region_of
 from infra.providers.gcp.quota_needs import COMPUTE, GLOBAL, TPU, PoolNeeds, per_pool
 from infra.providers.gcp.reaper import API_ENDPOINT_ENV
@@ -41,9 +41,13 @@ def _read_all(spec: ClusterSpec) -> tuple[dict[str, quota.Quotas] | None, dict[s
         return None, {}, "not read: no Google credentials (`gcloud auth application-default login`)"
     from google.api_core.exceptions import Forbidden
 
+    families = quota.families_of(quota.needs(spec))
     try:
-        read = {region: quota.read_quotas(spec.project, region) for region in (GLOBAL, region_of(spec.zone))}
+        read = {region: quota.read_quotas(spec.project, region, families) for region in (GLOBAL, region_of(spec.zone))}
         return read, quota.existing_nodes(spec), ""
+    except quota_family.CloudQuotasDisabled:
+        return None, {}, (f"not read: the Cloud Quotas API, which alone shows the GPU-family quota, is off in "
+                          f"project {spec.project} (`up` enables it)")
     except Forbidden as exc:  # over REST a disabled API answers 403 SERVICE_DISABLED
         if getattr(exc, "reason", None) != "SERVICE_DISABLED":
             raise

@@ -7,6 +7,9 @@ the PREEMPTIBLE_ one). Without this check the first instance fails mid-`up` with
 'GPUS_ALL_REGIONS' exceeded", after the network and bucket exist. Limits and usage are read from
 Compute itself (projects.get for project-wide metrics, regions.get for regional ones); where
 the Compute API is not enabled yet, it is enabled first (not billable), as the program would.
+The GPUs Compute has no per-model metric for (H100, H100 Mega, H200, B200) count in the GPU-family
+quota instead, which only Cloud Quotas shows (quota_family.py); it is read, enabling Cloud Quotas
+first where needed, whenever the stack has such GPUs.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from infra.errors import ConfigError
+from infra.providers.gcp import quota_family
 from infra.providers.gcp.quota_needs import COMPUTE, GLOBAL, Need, needs
 from infra.providers.gcp.reaper import google_client
 from infra.spec.cluster import ClusterSpec
+from infra.spec.gpu_quota import GPU_FAMILY_QUOTA_ID, quota_family_of
 
-__all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "needs", "shortfalls", "how_to_raise", "preflight",
-           "read_quotas"]
+__all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "families_of", "needs", "shortfalls", "how_to_raise",
+           "preflight", "read_quotas"]
 
 ENABLE_TIMEOUT_SECONDS = 300.0
 EMAIL_PLACEHOLDER = "YOUR_EMAIL"  # who Google may ask about the request; trainctl does not know it
@@ -40,7 +45,9 @@ class Shortfall:
 
     def describe(self, project: str) -> str:
         where = "project-wide" if self.need.region == GLOBAL else f"in {self.need.region}"
-        return (f"quota {self.need.metric} {where}: limit {plain(self.limit)}, {plain(self.usage)} in use, "
+        family = quota_family_of(self.need.metric)
+        name = f"{GPU_FAMILY_QUOTA_ID} (gpu_family {family})" if family else self.need.metric
+        return (f"quota {name} {where}: limit {plain(self.limit)}, {plain(self.usage)} in use, "
                 f"{plain(self.free)} free, this stack needs {plain(self.need.amount)}")
 
 
@@ -82,11 +89,17 @@ def how_to_raise(project: str, shortfall: Shortfall) -> str:
     """Where to ask for more: the console's quota page filtered to the metric, or Cloud Quotas."""
     metric, region = shortfall.need.metric, shortfall.need.region
     wanted = shortfall.usage + shortfall.need.amount
-    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
-               f"&metric=compute.googleapis.com%2F{metric.lower()}")
-    # Cloud Quotas ids of Compute's metrics: GPUS-ALL-REGIONS-per-project, NVIDIA-T4-GPUS-per-project-region
+    family = quota_family_of(metric)
+    # Cloud Quotas ids of Compute's metrics: GPUS-ALL-REGIONS-per-project, NVIDIA-T4-GPUS-per-project-region;
+    # the family quota's, metric and dimensions: infra/spec/gpu_quota.py
     quota_id = metric.replace("_", "-") + ("-per-project" if region == GLOBAL else "-per-project-region")
+    console_metric = metric.lower()
     dimensions = "" if region == GLOBAL else f" --dimensions=region={region}"
+    if family:
+        quota_id, console_metric = GPU_FAMILY_QUOTA_ID, "gpus_per_gpu_family"
+        dimensions += f",gpu_family={family}"  # --dimensions=[KEY=VALUE,...] (the command's reference below)
+    console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
+               f"&metric=compute.googleapis.com%2F{console_metric}")
     # An increase needs a contact address: "When requesting a quota increase, the email address is
     # required" (QuotaPreference.contact_email,
     # https://cloud.google.com/ruby/docs/reference/google-cloud-cloud_quotas-v1/0.3.2/Google-Cloud-CloudQuotas-V1-QuotaPreference;
@@ -94,6 +107,11 @@ def how_to_raise(project: str, shortfall: Shortfall) -> str:
     return (f"`gcloud quotas preferences create --service={COMPUTE} --project={project} "
             f"--quota-id={quota_id} --preferred-value={plain(wanted)}{dimensions} --email={EMAIL_PLACEHOLDER}` "
             f"(with your email for {EMAIL_PLACEHOLDER}) or {console}")
+
+
+def families_of(wanted: list[Need]) -> set[str]:
+    """The gpu_family values whose GPU-family quota the needs are (or fall back to)."""
+    return {f for n in wanted for m in (n.metric, n.fallback) if m and (f := quota_family_of(m))}
 
 
 def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
@@ -104,7 +122,8 @@ def preflight(spec: ClusterSpec, progress: Callable[[str], None]) -> None:
     project: str = spec.project
     _ensure_compute(project, progress)
     wanted = needs(spec, existing_nodes(spec))
-    missing = shortfalls(project, wanted, lambda region: read_quotas(project, region))
+    families = families_of(wanted)
+    missing = shortfalls(project, wanted, lambda region: _read_enabling(project, region, families, progress))
     if missing:
         lines = "\n".join(f"  - {m.describe(project)}; raise it: {how_to_raise(project, m)}"
                           for m in missing)
@@ -129,15 +148,31 @@ def existing_nodes(spec: ClusterSpec) -> dict[str, int]:
     return out
 
 
-def read_quotas(project: str, region: str) -> Quotas:
-    """{metric: (limit, usage)} of a region, or project-wide ones for GLOBAL (Compute's own numbers)."""
+def read_quotas(project: str, region: str, families: set[str] | None = None) -> Quotas:
+    """{metric: (limit, usage)} of a region, or project-wide ones for GLOBAL (Compute's own numbers),
+    and the region's GPU-family quota of `families` (GPUS_PER_GPU_FAMILY:<family>, from Cloud Quotas)."""
     from google.cloud import compute_v1
 
     if region == GLOBAL:
         quotas = google_client(compute_v1.ProjectsClient).get(project=project).quotas
-    else:
-        quotas = google_client(compute_v1.RegionsClient).get(project=project, region=region).quotas
-    return {q.metric: (q.limit, q.usage) for q in quotas}
+        return {q.metric: (q.limit, q.usage) for q in quotas}
+    quotas = google_client(compute_v1.RegionsClient).get(project=project, region=region).quotas
+    out = {q.metric: (q.limit, q.usage) for q in quotas}
+    return {**out, **quota_family.read(project, region, families or set(), out)}
+
+
+def _read_enabling(project: str, region: str, families: set[str], progress: Callable[[str], None]) -> Quotas:
+    """read_quotas, enabling Cloud Quotas first where the project has it off (it costs nothing)."""
+    try:
+        return read_quotas(project, region, families)
+    except quota_family.CloudQuotasDisabled:
+        pass
+    progress(f"enabling {quota_family.CLOUD_QUOTAS} in project {project} to read its GPU-family quota "
+             "(enabling an API costs nothing)")
+    from infra.providers.gcp import service_usage
+
+    service_usage.enable(project, [quota_family.CLOUD_QUOTAS], timeout=ENABLE_TIMEOUT_SECONDS, sleep=time.sleep)
+    return read_quotas(project, region, families)
 
 
 def _ensure_compute(project: str, progress: Callable[[str], None]) -> None:

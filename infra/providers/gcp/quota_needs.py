@@ -1,8 +1,9 @@
 """The quota a stack takes, per pool and in total, from its spec and the catalog alone.
 
 Each pool's VMs (a GKE pool's nodes are VMs too) hold, while they run: their vCPUs in the family's
-regional metric and in CPUS_ALL_REGIONS, their GPUs in the GPU's regional metric and in
-GPUS_ALL_REGIONS, one INSTANCES each; VMs trainctl creates itself also hold their boot disk in the
+regional metric and in CPUS_ALL_REGIONS, their GPUs in the GPU's regional metric (or, for the GPUs
+Compute has none for, the GPU-family quota GPUS_PER_GPU_FAMILY:<gpu_family>: infra/spec/gpu_quota.py)
+and in GPUS_ALL_REGIONS, one INSTANCES each; VMs trainctl creates itself also hold their boot disk in the
 disk type's metric and, with external IPs, one IN_USE_ADDRESSES each. Spot VMs count toward the
 PREEMPTIBLE_ metric of CPUs and GPUs, or the standard one where the project has no preemptible
 quota (https://cloud.google.com/compute/docs/instances/create-use-spot#quotas); so do flex-start
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from infra.providers.gcp.program.network import region_of
-from infra.spec import catalog, gpu_networks
+from infra.spec import catalog, gpu_networks, gpu_quota
 from infra.spec.accelerator import Gpu
 from infra.spec.cluster import ClusterSpec
 
@@ -45,7 +46,7 @@ class PoolNeeds:
 
 
 def _standard_of(metric: str) -> str | None:
-    return metric.removeprefix("PREEMPTIBLE_") if metric.startswith("PREEMPTIBLE_") else None
+    return gpu_quota.standard_quota_metric(metric)
 
 
 def provisioning(view: ClusterSpec) -> str:

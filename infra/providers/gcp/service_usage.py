@@ -17,7 +17,7 @@ from infra.providers.gcp.reaper import API_ENDPOINT_ENV
 DEFAULT_ENDPOINT = "https://serviceusage.googleapis.com"
 
 
-def _session() -> Any:
+def session() -> Any:
     import google.auth
     from google.auth.credentials import AnonymousCredentials
     from google.auth.transport.requests import AuthorizedSession
@@ -36,9 +36,9 @@ def enable(project: str, services: list[str], *, timeout: float,
            sleep: Callable[[float], None] = time.sleep) -> None:
     """Enables the services and waits for the operation; raises ProvisionError with Google's
     own message if it fails or does not finish within `timeout` seconds."""
-    session = _session()
-    response = session.post(f"{_base()}/v1/projects/{project}/services:batchEnable",
-                            json={"serviceIds": services})
+    http = session()
+    response = http.post(f"{_base()}/v1/projects/{project}/services:batchEnable",
+                         json={"serviceIds": services})
     op = _json_or_raise(response, f"enabling {', '.join(services)}")
     deadline = time.monotonic() + timeout
     delay = 0.2
@@ -48,7 +48,7 @@ def enable(project: str, services: list[str], *, timeout: float,
                                  f"(operation {op.get('name')})")
         sleep(delay)
         delay = min(delay * 2, 5.0)
-        op = _json_or_raise(session.get(f"{_base()}/v1/{op['name']}"), "waiting for the enablement")
+        op = _json_or_raise(http.get(f"{_base()}/v1/{op['name']}"), "waiting for the enablement")
     if op.get("error"):
         raise ProvisionError(f"enabling {', '.join(services)} in {project} failed: {op['error'].get('message')}")
 

@@ -1,7 +1,8 @@
 """The product's catalog (infra/spec/catalog.py) held against the simulator's own facts
 (gcpsim/facts/), which are written from Google's pages: machine types (vCPUs,
 memory, bundled GPUs), TPU hosts' VM shapes, GPUs (zones, N1 counts), TPU types (chips, chips a host,
-hosts, topology, zones, runtimes, GKE machine type and label) and zones.
+hosts, topology, zones, runtimes, GKE machine type and label), zones, and Compute's quota metrics (per GPU
+model, the GPU-family quota, vCPUs by family, disks).
 
 A disagreement names the product's row and the simulator's source. Those already found and reported
 are listed in KNOWN with the reason; the list may only shrink: a new disagreement fails, and so does
@@ -13,8 +14,8 @@ from typing import Iterator
 
 import pytest
 
-from gcpsim.facts import gpus, machine_types, tpus, zones
-from infra.spec import catalog
+from gcpsim.facts import gpus, machine_types, quotas, tpus, zones
+from infra.spec import catalog, gpu_quota
 
 PRODUCT = "infra/spec/catalog.py"
 SIM = "gcpsim/facts"
@@ -98,7 +99,37 @@ def _zone_findings() -> Iterator[Finding]:
         yield ("zones", zone, "missing"), f"{PRODUCT} ZONES has {zone}; {SIM}/zones.py does not"
 
 
-AREAS = {"machines": _machine_findings, "gpus": _gpu_findings, "tpus": _tpu_findings, "zones": _zone_findings}
+def _gpu_quota_findings() -> Iterator[Finding]:
+    source = f"{SIM}/quotas.py"
+    for name, g in catalog.GPUS.items():
+        sim = quotas.GPU_QUOTAS.get(name)
+        if sim is None:
+            yield ("quotas", name, "missing"), f"{PRODUCT} GPUS[{name!r}] has no row in {source} GPU_QUOTAS"
+            continue
+        preemptible = f"PREEMPTIBLE_{g.quota_metric}" if g.quota_metric else g.spot_quota_metric
+        ours = (g.quota_metric or None, preemptible or None, g.quota_family or None)
+        if ours != (sim.metric, sim.preemptible, sim.family):
+            yield (("quotas", name, "metrics"),
+                   f"{PRODUCT} GPUS[{name!r}] (metric, spot metric, gpu_family) = {ours}; {source} = "
+                   f"{(sim.metric, sim.preemptible, sim.family)} (source: {sim.source})")
+
+
+def _quota_findings() -> Iterator[Finding]:
+    yield from _gpu_quota_findings()
+    source = f"{SIM}/quotas.py"
+    pairs = {"GPU_FAMILY_QUOTA": (catalog.GPU_FAMILY_QUOTA, quotas.FAMILY_METRIC),
+             "GPU_FAMILY_QUOTA_ID": (gpu_quota.GPU_FAMILY_QUOTA_ID, quotas.FAMILY_QUOTA_ID),
+             "GPUS_ALL_REGIONS": (catalog.GPUS_ALL_REGIONS, quotas.GPUS_ALL_REGIONS),
+             "CPUS_ALL_REGIONS": (catalog.CPUS_ALL_REGIONS, quotas.CPUS_ALL_REGIONS),
+             "CPU_QUOTA_METRICS": (catalog.CPU_QUOTA_METRICS, quotas.CPU_METRICS),
+             "DISK_QUOTA_METRICS": (catalog.DISK_QUOTA_METRICS, quotas.DISK_METRICS)}
+    for name, (ours, theirs) in pairs.items():
+        if ours != theirs:
+            yield ("quotas", name, "value"), f"{PRODUCT} {name} = {ours!r}; {source} = {theirs!r} (its docstring's sources)"
+
+
+AREAS = {"machines": _machine_findings, "gpus": _gpu_findings, "tpus": _tpu_findings, "zones": _zone_findings,
+         "quotas": _quota_findings}
 
 
 @pytest.mark.parametrize("area", sorted(AREAS))
