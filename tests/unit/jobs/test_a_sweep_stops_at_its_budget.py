@@ -21,6 +21,7 @@ from infra.errors import BudgetReached
 from infra.providers import realizers
 from infra.spec.budget import STOP_RESERVE_SECONDS
 from infra.spec.stack_config import load_stack
+from tests.unit.cli.test_error_model import exit_of
 from tests.unit.jobs.sweep_launches import PlannedTrials, emulated_inventory
 from tests.unit.jobs.test_vertex_packages import cache, gcs  # noqa: F401  (fixtures)
 from trainctl.jobs import spending as spending_module
@@ -68,7 +69,8 @@ def stack_clock(monkeypatch):
     return now
 
 
-def test_a_sweep_stops_starting_trials_it_cannot_afford(tmp_path, gcs, stack_clock, trainctl_home) -> None:  # noqa: F811
+def test_a_sweep_stops_starting_trials_it_cannot_afford(tmp_path, gcs, stack_clock, trainctl_home,  # noqa: F811
+                                                       monkeypatch, capsys) -> None:
     # 50 s of stack before the stop must begin, trials of 20 s: the first starts (nothing known
     # yet), the second too (20 + 20 <= 50), the third would end past it (40 + 20): none of the 28 left starts.
     max_usd = max_usd_for(seconds=50)
@@ -91,7 +93,9 @@ def test_a_sweep_stops_starting_trials_it_cannot_afford(tmp_path, gcs, stack_clo
                 if "[trainctl] budget: not starting" in line]
     assert [m.group(2) for m in declined if m] == ["20"] * 28  # judged by the trials' own time
     assert len(launcher.plans) == 2  # no trial started after the first it could not pay for
-    assert f"max_usd ${max_usd:g}" in str(stopped.value) and "not started: trial" in str(stopped.value)
+    code, printed = exit_of(stopped.value, monkeypatch, capsys)  # what `trainctl run` ends with
+    assert code == 4 and "stopped at its budget" in printed
+    assert f"max_usd ${max_usd:g}" in printed and "not started: trial" in printed
     with open(run.report.run_dir / "trials.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [r["state"] for r in rows] == ["COMPLETE"] * 2 and len(rows) + len(declined) == 30
