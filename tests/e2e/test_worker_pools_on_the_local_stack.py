@@ -3,7 +3,10 @@ real node that learns its role from TF_CONFIG / CLUSTER_SPEC:
 - parameter-server training (chief + 2 workers + 1 ps + 1 evaluator): the chief trains to the
   accuracy bar, the evaluator's results land in the job dir, the servers are stopped when the
   chief is done and the run counts as a success;
-- a PyTorch job whose evaluator pool runs its own program beside the DDP group."""
+- a PyTorch job whose evaluator pool runs its own program beside the DDP group.
+That Vertex AI job specs (vertex-tf-ps.yaml, vertex-hptuning.yaml) run as written is proved on
+their plans, which are those of the native experiments run here and in test_sweep_on_the_local_stack.py
+(tests/unit/jobs/test_job_specs_plan_as_their_native_experiments.py)."""
 
 from __future__ import annotations
 
@@ -68,27 +71,3 @@ def test_a_torch_job_with_an_evaluator_pool_trains_on_chief_and_worker_and_evalu
     assert evaluated[-1]["step"] == metrics["steps"]  # the final checkpoint was evaluated
     assert evaluated[-1]["test_accuracy"] == pytest.approx(metrics["test_accuracy"])
     assert "[node2 r2]:evaluator: step" in result.stdout
-
-
-def test_a_vertex_job_spec_with_parameter_servers_runs_as_written(tmp_path, trainctl_home):
-    result = trainctl("run", str(REPO / "examples" / "vertex" / "vertex-tf-ps.yaml"), "--stack", "local",
-                      "--code", str(REPO), "--requirements", "trainers/requirements-tf.txt",
-                      "--runs-dir", str(tmp_path / "runs"))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "note: stack local: the ps pool's machine type is not used" in result.stdout + result.stderr
-    run_id = run_id_of(result.stdout)
-    metrics = json.loads((tmp_path / "runs" / run_id / "metrics.json").read_text())
-    assert metrics["strategy"] == "ParameterServerStrategy" and metrics["test_accuracy"] >= PS_ACCURACY_BAR
-    assert leftovers(run_id) == []
-
-
-def test_a_vertex_hyperparameter_tuning_job_runs_as_a_sweep(tmp_path, trainctl_home):
-    result = trainctl("run", str(REPO / "examples" / "vertex" / "vertex-hptuning.yaml"), "--stack", "local",
-                      "--code", str(REPO), "--requirements", "trainers/requirements.txt",
-                      "--runs-dir", str(tmp_path / "runs"))
-    assert result.returncode == 0, result.stdout + result.stderr
-    run_dir = tmp_path / "runs" / run_id_of(result.stdout)
-    trials = (run_dir / "trials.csv").read_text().splitlines()
-    assert len(trials) == 1 + 3  # header + maxTrialCount
-    best = json.loads((run_dir / "best.json").read_text())
-    assert set(best["params"]) == {"lr", "hidden"} and 0.01 <= best["params"]["lr"] <= 0.2
