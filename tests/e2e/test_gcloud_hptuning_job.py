@@ -2,7 +2,10 @@
 hptuning_config.yaml (census/tf-keras, unchanged), the trainer given with --module-name and
 --package-path (built from its setup.py, whose install_requires bring the real cloudml-hypertune
 from PyPI), its arguments after `--`. Each trial reports `epoch_acc` through the unchanged
-library; the sweep reads its file on the trial's chief, two trials at a time on a node each."""
+library; the sweep reads its file on the trial's chief, two trials at a time on a node each.
+It is also the suite's one run whose nodes install the trainer from a wheel trainctl staged (no
+source on them): a Vertex job's packageUris are staged the same way
+(tests/unit/jobs/test_vertex_packages.py, test_job_specs_plan_as_their_native_experiments.py)."""
 
 from __future__ import annotations
 

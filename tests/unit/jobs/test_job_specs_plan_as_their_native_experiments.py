@@ -26,6 +26,7 @@ from trainctl.jobs.experiment import prepare_run
 from trainctl.jobs.experiment_file import load_experiment
 from trainctl.jobs.stack_run import StackRun
 from trainctl.jobs.sweep import run_sweep
+from trainers.digits_data import default_job_dir
 
 REPO = Path(__file__).resolve().parents[3]
 VERTEX = REPO / "examples" / "vertex"
@@ -40,7 +41,7 @@ def planned(tmp_path: Path, path: Path, **kw) -> tuple[StackRun, dict[str, str],
     return run, run.launcher.dryrun(run.spec, inventory, run.lspec).commands, notes
 
 
-def test_a_vertex_job_spec_with_parameter_servers_plans_as_the_native_ps_experiment(tmp_path) -> None:
+def test_a_vertex_job_spec_with_parameter_servers_plans_as_the_native_ps_experiment(tmp_path, monkeypatch) -> None:
     """examples/vertex/vertex-tf-ps.yaml (four worker pools) is examples/digits-ps.yaml, whose
     run test_parameter_server_training_with_an_evaluator_reaches_the_bar proves, but for the
     trainer's arguments and Vertex's restart policy."""
@@ -62,7 +63,8 @@ def test_a_vertex_job_spec_with_parameter_servers_plans_as_the_native_ps_experim
         assert vertex_commands[node] == command.replace("--epochs 12 --job-dir gs://bkt/r", "--epochs 8"), node
         assert env_of(command, "TF_CONFIG")["task"]["type"] in ("chief", "worker", "ps", "evaluator")
         model_dir = next(w for w in shlex.split(vertex_commands[node]) if w.startswith("AIP_MODEL_DIR="))
-        assert model_dir == "AIP_MODEL_DIR=gs://bkt/r/model"  # whose parent is the native --job-dir
+        monkeypatch.setenv("AIP_MODEL_DIR", model_dir.split("=", 1)[1])
+        assert default_job_dir() == "gs://bkt/r", node  # the trainer's job dir: the native --job-dir
     assert "stack local: the ps pool's machine type is not used (its nodes are namespaces on this machine)" in notes
 
 
@@ -118,6 +120,8 @@ def test_a_vertex_hyperparameter_tuning_job_plans_as_the_native_sweep(tmp_path, 
         assert words[-6:] == ["--module", "trainers.digits_ddp", "--epochs", "3", f"--lr={params['lr']}",
                               f"--hidden={params['hidden']}"]  # the trial job's args, then the trial's
         assert f"CLOUD_ML_TRIAL_ID={number}" in words  # as AI Platform sets it
+        # the trainer's job dir (no --job-dir: AIP_MODEL_DIR's parent): where the sweep reads its reports
+        assert f"AIP_MODEL_DIR=gs://my-bucket/r-t{number}/model" in words
     with open(run_dir / "trials.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert [r["state"] for r in rows] == ["COMPLETE"] * 3
