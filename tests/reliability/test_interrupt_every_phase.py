@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
 from conftest import Streamed, experiment, leftovers, trainctl
-from quick_runs import quick_experiment, quick_model_is_whole
+from quick_runs import QUICK_TRAINER, quick_experiment, quick_model_is_whole
 from trainctl.jobs.experiment import ttl_guard
 from trainctl.jobs.stack_run import PhaseClock, RunReport
 from trainctl.launchers.interrupts import signals_as_interrupt
@@ -82,6 +83,19 @@ def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home):
         model = run_dir / "model" / "model.bin"
         if model.exists():  # the signal came once it had landed: it must be whole
             assert quick_model_is_whole(model, MODEL_MB), f"{model}: {model.stat().st_size} bytes, not whole"
+
+
+def test_the_collect_cases_tell_a_whole_model_from_half_of_one(tmp_path):
+    made = subprocess.run([sys.executable, str(QUICK_TRAINER / "quick_trainer.py"), "--job-dir", str(tmp_path),
+                           "--epochs", "1", "--model-mb", "2"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stdout + made.stderr
+    model = tmp_path / "model" / "model.bin"
+    assert quick_model_is_whole(model, 2)
+    whole = model.read_bytes()
+    model.write_bytes(whole[: len(whole) // 2])
+    assert not quick_model_is_whole(model, 2)
+    model.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))  # all of it there, one byte wrong
+    assert not quick_model_is_whole(model, 2)
 
 
 class _SignalsWhileFinalized:
