@@ -1,11 +1,18 @@
 """Ctrl-C, SIGTERM and kill -9 of `trainctl run` in each of its phases.
 
 The signal is sent the moment the run prints the line that opens the phase, so it lands inside
-that phase (each lasts at least a second here: `up` builds 12 nodes, `launch` starts torchrun,
-`collect` imports gcsfs and downloads). SIGINT and SIGTERM must tear the stack down on their
-own (during `down` they are only acknowledged: teardown finishes first); after kill -9,
-`trainctl down` must. Either way nothing of the stack may remain: no namespace, veth, bridge,
-iptables rule, process, emulator, state, lock or partial download.
+that phase (each lasts at least a second here: `up` builds 12 nodes, `launch` connects to the
+nodes and starts the program, `collect` downloads a 24 MiB model). SIGINT and SIGTERM must tear
+the stack down on their own (during `down` they are only acknowledged: teardown finishes
+first); after kill -9, `trainctl down` must. Either way nothing of the stack may remain: no
+namespace, veth, bridge, iptables rule, process, emulator, state, lock or partial download.
+
+What is tested is trainctl's, so the program is the quick trainer (tests/data/quick_trainer: no
+torch, started directly on each node), except where torchrun's processes are what a signal must
+not leave behind: while its ranks train (every signal), and Ctrl-C while torchrun starts, which
+reaches the ssh sessions of its agents and of the rendezvous store that outlives them. kill -9
+and SIGTERM during `launch` reach trainctl alone, and its stop of the nodes is the one that the
+`training` cases prove against torchrun's processes.
 `python tests/reliability/loop.py` runs this file over and over and tallies the outcomes."""
 
 from __future__ import annotations
@@ -19,9 +26,12 @@ import time
 import pytest
 
 from conftest import Streamed, experiment, leftovers, trainctl
+from quick_runs import QUICK_TRAINER, quick_experiment, quick_model_is_whole
 from trainctl.jobs.experiment import ttl_guard
 from trainctl.jobs.stack_run import PhaseClock, RunReport
 from trainctl.launchers.interrupts import signals_as_interrupt
+
+MODEL_MB = 24  # over collect's SMALL_FILE: streamed to disk, where half a file could be left
 
 # phase: (the line that opens it, nodes, trainer arguments)
 PHASES = {
@@ -29,7 +39,7 @@ PHASES = {
     "bootstrap": (r"\[trainctl\] bootstrap …", 2, "--epochs 1"),
     "launch": (r"\[trainctl\] train …", 2, "--epochs 1"),
     "training": (r"\[node\d r0\]:epoch 1/", 2, "--epochs 30 --epoch-sleep 1"),
-    "collect": (r"\[trainctl\] collect …", 2, "--epochs 1"),
+    "collect": (r"\[trainctl\] collect …", 2, f"--epochs 1 --model-mb {MODEL_MB}"),
     "down": (r"\[trainctl\] down …", 2, "--epochs 1"),
 }
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
@@ -39,13 +49,16 @@ SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal
 # Ctrl-C also hits the run's children (ssh, rsync, torchrun's sessions). Phases without such
 # children in flight (up, collect, down) are tried with Ctrl-C and kill -9 only.
 SAME_HANDLER = {("up", "SIGTERM"), ("collect", "SIGTERM"), ("down", "SIGTERM")}
+# The cases run with the digits trainer under torchrun (see the module's docstring).
+UNDER_TORCHRUN = {("training", "SIGINT"), ("training", "SIGTERM"), ("training", "SIGKILL"), ("launch", "SIGINT")}
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("phase, sig", [(p, s) for p in PHASES for s in SIGNALS if (p, s) not in SAME_HANDLER])
-def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home, trainer_python):
+def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home):
     opens, nodes, args = PHASES[phase]
-    exp = experiment(tmp_path, args, nodes=nodes, name=f"sig-{phase}")
+    make = experiment if (phase, sig) in UNDER_TORCHRUN else quick_experiment
+    exp = make(tmp_path, args, nodes=nodes, name=f"sig-{phase}")
     run, run_id = Streamed.run(exp, tmp_path / "runs")
     run.wait_for(opens)
     if sig == "SIGINT":  # Ctrl-C: the terminal signals the whole foreground group (ssh, rsync…)
@@ -63,15 +76,26 @@ def test_signal_in_phase_leaves_nothing(phase, sig, tmp_path, trainctl_home, tra
     else:
         assert run.proc.returncode == 130, output[-2000:]
         assert "interrupted" in output
-    assert leftovers(run_id) == []
+    assert leftovers(run_id) == [], output[-2000:]
     if phase == "collect":  # an interrupted download leaves no half a model among the artifacts
         run_dir = tmp_path / "runs" / run_id
         assert list(run_dir.glob(".collecting-*")) == []
-        model = run_dir / "model" / "model.pt"
+        model = run_dir / "model" / "model.bin"
         if model.exists():  # the signal came once it had landed: it must be whole
-            loads = subprocess.run([str(trainer_python), "-c", "import sys, torch; torch.load(sys.argv[1])", str(model)],
-                                   capture_output=True, text=True, timeout=120)
-            assert loads.returncode == 0, loads.stderr
+            assert quick_model_is_whole(model, MODEL_MB), f"{model}: {model.stat().st_size} bytes, not whole"
+
+
+def test_the_collect_cases_tell_a_whole_model_from_half_of_one(tmp_path):
+    made = subprocess.run([sys.executable, str(QUICK_TRAINER / "quick_trainer.py"), "--job-dir", str(tmp_path),
+                           "--epochs", "1", "--model-mb", "2"], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stdout + made.stderr
+    model = tmp_path / "model" / "model.bin"
+    assert quick_model_is_whole(model, 2)
+    whole = model.read_bytes()
+    model.write_bytes(whole[: len(whole) // 2])
+    assert not quick_model_is_whole(model, 2)
+    model.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))  # all of it there, one byte wrong
+    assert not quick_model_is_whole(model, 2)
 
 
 class _SignalsWhileFinalized:
