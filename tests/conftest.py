@@ -56,9 +56,9 @@ def work_unit(nodeid: str) -> str:
     name their stacks alike (netns names come from stack names), so they stay together; unit tests
     spread one by one. Simulated worlds of two files coexist (each its own home, names and
     external range; the root pieces they share go with the last of them), so a simulator file
-    is a unit like any other."""
+    is a unit like any other; so is a contract file (one live stack per provider, shared)."""
     path = nodeid.split("::")[0]
-    if not path.startswith(("tests/e2e/", "tests/reliability/")):
+    if not path.startswith(("tests/e2e/", "tests/reliability/", "tests/contracts/")):
         return nodeid
     return path
 
@@ -100,25 +100,32 @@ def pytest_xdist_make_scheduler(config, log):
     return ByWorkUnit(config, log)
 
 
-@pytest.fixture
-def trainctl_home(monkeypatch):
-    """A private state home; afterwards every stack in it is forced down and checked gone."""
+@contextlib.contextmanager
+def private_home(monkeypatch: pytest.MonkeyPatch):
+    """A private state home (a test's, or a module's); afterwards every stack in it is forced
+    down and the home removed."""
     home = TEST_HOMES / uuid.uuid4().hex[:12]
     home.mkdir(parents=True, mode=0o700)
     monkeypatch.setenv("TRAINCTL_HOME", str(home))
-    yield home
-    # A failed test can leave its trainctl process running; it must end before the sweep below,
-    # or it would recreate state in the home after the sweep removed it.
-    Streamed.stop_all()
-    stacks = [p.name for p in (home / "stacks").glob("*") if p.is_dir()] if (home / "stacks").exists() else []
-    from infra.providers.local import realizer
+    try:
+        yield home
+    finally:
+        # A failed test can leave its trainctl process running; it must end before the sweep
+        # below, or it would recreate state in the home after the sweep removed it.
+        Streamed.stop_all()
+        from infra.providers.local import realizer
+        for stack in [p.name for p in (home / "stacks").glob("*") if p.is_dir()]:  # none: no folder
+            try:
+                realizer.down(stack, force=True)
+            except Exception as exc:  # report, but keep cleaning
+                print(f"cleanup of {stack} failed: {exc}", file=sys.stderr)
+        shutil.rmtree(home, ignore_errors=True)
 
-    for stack in stacks:
-        try:
-            realizer.down(stack, force=True)
-        except Exception as exc:  # report, but keep cleaning
-            print(f"cleanup of {stack} failed: {exc}", file=sys.stderr)
-    shutil.rmtree(home, ignore_errors=True)
+
+@pytest.fixture
+def trainctl_home(monkeypatch):
+    with private_home(monkeypatch) as home:
+        yield home
 
 
 def seeded_python(requirements: Path) -> Path:

@@ -237,32 +237,42 @@ def _project_copy(root: Path, project: str) -> Path:
     return root
 
 
+def new_project(simulated_gcp: SimulatedGcp, folder: Path, monkeypatch: pytest.MonkeyPatch,
+                **project_file: Any) -> Project:
+    """A new project in the session's simulator (no waits unless `delays` says), the working
+    directory a Pulumi project copy naming it (under `folder`), a fresh Pulumi backend beside it."""
+    daemon.ensure_running(simulated_gcp.home, api_only=True)  # idle-exited: started again
+    project_id = project_file.pop("project", None) or _project_id()
+    answer = _request(f"{simulated_gcp.url}/trainctl-sim/v1/projects", "POST",
+                      {"project": project_id, "default_delay": 0.0, **project_file})
+    assert answer[0] == 200, answer
+    root = _project_copy(folder / "project", project_id)
+    monkeypatch.chdir(root)
+    (folder / "pulumi-backend").mkdir()
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{folder / 'pulumi-backend'}")
+    return Project(project_id, simulated_gcp, root)
+
+
+def forget_stacks(simulated_gcp: SimulatedGcp) -> None:
+    """The trainctl state of the stacks a project's test made."""
+    for directory in ("stacks", "trash"):
+        shutil.rmtree(simulated_gcp.trainctl_home / directory, ignore_errors=True)
+
+
 @pytest.fixture
 def make_gcp(simulated_gcp: SimulatedGcp, tmp_path: Path,
              monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Project]]:
-    """make_gcp(**project_file) -> a new project in the session's simulator (no waits unless
-    `delays` says), the working directory a Pulumi project copy naming it, a fresh Pulumi backend;
-    the stacks' trainctl state is removed afterwards."""
+    """make_gcp(**project_file) -> new_project(...) for this test; the stacks' trainctl state is
+    removed afterwards."""
     made: list[Project] = []
 
     def make(**project_file: Any) -> Project:
         assert not made, "one project per test: its stack files name it"
-        daemon.ensure_running(simulated_gcp.home, api_only=True)  # idle-exited: started again
-        project_id = project_file.pop("project", None) or _project_id()
-        answer = _request(f"{simulated_gcp.url}/trainctl-sim/v1/projects", "POST",
-                          {"project": project_id, "default_delay": 0.0, **project_file})
-        assert answer[0] == 200, answer
-        root = _project_copy(tmp_path / "project", project_id)
-        monkeypatch.chdir(root)
-        (tmp_path / "pulumi-backend").mkdir()
-        monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path / 'pulumi-backend'}")
-        project = Project(project_id, simulated_gcp, root)
-        made.append(project)
-        return project
+        made.append(new_project(simulated_gcp, tmp_path, monkeypatch, **project_file))
+        return made[0]
 
     yield make
-    for directory in ("stacks", "trash"):
-        shutil.rmtree(simulated_gcp.trainctl_home / directory, ignore_errors=True)
+    forget_stacks(simulated_gcp)
 
 
 @pytest.fixture

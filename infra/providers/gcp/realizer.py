@@ -245,7 +245,13 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
     sdir = state_dir(stack)
     with stack_lock(stack, "down") as remove_lock:
         meta = read_meta(stack)
-        workspace_stack = pulumi_stack(stack, destroy_env(meta))
+        workspace_stack = _stack_to_destroy(stack, meta, force)
+        if workspace_stack is None:  # neither trainctl's record nor Pulumi's: a second `down`
+            left = sdir.exists()  # what an `up` that stopped before both left (its key)
+            shutil.rmtree(sdir, ignore_errors=True)
+            remove_lock()
+            private_endpoints.release()
+            return left
         outputs = workspace_stack.outputs()
         mark_deleting(stack)
         kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
@@ -277,6 +283,18 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         remove_lock()
         private_endpoints.release()
         return True
+
+
+def _stack_to_destroy(stack: str, meta: dict[str, Any] | None, force: bool) -> Any:
+    """The Pulumi stack `down` destroys; None where the backend has none and trainctl recorded
+    none (nothing is there). Recorded, or forced, it is made where missing: an `up` may have
+    stopped before Pulumi made it, and `--force` sweeps the labels whatever the backend holds."""
+    from pulumi.automation import StackNotFoundError
+
+    try:
+        return pulumi_stack(stack, destroy_env(meta), create=force or meta is not None)
+    except StackNotFoundError:
+        return None
 
 
 def spec(stack: str) -> ClusterSpec:

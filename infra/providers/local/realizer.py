@@ -21,7 +21,7 @@ from infra.providers.local.layout import Names
 from infra.providers.local.maintenance import host_maintenance
 from infra.providers.local.plan import plan
 from infra.providers.local.spot import instance_status, preempt, repair
-from infra.providers.local.state import load_state, new_state
+from infra.providers.local.state import StackState, load_state, new_state
 from infra.providers.protocol import Capabilities, Progress, StackInfo
 from infra.spec.cluster import ClusterSpec
 from infra.spec import cost
@@ -51,16 +51,16 @@ def capabilities(spec: ClusterSpec) -> Capabilities:
 
 
 def up(spec: ClusterSpec, progress: Progress = lambda _: None) -> Inventory:
-    """Create the stack. Refuses an existing one; on failure removes what it created."""
+    """Create the stack; an existing one made from the same spec is returned as it is (`up` is
+    idempotent, as the protocol says), one made from another spec or not finished is refused,
+    since nothing here can change a live stack. On failure removes what it created."""
     require_root()
     if spec.provider != "local":
         raise ConfigError(f"stack {spec.name!r} has provider {spec.provider!r}, not local")
     with stack_lock(spec.name, "up") as remove_lock:
         existing = load_state(spec.name)
         if existing is not None:
-            raise ConfigError(
-                f"stack {spec.name!r} already exists (state {existing.path}); "
-                f"use it, or remove it first with `trainctl down --stack {spec.name}`")
+            return _existing(spec, existing)
         state = new_state(spec.name, spec.model_dump(mode="json"))
         try:
             inventory = create(spec, state, progress)
@@ -74,6 +74,22 @@ def up(spec: ClusterSpec, progress: Progress = lambda _: None) -> Inventory:
         if spec.idle_minutes is not None and not spec.ephemeral:  # a run's own stack goes with the run
             start_watch(spec.name, spec.node_count, spec.idle_minutes)
         return inventory
+
+
+def _existing(spec: ClusterSpec, state: StackState) -> Inventory:
+    """The inventory of a ready stack realized from `spec`; anything else is refused, naming
+    what differs (a local stack is never changed in place: `down` first)."""
+    recorded = state.data.get("spec") or {}
+    wanted = spec.model_dump(mode="json")
+    changed = sorted(k for k in {*recorded, *wanted} if recorded.get(k) != wanted.get(k))
+    status = state.data.get("status")
+    if status != "ready" or changed:
+        why = (f"its {', '.join(changed)} differ from the spec's" if changed
+               else f"it is not ready (status {status!r})")
+        raise ConfigError(
+            f"stack {spec.name!r} already exists (state {state.path}) and {why}; "
+            f"use it, or remove it first with `trainctl down --stack {spec.name}`")
+    return inventory(spec.name)
 
 
 def down(stack: str, *, force: bool = False,

@@ -52,12 +52,12 @@ def test_a_named_stack_comes_up_goes_down_and_comes_up_again_with_its_kept_bucke
     gcp.storage().bucket(bucket).blob("run/ckpt-1.pt").upload_from_string(b"weights")
     created = gcp.bucket(bucket)["timeCreated"]  # type: ignore[index]
 
+    # That `down` removes all but the kept bucket, and the Pulumi stack and trainctl's state
+    # with it, is the realizer contract's (tests/contracts/test_realizer_contract.py).
     assert realizer.down(spec.name, progress=gcp.progress) is True
     gcp.next_command()
-    assert gcp.instances() == {} and gcp.names("networks") == set() and gcp.names("firewalls") == set()
     assert [b.name for b in gcp.storage().list_blobs(bucket)] == ["run/ckpt-1.pt"]  # kept, with its checkpoints
     assert f"delete it with `gcloud storage rm -r gs://{bucket}`" in gcp.said[-1]
-    assert stacks_in_backend(gcp) == [] and not state_dir(spec.name).exists()
     assert (gcp.root / "stacks" / f"Pulumi.{spec.name}.yaml").is_file()  # the user's stack file stays
 
     gcp.said.clear()
