@@ -31,6 +31,7 @@ def test_up_awaits_the_flex_start_grant_showing_the_wait_after_the_provider_fail
     assert vm["scheduling"]["instanceTerminationAction"] == "DELETE"
     assert vm["scheduling"]["automaticRestart"] is False
     assert int(vm["scheduling"]["maxRunDuration"]["seconds"]) == 6 * 3600  # the stack's TTL
+    assert vm["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}  # flex-start reserves nothing
     waits = [line for line in gcp.said if line.startswith("flex-start: gpu-l4-spot-node-0 PENDING")]
     assert waits and "waited 0m" in waits[0] and "of 60m" in waits[0]
     (pending,) = [line for line in gcp.said if isinstance(line, CapacityWait)]  # kept by a run for its ledger
