@@ -16,8 +16,8 @@ from namespace_nodes import keys
 from infra.providers.gcp import realizer
 from infra.providers.gcp.program.tpu import tpu_name
 from tests.fakes.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
-from tests.unit.providers.gcp.test_gcp_adoption import pulumi_up_by_hand
-from tests.unit.providers.gcp.test_gcp_spot_repair import pinned, published
+from tests.integration.providers.gcp.test_gcp_adoption import pulumi_up_by_hand
+from tests.integration.providers.gcp.test_gcp_spot_repair import pinned, published
 
 STACK = "tpu-v5e-8-queued"
 

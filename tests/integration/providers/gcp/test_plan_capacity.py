@@ -1,6 +1,7 @@
 """`plan` reads the quota a stack needs from the project (the simulated Compute API) and shows, per
 pool, how its VMs get capacity and each metric needed against what is free; a stack the free quota
-cannot hold is refused by `plan`, before anything exists, naming metric, region, needed and free."""
+cannot hold is refused by `plan`, before anything exists, naming metric, region, needed and free.
+What each pool needs, from the stack file alone: tests/unit/providers/gcp/test_quota_needs_per_pool.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import pytest
 
 from infra.errors import ConfigError
 from infra.providers.gcp import realizer
-from infra.providers.gcp.quota_needs import per_pool
-from infra.spec.stack_config import load_stack
 from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
 
 COMPUTE_ON = ["compute.googleapis.com"]
@@ -74,28 +73,6 @@ def test_plan_in_a_project_with_compute_off_shows_the_needs_and_why_free_is_not_
     assert project.http("GET", f"/compute/v1/projects/{project.id}")[0] == 403  # plan enabled nothing
 
 
-@pytest.mark.parametrize("overrides, model", [
-    ({}, "on-demand"), ({"spot": True}, "spot"), ({"reservation": "h100-block"}, "reservation h100-block"),
-    ({"reservation": "any"}, "any reservation"), ({"reservation": "none"}, "on-demand")])
-def test_each_pool_names_how_its_vms_get_capacity(overrides: dict, model: str) -> None:
-    (pool,) = per_pool(load_stack("gpu-t4x2", overrides=overrides))
-    assert pool.provisioning == model
-
-
-@pytest.mark.parametrize("stack, overrides, quota_id, units", [
-    ("tpu-v5e-16", {}, "TPUV5sLitepodPerProjectPerZoneForTPUAPI", 16),
-    ("tpu-v5e-16", {"spot": True}, "TPUV5sPreemptibleLitepodPerProjectPerZoneForTPUAPI", 16),
-    ("tpu-v5e-8", {"tpu": {"type": "v4-8"}, "zone": "us-central2-b"}, "TPUV4sPodPerProjectPerZoneForTPUAPI", 8)])
-def test_a_tpu_vm_stack_needs_its_slice_in_the_tpu_apis_zonal_quota_and_no_compute_quota(
-        stack: str, overrides: dict, quota_id: str, units: int) -> None:
-    from infra.providers.gcp import quota
-
-    spec = load_stack(stack, overrides=overrides)
-    (pool,) = per_pool(spec)
-    assert [(n.metric, n.region, n.amount) for n in pool.needs] == [(quota_id, spec.zone, units)]
-    assert quota.needs(spec) == []  # nothing `up` reads from Compute (v4 counts TensorCores: 2 per chip)
-
-
 def test_a_stack_that_is_up_already_is_planned_and_brought_up_again_without_counting_its_vms_twice(
         make_gcp) -> None:  # noqa: F811
     from google.cloud import compute_v1
@@ -122,16 +99,3 @@ def test_a_stack_that_is_up_already_is_planned_and_brought_up_again_without_coun
     quota.preflight(spec, project.progress)  # `up` again: nothing more to hold
     with pytest.raises(ConfigError, match="NVIDIA_T4_GPUS in us-central1: limit 2, 2 in use, 0 free"):
         quota.preflight(project.stack("gpu-t4x2", nodes=2), project.progress)  # one more node is
-
-
-def test_hyperdisk_boot_disks_are_not_counted_against_persistent_disk_quota() -> None:
-    """A3 Ultra and A4 boot from hyperdisk-balanced, which SSD_TOTAL_GB does not meter; A3 Mega's
-    pd-balanced boot disks still count there."""
-    def metrics(stack: str) -> set[str]:
-        (pool,) = per_pool(load_stack(stack))
-        return {n.metric for n in pool.needs}
-
-    assert "SSD_TOTAL_GB" not in metrics("gpu-a4-x2") | metrics("gpu-a3ultra-x2")
-    assert "SSD_TOTAL_GB" in metrics("gpu-a3mega-x2")
-    # spot VMs (A4 is not offered on demand): Compute has no B200 metric, spot or not; the family quota holds them
-    assert "GPUS_PER_GPU_FAMILY:NVIDIA_B200" in metrics("gpu-a4-x2")

@@ -23,11 +23,14 @@ FLEX = {"provisioning_model": "FLEX_START", "automatic_restart": False, "on_host
         "instance_termination_action": "DELETE", "max_run_duration": {"seconds": 3600}}
 
 
-def started(make_sim: Any, tmp_path: Path, prefix: str, **delays: float) -> tuple[RunningSim, GcpProject]:  # noqa: F811
+def started(make_sim: Any, tmp_path: Path, server: Path, prefix: str,  # noqa: F811
+            **delays: float) -> tuple[RunningSim, GcpProject]:
+    """The project, and a `pulumi` whose commands the session's fork server runs (a fresh
+    interpreter per command re-imports the SDK, ~1.5 CPU-s each, 8-10 commands per `up`)."""
     sim: RunningSim = make_sim(project=PROJECT, delays=delays)
     sim.enable("cloudresourcemanager.googleapis.com", "compute.googleapis.com", "storage.googleapis.com",
                "iam.googleapis.com")
-    return sim, GcpProject(tmp_path, sim.url, PROJECT, prefix, None)
+    return sim, GcpProject(tmp_path, sim.url, PROJECT, prefix, server)
 
 
 def vm_of(sim: RunningSim, name: str) -> dict[str, Any] | None:
@@ -40,9 +43,9 @@ def in_state(stack: Any) -> dict[str, dict[str, Any]]:
     return {r["urn"].rsplit("::", 1)[-1]: r for r in deployment.get("resources") or []}
 
 
-def test_a_pending_flex_start_vm_fails_the_wait_at_once_and_stays_in_the_state(make_sim, tmp_path):  # noqa: F811
+def test_a_pending_flex_start_vm_fails_the_wait_at_once_and_stays_in_the_state(make_sim, tmp_path, pulumi_server):  # noqa: F811
     # the create timeout is far longer than the grant: the provider does not wait for it
-    sim, project = started(make_sim, tmp_path, "t-pend", flex_start_grant=3.0)
+    sim, project = started(make_sim, tmp_path, pulumi_server, "t-pend", flex_start_grant=3.0)
     project.declare(machine_type="g2-standard-8", scheduling=FLEX, create_timeout="1h")
     stack = project.stack("pend")
     with pytest.raises(auto.CommandError) as failure:
@@ -62,8 +65,8 @@ def test_a_pending_flex_start_vm_fails_the_wait_at_once_and_stays_in_the_state(m
     assert vm_of(sim, "t-pend-vm") is None
 
 
-def test_an_insert_outlasting_the_create_timeout_drops_the_vm_from_the_state(make_sim, tmp_path):  # noqa: F811
-    sim, project = started(make_sim, tmp_path, "t-slow", instance_insert=60.0)
+def test_an_insert_outlasting_the_create_timeout_drops_the_vm_from_the_state(make_sim, tmp_path, pulumi_server):  # noqa: F811
+    sim, project = started(make_sim, tmp_path, pulumi_server, "t-slow", instance_insert=60.0)
     project.declare(create_timeout="2s")
     stack = project.stack("slow")
     with pytest.raises(auto.CommandError) as failure:
@@ -74,16 +77,16 @@ def test_an_insert_outlasting_the_create_timeout_drops_the_vm_from_the_state(mak
     assert vm_of(sim, "t-slow-vm") is not None  # ... although GCE has it
 
 
-def test_the_wait_for_running_takes_the_update_timeout_not_the_create_timeout(make_sim, tmp_path):  # noqa: F811
+def test_the_wait_for_running_takes_the_update_timeout_not_the_create_timeout(make_sim, tmp_path, pulumi_server):  # noqa: F811
     # booting (STAGING -> RUNNING, 4 s) outlasts a 2 s create timeout, not the default update timeout
-    sim, project = started(make_sim, tmp_path, "t-boot", instance_boot=4.0)
+    sim, project = started(make_sim, tmp_path, pulumi_server, "t-boot", instance_boot=4.0)
     project.declare(create_timeout="2s")
     project.stack("boot").up()
     assert vm_of(sim, "t-boot-vm")["status"] == "RUNNING"
 
 
-def test_an_update_timeout_shorter_than_the_boot_fails_the_create_keeping_the_vm(make_sim, tmp_path):  # noqa: F811
-    sim, project = started(make_sim, tmp_path, "t-upd", instance_boot=30.0)
+def test_an_update_timeout_shorter_than_the_boot_fails_the_create_keeping_the_vm(make_sim, tmp_path, pulumi_server):  # noqa: F811
+    sim, project = started(make_sim, tmp_path, pulumi_server, "t-upd", instance_boot=30.0)
     project.declare(update_timeout="1s")
     stack = project.stack("upd")
     with pytest.raises(auto.CommandError) as failure:

@@ -68,11 +68,9 @@ def test_vms_on_a_plain_reservation_come_up_without_a_placement_policy(make_gcp)
 
 
 def test_flex_start_vms_ask_for_no_reservation(make_gcp) -> None:  # noqa: F811
+    # The VM this stack runs asks GCE for NO_RESERVATION too: asserted on the flex-start lifecycle
+    # of the same stack (test_flex_start_on_the_simulator.py), which brings it up anyway.
     gcp: Project = make_gcp()
     spec = gcp.stack("gpu-l4-spot", spot=False, provisioning="flex-start", ttl_hours=6, nodes=1)
     (vm,) = evaluate(spec).of_type("compute/instance:Instance")
     assert vm.inputs["reservationAffinity"] == {"type": "NO_RESERVATION"}
-    realizer.up(spec, gcp.progress)
-    running = gcp.instance("gpu-l4-spot-node-0")
-    assert running is not None and running["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}
-    assert realizer.down(spec.name, progress=gcp.progress) is True

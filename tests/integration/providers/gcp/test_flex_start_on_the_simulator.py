@@ -19,21 +19,32 @@ from tests.fakes.sim_stacks import Project, make_gcp, simulated_gcp  # noqa: F40
 FLEX: dict[str, Any] = {"spot": False, "provisioning": "flex-start", "ttl_hours": 6, "nodes": 1}
 
 
-def test_up_awaits_the_flex_start_grant_showing_the_wait(make_gcp) -> None:  # noqa: F811
+def test_up_awaits_the_flex_start_grant_showing_the_wait_after_the_provider_failed_at_once_on_pending(
+        make_gcp) -> None:  # noqa: F811
+    # One lifecycle, asserting what two tests of the same stack and project each brought up.
     gcp: Project = make_gcp(delays={"flex_start_grant": 4.0})
     spec = gcp.stack("gpu-l4-spot", **FLEX)
-    realizer.up(spec, gcp.progress)
+    inventory = realizer.up(spec, gcp.progress)
     vm = gcp.instance("gpu-l4-spot-node-0")
     assert vm is not None and vm["status"] == "RUNNING"
     assert vm["scheduling"]["provisioningModel"] == "FLEX_START"
     assert vm["scheduling"]["instanceTerminationAction"] == "DELETE"
     assert vm["scheduling"]["automaticRestart"] is False
     assert int(vm["scheduling"]["maxRunDuration"]["seconds"]) == 6 * 3600  # the stack's TTL
+    assert vm["reservationAffinity"] == {"consumeReservationType": "NO_RESERVATION"}  # flex-start reserves nothing
     waits = [line for line in gcp.said if line.startswith("flex-start: gpu-l4-spot-node-0 PENDING")]
     assert waits and "waited 0m" in waits[0] and "of 60m" in waits[0]
     (pending,) = [line for line in gcp.said if isinstance(line, CapacityWait)]  # kept by a run for its ledger
     assert "in PENDING for GCE's grant" in pending and 2.0 <= pending.seconds <= 8.0  # the 4 s grant, 2 s polls
+    # The insert operation is done while the VM is PENDING: the provider's wait for RUNNING knows
+    # no PENDING and fails at once, keeping the VM; trainctl waits itself, then `pulumi up` again.
+    assert any("unexpected state 'PENDING', wanted target 'RUNNING'" in line for line in gcp.said)
+    assert any("trainctl waits for the grant" in line for line in gcp.said)
+    (node,) = inventory.nodes  # read again by the second `up`: the address GCE gave it
+    assert node.internal_ip == vm["networkInterfaces"][0]["networkIP"]
     assert realizer.down(spec.name, progress=gcp.progress) is True
+    gcp.next_command()
+    assert gcp.instances() == {}
 
 
 def test_no_grant_before_the_deadline_gives_up_and_leaves_nothing(make_gcp) -> None:  # noqa: F811
@@ -66,20 +77,3 @@ def test_a_vm_the_provider_dropped_from_the_state_is_found_by_its_labels_and_del
     assert gcp.instances() == {}  # nothing left queued for a grant, nothing billed
     assert gcp.names("networks") == set() and gcp.names("subnetworks", "us-central1") == set()
     assert not state_dir(spec.name).exists()  # `down` has nothing left to find
-
-
-def test_the_provider_fails_at_once_on_pending_and_trainctl_waits_for_the_grant(make_gcp) -> None:  # noqa: F811
-    # The insert operation is done while the VM is PENDING: the provider's wait for RUNNING knows
-    # no PENDING and fails at once, keeping the VM; trainctl waits itself, then `pulumi up` again.
-    gcp: Project = make_gcp(delays={"flex_start_grant": 4.0})
-    spec = gcp.stack("gpu-l4-spot", **FLEX)
-    inventory = realizer.up(spec, gcp.progress)
-    assert any("unexpected state 'PENDING', wanted target 'RUNNING'" in line for line in gcp.said)
-    assert any("trainctl waits for the grant" in line for line in gcp.said)
-    vm = gcp.instance("gpu-l4-spot-node-0")
-    assert vm is not None and vm["status"] == "RUNNING"
-    (node,) = inventory.nodes  # read again by the second `up`: the address GCE gave it
-    assert node.internal_ip == vm["networkInterfaces"][0]["networkIP"]
-    assert realizer.down(spec.name, progress=gcp.progress) is True
-    gcp.next_command()
-    assert gcp.instances() == {}

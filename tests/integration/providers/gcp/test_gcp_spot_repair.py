@@ -26,7 +26,7 @@ def preempt(project: Project, spec: ClusterSpec, node: str) -> None:
 
 def test_repair_waits_out_a_stockout_then_restarts_a_stopped_vm_and_recreates_a_preempted_one(
         gcp: Project) -> None:
-    # (its scheduled reaper is another test's: tests/unit/providers/gcp/test_gcp_scheduled_reaper.py)
+    # (its scheduled reaper is another test's: tests/integration/providers/gcp/test_gcp_scheduled_reaper.py)
     spec = gcp.stack("gpu-l4-spot", scheduled_reaper=False)
     w0, w1 = (f"{spec.name}-node-{i}" for i in range(2))
     realizer.up(spec, gcp.progress)

@@ -42,10 +42,14 @@ def instance(sim: RunningSim, name: str) -> dict[str, Any] | None:
     return body if status == 200 else None
 
 
-def test_up_creates_the_resources_and_exports_what_gcp_computed(sim, tmp_path, pulumi_server):
-    project = project_for(sim, tmp_path, "t-create", pulumi_server)
-    result = project.stack("create").up()
-    vm = instance(sim, "t-create-vm")
+def test_up_exports_what_gcp_computed_a_second_changes_nothing_labels_change_in_place_disks_replace_refresh_recreates(
+        sim, tmp_path, pulumi_server, calls):
+    # One stack's lifecycle, each step checked in turn (each was a test of its own bringing the
+    # same program up first).
+    project = project_for(sim, tmp_path, "t-life", pulumi_server)
+    stack = project.stack("life")
+    result = stack.up()
+    vm = instance(sim, "t-life-vm")
     assert vm is not None and vm["status"] == "RUNNING"
     nic = vm["networkInterfaces"][0]
     assert result.outputs["internal_ip"].value == nic["networkIP"]
@@ -54,43 +58,39 @@ def test_up_creates_the_resources_and_exports_what_gcp_computed(sim, tmp_path, p
     assert vm["labels"] == {"goog-pulumi-provisioned": "true"}  # pulumi-gcp's attribution label
     assert result.outputs["bucket_url"].value == f"gs://{project.base['bucket']}"
 
-
-def test_a_second_up_of_the_same_program_sends_no_mutating_call(sim, tmp_path, pulumi_server, calls):
-    project = project_for(sim, tmp_path, "t-same", pulumi_server)
-    stack = project.stack("same")
-    stack.up()
+    # a second up of the same program sends no mutating call
     calls.clear()
     result = stack.up()
     assert mutations(calls) == []
     assert set(result.summary.resource_changes) == {"same"}
 
-
-def test_a_changed_label_is_set_in_place(sim, tmp_path, pulumi_server, calls):
-    project = project_for(sim, tmp_path, "t-label", pulumi_server)
-    stack = project.stack("label")
-    stack.up()
-    before = instance(sim, "t-label-vm")
+    # a changed label is set in place
     project.declare(vm_labels={"team": "ml"})
     calls.clear()
     stack.up()
-    after = instance(sim, "t-label-vm")
-    assert after["id"] == before["id"] and after["labels"]["team"] == "ml"
-    assert mutations(calls) == [("POST", f"{PATH}/zones/us-central1-a/instances/t-label-vm/setLabels")]
+    labelled = instance(sim, "t-life-vm")
+    assert labelled["id"] == vm["id"] and labelled["labels"]["team"] == "ml"
+    assert mutations(calls) == [("POST", f"{PATH}/zones/us-central1-a/instances/t-life-vm/setLabels")]
 
-
-def test_a_changed_boot_disk_replaces_the_instance_deleting_it_first(sim, tmp_path, pulumi_server, calls):
-    project = project_for(sim, tmp_path, "t-replace", pulumi_server)
-    stack = project.stack("replace")
-    stack.up()
-    before = instance(sim, "t-replace-vm")
-    project.declare(disk_gb=30)
+    # a changed boot disk replaces the instance, deleting it first
+    project.declare(vm_labels={"team": "ml"}, disk_gb=30)
     calls.clear()
     stack.up()
-    after = instance(sim, "t-replace-vm")
-    assert after["id"] != before["id"]
+    assert instance(sim, "t-life-vm")["id"] != labelled["id"]
     vm_calls = [c for c in mutations(calls) if "/instances" in c[1]]
-    assert vm_calls == [("DELETE", f"{PATH}/zones/us-central1-a/instances/t-replace-vm"),
+    assert vm_calls == [("DELETE", f"{PATH}/zones/us-central1-a/instances/t-life-vm"),
                         ("POST", f"{PATH}/zones/us-central1-a/instances")]
+
+    # up --refresh recreates an instance deleted outside pulumi
+    status, op = sim.http("DELETE", f"{PATH}/zones/us-central1-a/instances/t-life-vm")
+    assert status == 200
+    deadline = time.monotonic() + 30
+    while instance(sim, "t-life-vm") is not None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stack.up()
+    assert instance(sim, "t-life-vm") is None  # the state still says it exists
+    stack.up(refresh=True)
+    assert instance(sim, "t-life-vm")["status"] == "RUNNING"
 
 
 def test_destroy_leaves_only_the_retained_bucket_and_a_later_up_adopts_it_by_import(sim, tmp_path, pulumi_server):
@@ -116,21 +116,6 @@ def test_destroy_leaves_only_the_retained_bucket_and_a_later_up_adopts_it_by_imp
     project.declare(bucket_labels={"adopted": "yes"})
     stack.up()
     assert sim.http("GET", f"/storage/v1/b/{bucket}")[1]["labels"]["adopted"] == "yes"
-
-
-def test_up_with_refresh_recreates_an_instance_deleted_outside_pulumi(sim, tmp_path, pulumi_server):
-    project = project_for(sim, tmp_path, "t-refresh", pulumi_server)
-    stack = project.stack("refresh")
-    stack.up()
-    status, op = sim.http("DELETE", f"{PATH}/zones/us-central1-a/instances/t-refresh-vm")
-    assert status == 200
-    deadline = time.monotonic() + 30
-    while instance(sim, "t-refresh-vm") is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    stack.up()
-    assert instance(sim, "t-refresh-vm") is None  # the state still says it exists
-    stack.up(refresh=True)
-    assert instance(sim, "t-refresh-vm")["status"] == "RUNNING"
 
 
 def test_a_mandatory_policy_violation_fails_up_before_the_resource_is_created(sim, tmp_path, pulumi_server):
