@@ -1,10 +1,11 @@
-"""What set the GPUDirect VM families apart in their full simulated runs, proved without one (one
-full run, gpu-a4-x2, stays in tests/e2e/test_gpudirect_stack_on_the_simulator.py): each family's
-2 VMs pass the quota preflight on their own GPU-family quota, 16 GPUs, read from the simulated
-project; and the bootstrap plan of each family's simulated nodes has the `gpunet` step, which
-runs (installing nothing) and says what it left out. Their networks, NICs and placement policy
-are proved on the program's plan (test_gpudirect_networks_as_documented.py) and through its
-Pulumi run against the simulator (test_pulumi_program_on_the_simulator.py)."""
+"""What set the GPUDirect VM families apart in their full simulated runs (tests/e2e/
+test_gpudirect_stack_on_the_simulator.py ran a training per family), proved without one: each
+family's 2 VMs pass the quota preflight on their own GPU-family quota, 16 GPUs, read from the
+simulated project; and the bootstrap plan of each family's simulated nodes has the `gpunet` step,
+which runs (installing nothing) and says what it left out. Their networks, NICs and placement
+policy are proved on the program's plan (test_gpudirect_networks_as_documented.py) and through
+its Pulumi run against the simulator (test_pulumi_program_on_the_simulator.py,
+test_a4_program_on_the_simulator.py)."""
 
 from __future__ import annotations
 
