@@ -1,12 +1,16 @@
-"""GPUDirect stacks in a simulated project, each the whole way. A3 Mega (GPUDirect-TCPXO: eight
-more gVNIC networks), A3 Ultra and A4 (GPUDirect RDMA: one more gVNIC network and the zone's RoCE
-network for eight MRDMA NICs, hyperdisk boot disks) get their networks and compact placement
-policy through the provider's calls, bootstrap runs the `gpunet` step (which on a simulated node
-installs nothing and says so), DDP trains across the machines on their CPUs, and nothing is left.
-GKE A3 Mega (the pool's eight additional node networks on a multi-networking cluster) gets its
-networks' GKENetworkParamSet and Network objects and the TCPXO installer DaemonSets, trains as a
-Job whose pods name those networks, run the rxdm sidecar and carry NCCL's settings, and goes with
-its objects."""
+"""A GPUDirect stack in a simulated project, the whole way: GKE A3 Mega (the pool's eight additional
+node networks on a multi-networking cluster) gets its networks' GKENetworkParamSet and Network
+objects and the TCPXO installer DaemonSets, trains as a Job whose pods name those networks, run
+the rxdm sidecar and carry NCCL's settings, and goes with its objects.
+
+The VM families need no training to prove what sets them apart: a simulated VM's machine has
+its first NIC only (gcpsim/apis/compute_instance_spec.py, machine()), so DDP across GPUDirect
+VMs proves nothing that tests/e2e/test_gcp_stack_on_the_simulator.py does not. Their networks,
+NICs, boot disks and placement are proved on the program's plan
+(tests/unit/providers/gcp/test_gpudirect_networks_as_documented.py) and through its Pulumi run
+against the simulator (A3 Mega, A3 Ultra: tests/unit/providers/gcp/test_pulumi_program_on_the_simulator.py;
+A4: tests/unit/providers/gcp/test_a4_program_on_the_simulator.py), their GPU-family quota and
+`gpunet` step in tests/unit/providers/gcp/test_gpudirect_families_without_a_full_run.py."""
 
 from __future__ import annotations
 
@@ -18,38 +22,10 @@ import time
 import pytest
 from kubernetes import client, config
 
-from tests.conftest import Streamed, trainctl
+from tests.conftest import Streamed
 from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, simulated_home  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e
-
-# stack -> (lines the run's log must hold, the GPU quota it shows)
-RDMA_NETWORKS = [r"gcp:compute:Network \S+-gpunet-0 created", r"gcp:compute:Network \S+-rdma created",
-                 *(rf"gcp:compute:Subnetwork \S+-rdmasub-{i} created" for i in range(8))]
-FULL_RUNS = {
-    "gpu-a3mega-x2": ([rf"gcp:compute:Network \S+-gpunet-{i} created" for i in range(8)],
-                      "GPUS_PER_GPU_FAMILY:NVIDIA_H100_MEGA (us-central1) 16"),
-    "gpu-a3ultra-x2": (RDMA_NETWORKS, "GPUS_PER_GPU_FAMILY:NVIDIA_H200 (us-central1) 16"),
-    "gpu-a4-x2": (RDMA_NETWORKS, "GPUS_PER_GPU_FAMILY:NVIDIA_B200 (us-central1) 16"),
-}
-
-
-@pytest.mark.parametrize("stack", sorted(FULL_RUNS))
-def test_a_gpudirect_stack_with_its_gpu_networks_trains_in_a_simulated_project_and_leaves_nothing(
-        simulated_home, tmp_path, stack):  # noqa: F811
-    done = trainctl("run", "examples/digits-ddp.yaml", "--stack", stack, "--simulate",
-                    "--runs-dir", str(tmp_path / "runs"), timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    log = done.stdout + done.stderr
-    expected, quota = FULL_RUNS[stack]
-    assert "gcp:compute:ResourcePolicy" in log and "-placement created" in log
-    assert [line for line in expected if not re.search(line, log)] == []
-    assert re.search(r"node-0 gpunet\s+done", log) and re.search(r"node-1 gpunet\s+done", log)
-    assert quota in log
-    run_id = re.search(r"\[trainctl\] run (\S+):", log)[1]
-    metrics = json.loads((tmp_path / "runs" / run_id / "metrics.json").read_text())
-    assert metrics["test_accuracy"] >= 0.95
-    assert _leftovers(simulated_home) == []
 
 
 def test_a_gke_a3_mega_stack_trains_as_a_job_on_its_gpu_networks_in_a_simulated_project_and_leaves_nothing(

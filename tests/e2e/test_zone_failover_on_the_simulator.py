@@ -1,6 +1,8 @@
 """A stockout in the first zone of a simulated project: `trainctl run` goes from the refused zone
-straight to the zone the refusal names, trains there on real machines, keeps the attempts in the
-run's folder, and leaves nothing in any zone. The same when the stockout comes later: a spot node
+straight to the zone the refusal names, runs the program there on both real machines, keeps the
+attempts in the run's folder, and leaves nothing in any zone. Where the cluster goes is what is
+asserted, so its program is a one-liner (TensorFlow's launch: no torchrun) that says where it runs
+and writes the metrics the run collects; training is proved by the runs that train. The same when the stockout comes later: a spot node
 preempted in a zone that then has no capacity left brings the whole cluster to the zone the
 refusal names, and the run resumes there from its checkpoint."""
 
@@ -12,17 +14,22 @@ import urllib.request
 
 import pytest
 
+from conftest import Streamed, run_id_of
 from tests.conftest import REPO, experiment, trainctl
-from tests.e2e.test_gcp_stack_on_the_simulator_drains_for_maintenance import started
 from tests.reliability.test_spot_recovery import SPOT
 from tests.e2e.test_gcp_stack_on_the_simulator import _leftovers, simulated_home  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.e2e
 
 A, B, C = "us-central1-a", "us-central1-b", "us-central1-c"
+# Each node prints its TF_CONFIG task; the chief writes metrics.json where the run collects it.
+PLACED = ("""python -c 'import json, os, sys; from trainers import storage; """
+          """task = json.loads(os.environ["TF_CONFIG"])["task"]; print("task", task["type"], task["index"], """
+          """"runs in its zone", flush=True); task["type"] == "chief" and storage.write_bytes("""
+          """storage.join(sys.argv[1], "metrics.json"), json.dumps(dict(steps=1)).encode())' {job_dir}""")
 
 
-def test_a_run_refused_in_zone_a_trains_in_the_zone_the_stockout_names_without_trying_b(simulated_home, tmp_path):  # noqa: F811
+def test_a_run_refused_in_zone_a_runs_in_the_zone_the_stockout_names_without_trying_b(simulated_home, tmp_path):  # noqa: F811
     project = tmp_path / "project.yaml"
     project.write_text(json.dumps({"project": "my-project", "stockouts": [
         {"zone": A, "machine_type": "n1-standard-8"}, {"zone": B, "machine_type": "n1-standard-8"}]}))
@@ -34,8 +41,8 @@ overrides: {{nodes: 2, zones: [{A}, {B}, {C}]}}
 code: {REPO}
 requirements: trainers/requirements.txt
 run:
-  command: python -m trainers.digits_ddp --epochs 3 --job-dir {{job_dir}}
-  processes_per_node: 1
+  framework: tensorflow
+  command: {PLACED}
 ttl_hours: 1
 artifacts: [metrics.json]
 """)
@@ -47,9 +54,25 @@ artifacts: [metrics.json]
     placement = json.loads((tmp_path / "runs" / run_id / "placement.json").read_text())
     assert [(p["zone"], p["outcome"]) for p in placement] == [(A, "no capacity"), (C, "up")]
     assert C in placement[0]["capacity_in"]
-    assert re.search(r"rank 0/2 on", log) and re.search(r"rank 1/2 on", log)
+    assert re.search(r"task chief 0 runs in its zone", log) and re.search(r"task worker 0 runs in its zone", log), \
+        log[-4000:]
     assert json.loads((tmp_path / "runs" / run_id / "metrics.json").read_text())["steps"] > 0
     assert _leftovers(simulated_home) == []
+
+
+def started(experiment_file, runs, simulated_home, point: str) -> tuple[Streamed, str, str, str]:  # noqa: F811
+    """`trainctl run --simulate` of the file once its output reached `point`: the run, its id,
+    its second node and the simulator's address."""
+    from infra.providers import realizers
+    from gcpsim import daemon
+
+    run = Streamed("run", str(experiment_file), "--simulate", "--runs-dir", str(runs))
+    run.wait_for(r"\[trainctl\] run ")
+    run_id = run_id_of("".join(run.seen))
+    run.wait_for(point)
+    simulator = daemon.url_of(simulated_home / "simulator")
+    assert simulator is not None
+    return run, run_id, realizers.inventory(run_id).nodes[1].name, simulator
 
 
 def sim_admin(simulator: str, verb: str, path: str, body: object) -> dict:
