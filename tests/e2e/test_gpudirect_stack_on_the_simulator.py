@@ -8,8 +8,8 @@ its first NIC only (gcpsim/apis/compute_instance_spec.py, machine()), so DDP acr
 VMs proves nothing that tests/e2e/test_gcp_stack_on_the_simulator.py does not. Their networks,
 NICs, boot disks and placement are proved on the program's plan
 (tests/unit/providers/gcp/test_gpudirect_networks_as_documented.py) and through its Pulumi run
-against the simulator (A3 Mega, A3 Ultra: tests/unit/providers/gcp/test_pulumi_program_on_the_simulator.py;
-A4: tests/unit/providers/gcp/test_a4_program_on_the_simulator.py), their GPU-family quota and
+against the simulator (A3 Mega, A3 Ultra: tests/integration/providers/gcp/test_pulumi_program_on_the_simulator.py;
+A4: tests/integration/providers/gcp/test_a4_program_on_the_simulator.py), their GPU-family quota and
 `gpunet` step in tests/unit/providers/gcp/test_gpudirect_families_without_a_full_run.py."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from infra.providers.gcp import realizer
 from infra.providers.gcp.program.tpu import tpu_name
 from tests.e2e.test_queued_tpu_lifecycle_on_the_simulator import assert_down_leaves_no_request, queue_state
 from tests.fakes.sim_stacks import Project, gcp, make_gcp, simulated_gcp  # noqa: F401 (fixtures)
-from tests.unit.providers.gcp.test_gcp_spot_repair import pinned, published
+from tests.integration.providers.gcp.test_gcp_spot_repair import pinned, published
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.ssh.commands import plan as launch_plan
 

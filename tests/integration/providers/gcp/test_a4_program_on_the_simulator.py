@@ -1,5 +1,5 @@
 """trainctl's Pulumi program for the A4 stack (gpu-a4-x2, GPUDirect RDMA) run by the simulator's
-pulumi against the GCP simulator, as tests/unit/providers/gcp/test_pulumi_program_on_the_simulator.py
+pulumi against the GCP simulator, as tests.integration.providers.gcp.test_pulumi_program_on_the_simulator.py
 runs A3 Mega and A3 Ultra: its extra gVNIC network, the zone's RoCE network with a subnet per MRDMA
 NIC, hyperdisk boot disks and the compact placement policy are created as declared, and destroy
 removes them. (What a full simulated run of this stack proved besides: its GPU-family quota and
@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from infra.spec.stack_config import REPO_ROOT
-from tests.unit.providers.gcp.test_pulumi_program_on_the_simulator import (COMPUTE, program_stack,  # noqa: F401
+from tests.integration.providers.gcp.test_pulumi_program_on_the_simulator import (COMPUTE, program_stack,  # noqa: F401
                                                                            sim)
 
 STACK = "gpu-a4-x2"
