@@ -96,7 +96,7 @@ def up(stack: StackOpt = "local",
     start = time.monotonic()
     inventory = realizers.for_spec(spec).up(spec, say)
     show_placement(inventory.placement)
-    say(f"[green]stack {stack} is up[/] in {time.monotonic() - start:.1f}s: "
+    say(f"[green]stack {spec.name} is up[/] in {time.monotonic() - start:.1f}s: "
         + ", ".join(f"{n.name}={n.internal_ip}" for n in inventory.nodes))
 
 
