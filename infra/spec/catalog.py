@@ -28,7 +28,7 @@ class GpuType:
     spot_quota_metric: str = ""
 
     def quota_metric_for(self, spot: bool) -> str:
-        standard = self.quota_metric or f"{GPU_FAMILY_QUOTA}:{self.quota_family}"
+        standard = self.quota_metric or family_quota(self.quota_family)
         preemptible = f"PREEMPTIBLE_{self.quota_metric}" if self.quota_metric else self.spot_quota_metric
         return (preemptible or standard) if spot else standard
 
@@ -83,6 +83,11 @@ _US_CENTRAL = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f
 GPUS_ALL_REGIONS = "GPUS_ALL_REGIONS"
 # The regional quota of GPUs without a Compute metric of their own: infra/spec/gpu_quota.py.
 GPU_FAMILY_QUOTA = "GPUS_PER_GPU_FAMILY"
+
+
+def family_quota(gpu_family: str) -> str:
+    return f"{GPU_FAMILY_QUOTA}:{gpu_family}"
+
 
 GPUS: dict[str, GpuType] = {
     g.name: g
@@ -187,9 +192,8 @@ def _machines() -> list[MachineType]:
 
 MACHINES: dict[str, MachineType] = {m.name: m for m in _machines()}
 
-# Compute's regional vCPU quota metric (the API's Quota.metric) by machine family; the families
-# not named here (N1, E2, G2, A3) count toward CPUS, and every vCPU toward CPUS_ALL_REGIONS.
-# Spot VMs of the CPUS families count toward PREEMPTIBLE_CPUS where the project has such quota.
+# Compute's regional vCPU metric (Quota.metric) by family; others (N1, E2, G2, A3) count in CPUS (spot
+# VMs in PREEMPTIBLE_CPUS where the project has that quota), every vCPU in CPUS_ALL_REGIONS.
 CPU_QUOTA_METRICS = {"n2": "N2_CPUS", "a2": "A2_CPUS"}
 CPUS_ALL_REGIONS = "CPUS_ALL_REGIONS"
 # Persistent disk quota (regional, GB) by disk type: balanced and SSD persistent disks count toward
@@ -385,12 +389,9 @@ def gpu_label_to_name(value: str) -> str:
     return value
 
 
-# All-reduce bus bandwidth (GB/s; NCCL-tests' busbw: bytes x 2(n-1)/n / time) that a healthy
-# cluster's network reaches, by machine type; the network pre-flight holds a run to a fraction
-# of it (trainctl/jobs/network_check.py). None: a local node, a namespace on a veth pair and a
-# bridge, gloo's TCP: 0.59 GB/s measured between 2 local nodes on this project's 2-core machines
-# (8 MiB all-reduces; a veth throttled to 40 Mbit/s with tc: 0.005), rounded down for machines
-# that are busy with other work.
+# All-reduce bus bandwidth (GB/s, NCCL-tests' busbw) a healthy network reaches, by machine type; the
+# pre-flight holds a run to a fraction of it (trainctl/jobs/network_check.py). None, a local node (veth,
+# bridge, gloo's TCP): 0.59 GB/s measured between 2 nodes on 2-core machines (8 MiB), rounded down.
 EXPECTED_BUSBW_GBPS: dict[str | None, float] = {None: 0.5}
 
 

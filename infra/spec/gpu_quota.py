@@ -10,7 +10,7 @@ QuotaInfo). GCE's refusal calls it GPUS_PER_GPU_FAMILY ("Quota 'GPUS_PER_GPU_FAM
 no row for it (a Compute Quota has no dimensions): infra/providers/gcp/quota_family.py reads it from
 Cloud Quotas. The gpu_family values of catalog.GPUS (NVIDIA_H100, NVIDIA_H100_MEGA, NVIDIA_H200,
 NVIDIA_B200) were read in public tools that list a project's Cloud Quotas, not in a Google page found
-here. A need of the quota is named GPUS_PER_GPU_FAMILY:<gpu_family>.
+here. A need of the quota is named GPUS_PER_GPU_FAMILY:<gpu_family> (catalog.family_quota).
 """
 
 from __future__ import annotations
@@ -18,10 +18,14 @@ from __future__ import annotations
 from infra.spec.catalog import GPU_FAMILY_QUOTA, GPUS
 
 GPU_FAMILY_QUOTA_ID = "GPUS-PER-GPU-FAMILY-per-project-region"
+GPU_FAMILY_METRIC = "gpus_per_gpu_family"  # compute.googleapis.com/<this>, the quota's metric
 
 
-def family_quota(gpu_family: str) -> str:
-    return f"{GPU_FAMILY_QUOTA}:{gpu_family}"
+def counts_as_preemptible(quotas: dict[str, tuple[float, float]], preemptible_metric: str) -> bool:
+    """Whether spot (and flex-start) capacity counts in `preemptible_metric`: only where the project
+    has a limit for it; otherwise in the standard metric
+    (https://cloud.google.com/compute/docs/instances/create-use-spot#quotas). `quotas`: {metric: (limit, usage)}."""
+    return quotas.get(preemptible_metric, (0.0, 0.0))[0] > 0
 
 
 def quota_family_of(metric: str) -> str | None:

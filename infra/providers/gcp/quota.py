@@ -23,7 +23,8 @@ from infra.providers.gcp import quota_family
 from infra.providers.gcp.quota_needs import COMPUTE, GLOBAL, Need, needs
 from infra.providers.gcp.reaper import google_client
 from infra.spec.cluster import ClusterSpec
-from infra.spec.gpu_quota import GPU_FAMILY_QUOTA_ID, quota_family_of
+from infra.spec import gpu_quota
+from infra.spec.gpu_quota import GPU_FAMILY_METRIC, GPU_FAMILY_QUOTA_ID, quota_family_of
 
 __all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "families_of", "needs", "shortfalls", "how_to_raise",
            "preflight", "read_quotas"]
@@ -60,7 +61,7 @@ def plain(value: float) -> str:
 def charged(need: Need, quotas: Quotas) -> Need:
     """The metric a need is charged to: a spot need goes to the standard metric where the
     project's preemptible limit is 0 (or not reported)."""
-    if need.fallback and quotas.get(need.metric, (0.0, 0.0))[0] == 0:
+    if need.fallback and not gpu_quota.counts_as_preemptible(quotas, need.metric):
         return Need(need.fallback, need.region, need.amount)
     return need
 
@@ -96,7 +97,7 @@ def how_to_raise(project: str, shortfall: Shortfall) -> str:
     console_metric = metric.lower()
     dimensions = "" if region == GLOBAL else f" --dimensions=region={region}"
     if family:
-        quota_id, console_metric = GPU_FAMILY_QUOTA_ID, "gpus_per_gpu_family"
+        quota_id, console_metric = GPU_FAMILY_QUOTA_ID, GPU_FAMILY_METRIC
         dimensions += f",gpu_family={family}"  # --dimensions=[KEY=VALUE,...] (the command's reference below)
     console = (f"https://console.cloud.google.com/iam-admin/quotas?project={project}"
                f"&metric=compute.googleapis.com%2F{console_metric}")

@@ -17,12 +17,11 @@ count there). Hand-written over REST as service_usage.py is: one read, no furthe
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from infra.errors import ProvisionError
 from infra.providers.gcp import service_usage
-from infra.providers.gcp.reaper import API_ENDPOINT_ENV, google_client
+from infra.providers.gcp.reaper import google_client
 from infra.spec import catalog, gpu_quota
 
 CLOUD_QUOTAS = "cloudquotas.googleapis.com"
@@ -45,7 +44,7 @@ def read(project: str, region: str, families: set[str], compute: Quotas) -> Quot
     for family in sorted(families):
         limit = limit_of(infos, region, family)
         if limit is not None:
-            out[gpu_quota.family_quota(family)] = (limit, used.get(family, 0.0))
+            out[catalog.family_quota(family)] = (limit, used.get(family, 0.0))
     return out
 
 
@@ -79,7 +78,7 @@ def usage(project: str, region: str, compute: Quotas) -> dict[str, float]:
                 gpu = catalog.GPUS.get(name)
                 if gpu is None or not gpu.quota_family:
                     continue
-                if preemptible and gpu.spot_quota_metric and compute.get(gpu.spot_quota_metric, (0.0, 0.0))[0] > 0:
+                if preemptible and gpu.spot_quota_metric and gpu_quota.counts_as_preemptible(compute, gpu.spot_quota_metric):
                     continue
                 out[gpu.quota_family] = out.get(gpu.quota_family, 0.0) + count
     return out
@@ -95,8 +94,7 @@ def _gpus(vm: Any) -> dict[str, int]:
 
 
 def _quota_info(project: str) -> dict[str, Any]:
-    base = os.environ.get(API_ENDPOINT_ENV) or DEFAULT_ENDPOINT
-    url = (f"{base}/v1/projects/{project}/locations/global/services/compute.googleapis.com/"
+    url = (f"{service_usage.base_url(DEFAULT_ENDPOINT)}/v1/projects/{project}/locations/global/services/compute.googleapis.com/"
            f"quotaInfos/{gpu_quota.GPU_FAMILY_QUOTA_ID}")
     response = service_usage.session().get(url)
     if response.status_code == 403 and "SERVICE_DISABLED" in response.text:

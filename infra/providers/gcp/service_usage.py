@@ -28,8 +28,9 @@ def session() -> Any:
     return AuthorizedSession(credentials)
 
 
-def _base() -> str:
-    return os.environ.get(API_ENDPOINT_ENV) or DEFAULT_ENDPOINT
+def base_url(default: str = DEFAULT_ENDPOINT) -> str:
+    """The private endpoint serving every Google API where one is set (API_ENDPOINT_ENV), else `default`."""
+    return os.environ.get(API_ENDPOINT_ENV) or default
 
 
 def enable(project: str, services: list[str], *, timeout: float,
@@ -37,7 +38,7 @@ def enable(project: str, services: list[str], *, timeout: float,
     """Enables the services and waits for the operation; raises ProvisionError with Google's
     own message if it fails or does not finish within `timeout` seconds."""
     http = session()
-    response = http.post(f"{_base()}/v1/projects/{project}/services:batchEnable",
+    response = http.post(f"{base_url()}/v1/projects/{project}/services:batchEnable",
                          json={"serviceIds": services})
     op = _json_or_raise(response, f"enabling {', '.join(services)}")
     deadline = time.monotonic() + timeout
@@ -48,7 +49,7 @@ def enable(project: str, services: list[str], *, timeout: float,
                                  f"(operation {op.get('name')})")
         sleep(delay)
         delay = min(delay * 2, 5.0)
-        op = _json_or_raise(http.get(f"{_base()}/v1/{op['name']}"), "waiting for the enablement")
+        op = _json_or_raise(http.get(f"{base_url()}/v1/{op['name']}"), "waiting for the enablement")
     if op.get("error"):
         raise ProvisionError(f"enabling {', '.join(services)} in {project} failed: {op['error'].get('message')}")
 

@@ -8,7 +8,8 @@ with TF_CONFIG naming its task; nothing of TensorFlow is involved. The rank is r
 TF_CONFIG (chief 0, worker i is i + 1), or RANK and WORLD_SIZE where those are set.
 
 It prints `epoch i/N ...` on rank 0 as the digits trainer does, fails on purpose like it
-(--fail-at-epoch/--fail-rank/--fail-code), leaves with 143 on SIGTERM, and rank 0 writes
+(--fail-at-epoch/--fail-rank/--fail-code), leaves with 143 on SIGTERM (with --checkpoint-on-stop,
+rank 0 first writes checkpoints/step-<epoch>.json: the epoch it reached), and rank 0 writes
 metrics.json and model/model.bin to the job dir: a gs:// job dir through the GCS JSON API's
 media upload to $STORAGE_EMULATOR_HOST (the local stack's bucket), a plain path as a file. The
 model is --model-mb MiB followed by the SHA-256 of those bytes, so whoever holds a copy can tell
@@ -39,6 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-rank", type=int, default=0)
     p.add_argument("--fail-code", type=int, default=3)
     p.add_argument("--model-mb", type=int, default=1)
+    p.add_argument("--checkpoint-on-stop", action="store_true")
     return p.parse_args(argv)
 
 
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             return args.fail_code
         if stopped.wait(args.epoch_sleep) or stopped.is_set():
             print(f"rank {rank}: stopping at epoch {epoch} (SIGTERM)", flush=True)
+            if args.checkpoint_on_stop and rank == 0:
+                write(args.job_dir, f"checkpoints/step-{epoch}.json", json.dumps({"step": epoch}).encode())
             return EXIT_ON_SIGTERM
     if rank == 0:
         metrics = {"epochs": args.epochs, "steps": args.epochs, "world_size": world, "history": history,
