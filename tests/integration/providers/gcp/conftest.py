@@ -13,7 +13,7 @@ def simulator_kept_after_down(request: pytest.FixtureRequest) -> Iterator[None]:
     pulumi fork server with it) and the next command starts both again: about 2.5 s and a fresh
     pulumi-gcp preload for every `down` of every test here, although the session's daemon serves
     the next test at once. These tests prove what a stack does, not that release: the downs of
-    tests/unit/providers/gcp/test_gcp_stack_lifecycle.py still run it, and its
+    tests/integration/providers/test_gcp_stack_lifecycle.py (outside this folder) still run it, and its
     test_after_a_down_released_the_simulator_the_same_process_reaches_it_again proves the next
     verb reaching it again; tests/integration/providers/simulator/test_sim_daemon.py, a restart
     keeping its world. Here the endpoints in use name no release command, so the daemon stays up
