@@ -4,7 +4,6 @@ makes, and the engine's create/update/replace/delete/import/refresh decisions ov
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -12,6 +11,7 @@ import pytest
 from pulumi import automation as auto
 
 from tests.fakes.sim_fixtures import PROJECT, RunningSim, start_sim
+from tests.fakes.sim_machines_fixtures import wait_for
 from tests.fakes.sim_pulumi_gcp_project import GcpProject, mutations, recorded_requests
 
 PATH = "/compute/v1/projects/sim-project"
@@ -84,9 +84,7 @@ def test_up_exports_what_gcp_computed_a_second_changes_nothing_labels_change_in_
     # up --refresh recreates an instance deleted outside pulumi
     status, op = sim.http("DELETE", f"{PATH}/zones/us-central1-a/instances/t-life-vm")
     assert status == 200
-    deadline = time.monotonic() + 30
-    while instance(sim, "t-life-vm") is not None and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_for(lambda: instance(sim, "t-life-vm") is None, timeout=30, what="the deleted VM gone")
     stack.up()
     assert instance(sim, "t-life-vm") is None  # the state still says it exists
     stack.up(refresh=True)
