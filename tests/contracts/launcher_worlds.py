@@ -7,7 +7,6 @@ only these, and the launcher the registry picks for the inventory."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -64,12 +63,9 @@ def ssh_stack(_request: pytest.FixtureRequest) -> Iterator[Stack]:
 @contextlib.contextmanager
 def gke_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     from gcpsim.kubernetes import images
-    from tests.fakes.sim_stacks import forget_stacks, new_project
+    from tests.fakes.sim_stacks import shared_project
 
-    simulated = request.getfixturevalue("simulated_gcp")
-    folder = request.getfixturevalue("tmp_path_factory").mktemp("contract-gke")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        project = new_project(simulated, folder, monkeypatch)
+    with shared_project(request, "contract-gke") as (simulated, project):
         spec = project.stack("gke-l4")
         # The simulated cluster pulls no images: this one it runs as this machine's shell, in a
         # folder of each pod's own.
@@ -81,8 +77,6 @@ def gke_stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
         finally:
             _down(spec)
             project.next_command()
-            forget_stacks(simulated)
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 STACKS: dict[str, Callable[[pytest.FixtureRequest], Any]] = {"ssh": ssh_stack, "gke": gke_stack}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,12 +105,9 @@ def gcp_world(request: pytest.FixtureRequest) -> Iterator[World]:
     from pulumi import automation as auto
 
     from infra.providers.stack_home import state_dir
-    from tests.fakes.sim_stacks import forget_stacks, new_project
+    from tests.fakes.sim_stacks import shared_project
 
-    simulated = request.getfixturevalue("simulated_gcp")
-    folder = request.getfixturevalue("tmp_path_factory").mktemp("contract-gcp")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        project = new_project(simulated, folder, monkeypatch)
+    with shared_project(request, "contract-gcp") as (simulated, project):
         spec = project.stack("gpu-t4x2")
 
         def left_behind() -> list[str]:
@@ -119,15 +115,11 @@ def gcp_world(request: pytest.FixtureRequest) -> Iterator[World]:
             return [f"pulumi stack {s}" for s in stacks] + (
                 [f"state {state_dir(spec.name)}"] if state_dir(spec.name).exists() else [])
 
-        try:
-            yield World(spec, absent="gpu-l4-spot",  # a stack file of the project, never brought up
-                        existing=lambda: _in_project(simulated.home, project.id),
-                        kinds=frozenset(COLLECTIONS.values()),
-                        unchanged=lambda: (_in_project(simulated.home, project.id), project.operations()),
-                        left_behind=left_behind, next_command=project.next_command)
-        finally:
-            forget_stacks(simulated)
-            shutil.rmtree(folder, ignore_errors=True)
+        yield World(spec, absent="gpu-l4-spot",  # a stack file of the project, never brought up
+                    existing=lambda: _in_project(simulated.home, project.id),
+                    kinds=frozenset(COLLECTIONS.values()),
+                    unchanged=lambda: (_in_project(simulated.home, project.id), project.operations()),
+                    left_behind=left_behind, next_command=project.next_command)
 
 
 WORLDS = {"local": local_world, "gcp": gcp_world}

@@ -18,6 +18,7 @@ Every operation in the project takes no time unless the project file's `delays` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -257,6 +258,20 @@ def forget_stacks(simulated_gcp: SimulatedGcp) -> None:
     """The trainctl state of the stacks a project's test made."""
     for directory in ("stacks", "trash"):
         shutil.rmtree(simulated_gcp.trainctl_home / directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def shared_project(request: pytest.FixtureRequest, name: str) -> Iterator[tuple[SimulatedGcp, Project]]:
+    """A new project for a module's tests to share (new_project outside a test's own fixtures):
+    the stacks' trainctl state and the project's folder are removed afterwards."""
+    simulated = request.getfixturevalue("simulated_gcp")
+    folder = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        try:
+            yield simulated, new_project(simulated, folder, monkeypatch)
+        finally:
+            forget_stacks(simulated)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
