@@ -23,8 +23,7 @@ from infra.providers.gcp import quota_family
 from infra.providers.gcp.quota_needs import COMPUTE, GLOBAL, Need, needs
 from infra.providers.gcp.reaper import google_client
 from infra.spec.cluster import ClusterSpec
-from infra.spec import gpu_quota
-from infra.spec.gpu_quota import GPU_FAMILY_METRIC, GPU_FAMILY_QUOTA_ID, quota_family_of
+from infra.spec.gpu_quota import GPU_FAMILY_METRIC, GPU_FAMILY_QUOTA_ID, counts_as_preemptible, quota_family_of
 
 __all__ = ["GLOBAL", "Need", "Shortfall", "existing_nodes", "families_of", "needs", "shortfalls", "how_to_raise",
            "preflight", "read_quotas"]
@@ -61,7 +60,7 @@ def plain(value: float) -> str:
 def charged(need: Need, quotas: Quotas) -> Need:
     """The metric a need is charged to: a spot need goes to the standard metric where the
     project's preemptible limit is 0 (or not reported)."""
-    if need.fallback and not gpu_quota.counts_as_preemptible(quotas, need.metric):
+    if need.fallback and not counts_as_preemptible(quotas, need.metric):
         return Need(need.fallback, need.region, need.amount)
     return need
 
