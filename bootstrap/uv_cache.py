@@ -42,14 +42,17 @@ def fill_uv_cache(node_env: dict[str, str], spec: BootstrapSpec, log_path: Path)
 def as_cache_owner(argv: list[str], cache: Path) -> tuple[list[str], dict[str, str]]:
     """The install runs as whoever owns the cache's folder (and with its HOME there): nodes
     whose user is not root link packages from a cache of their own uid (the kernel lets a user
-    hardlink only files it owns), so the controller fills that cache as that uid."""
+    hardlink only files it owns), so the controller fills that cache as that uid. That uid
+    keeps CAP_DAC_READ_SEARCH (ambient, so `sh`, `cd` and uv inherit it): the user's code may
+    sit where only root may enter (`/root`, a `mktemp -d` folder), and the install only reads it."""
     try:
         owner = cache.parent.stat().st_uid
     except FileNotFoundError:
         return argv, {}
     if owner == os.geteuid() or os.geteuid() != 0:
         return argv, {}
-    return (["setpriv", f"--reuid={owner}", f"--regid={owner}", "--clear-groups", *argv],
+    return (["setpriv", f"--reuid={owner}", f"--regid={owner}", "--clear-groups",
+             "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search", *argv],
             {"HOME": str(cache.parent)})
 
 

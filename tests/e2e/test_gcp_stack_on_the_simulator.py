@@ -74,8 +74,23 @@ def _project_storage(sim_home):
     return storage.Client(project=PROJECT, credentials=AnonymousCredentials(), client_options={"api_endpoint": url})
 
 
-def _experiment_with_data(tmp_path, sim_home, trainer_python):
-    """examples/digits-ddp.yaml reading its dataset from the user's bucket, checked by the pre-flight."""
+@pytest.fixture
+def code_in_home():
+    """The trainers where users keep code: a folder of root's home only root may enter (the
+    simulated VMs' user is not root; the controller's seed install must still read it)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    code = Path(tempfile.mkdtemp(prefix="trainctl-myproj-", dir=Path.home()))
+    shutil.copytree(REPO / "trainers", code / "trainers", ignore=shutil.ignore_patterns("__pycache__"))
+    yield code
+    shutil.rmtree(code)
+
+
+def _experiment_with_data(tmp_path, sim_home, trainer_python, code):
+    """examples/digits-ddp.yaml reading its dataset from the user's bucket, checked by the
+    pre-flight, its code from `code`."""
     shards = tmp_path / "shards"
     shards.mkdir()
     digits_shards(trainer_python, shards)
@@ -83,7 +98,7 @@ def _experiment_with_data(tmp_path, sim_home, trainer_python):
     for shard in sorted(shards.iterdir()):
         bucket.blob(f"digits/{shard.name}").upload_from_filename(str(shard))
     exp = yaml.safe_load((REPO / "examples" / "digits-ddp.yaml").read_text())
-    exp.update(code=str(REPO), data=[{"source": f"gs://{DATA_BUCKET}/digits/", "path": "digits"}],
+    exp.update(code=str(code), data=[{"source": f"gs://{DATA_BUCKET}/digits/", "path": "digits"}],
                network_check={"size_mb": 8})
     exp["run"]["command"] += " --data-dir digits"
     path = tmp_path / "digits-data.yaml"
@@ -91,8 +106,9 @@ def _experiment_with_data(tmp_path, sim_home, trainer_python):
     return path
 
 
-def test_a_spot_gpu_stack_trains_in_a_simulated_project_and_leaves_nothing(simulated_home, tmp_path, trainer_python):
-    exp = _experiment_with_data(tmp_path, simulated_home / "simulator", trainer_python)
+def test_a_spot_gpu_stack_trains_in_a_simulated_project_and_leaves_nothing(simulated_home, tmp_path, trainer_python,
+                                                                          code_in_home):
+    exp = _experiment_with_data(tmp_path, simulated_home / "simulator", trainer_python, code_in_home)
     done = trainctl("run", str(exp), "--stack", "gpu-l4-spot", "--simulate",
                     "--runs-dir", str(tmp_path / "runs"), timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
