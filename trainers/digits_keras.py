@@ -162,6 +162,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{me}: stopping at step {step} (SIGTERM, a peer gone); checkpoint saved", flush=True)
         stop.leave()
 
+    def leave_together() -> None:
+        """Every worker waits at a barrier of the coordination service before any leaves the
+        step that carried the stop vote: a collective's result is complete on one worker while
+        a peer may still be fetching that worker's part of it (TF's collectives pull buffers
+        from their peers), so a worker that left at once failed its peer's last all-reduce
+        ("Socket closed"). The barrier is the coordination service's own
+        (tensorflow/python/eager/context.py `wait_at_barrier`: "Blocks until all coordinated
+        tasks are at the barrier"); a peer that is gone fails it, and then there is no one
+        left to wait for."""
+        if kind != "multi-worker":
+            return
+        from tensorflow.python.eager import context
+
+        try:
+            context.context().wait_at_barrier(f"trainctl-stop-at-step-{step}", 600_000)
+        except tf.errors.OpError as exc:
+            print(f"{me}: not every peer reached the stop ({type(exc).__name__}); leaving", flush=True)
+
     started = time.time()
     for epoch in range(start_epoch, args.epochs):
         skip = start_batch if epoch == start_epoch else 0
@@ -176,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             total, batches, step = total + float(loss), batches + 1, step + 1
             if float(stopping):
                 stop.acknowledge()
+                leave_together()
                 if is_chief:
                     save(epoch, batches, total)
                     why = "SIGTERM" if stop.requested else "a peer's SIGTERM"
