@@ -62,6 +62,19 @@ UNFIXABLE = (
     _rule(r"^RuntimeError: No CUDA GPUs are available", "the program asks for CUDA, and the node has no GPU"),
     _rule(r"^RuntimeError: Distributed package doesn't have NCCL built in",
           "the program asks for the NCCL backend, which this torch build lacks; on CPU nodes use gloo"),
+    # Keras 3's model.fit under a tf.distribute strategy hands the model PerReplica values it
+    # cannot convert (keras-team/keras#20585): the same at every rerun.
+    _rule(r"^ValueError: Attempt to convert a value \(PerReplica",
+          "Keras 3's model.fit does not run under a tf.distribute strategy (keras-team/keras#20585); "
+          "install tf_keras in the requirements and set TF_USE_LEGACY_KERAS=1 in the experiment's env, "
+          "or train with a custom loop"),
+    # getaddrinfo's EAI_AGAIN / EAI_NONAME, and a connect without a route, wherever the program
+    # printed them (urllib, requests, a dataset loader): a node without a route to the internet
+    # (simulated and offline nodes) fails so on every rerun.
+    _rule(r"\[Errno -[23]\] (Temporary failure in name resolution|Name or service not known)|"
+          r"\[Errno 101\] (Network is unreachable)",
+          "the program reaches a host the node cannot reach ({0}{1}): nodes without a route to the "
+          "internet cannot download; stage the data with the experiment's `data:` or ship it with the code"),
     # argparse: "prog: error: unrecognized arguments: --lr=0.1" (after its usage line)
     _rule(r"^\S+: error: unrecognized arguments: (.*)", "the program does not accept the arguments {0}"),
     _rule(r"^\S+: error: the following arguments are required: (.*)", "the program needs the arguments {0}"),
@@ -118,7 +131,7 @@ def classify(lines: Iterable[str], exit_code: int | None) -> Failure:
         for rule in UNFIXABLE:
             match = rule.pattern.search(line)
             if match:
-                return Failure(line[:MAX_ERROR], rule.cause.format(*match.groups()))
+                return Failure(line[:MAX_ERROR], rule.cause.format(*(group or "" for group in match.groups())))
     if line is not None and EXCEPTION_RE.match(line):
         return Failure(line[:MAX_ERROR])
     return Failure(exit_description(exit_code))

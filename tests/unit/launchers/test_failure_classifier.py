@@ -104,3 +104,23 @@ def test_the_last_exception_is_the_error_not_earlier_lines_or_warnings():
               "UserWarning: Failed to initialize NumPy: No module named 'numpy' (Triggered internally)",
               "[node0 r0]:  cpu = _conversion_method_template(device=torch.device(\"cpu\"))"]
     assert not classify(warned, 1).unfixable and not classify(warned, -9).unfixable
+
+
+@pytest.mark.parametrize("last_line, words", [
+    # TF's multi_worker_with_keras tutorial with Keras 3 (keras-team/keras#20585), as it ends on a node
+    ("ValueError: Attempt to convert a value (PerReplica:{\n  0: <tf.Tensor: shape=(64, 28, 28)>}) with an "
+     "unsupported type (<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor.",
+     "install tf_keras in the requirements and set TF_USE_LEGACY_KERAS=1"),
+    # a dataset download from a node without a route: urllib's and requests' wording
+    ("urllib.error.URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+     "(Temporary failure in name resolution): nodes without a route"),
+    ("requests.exceptions.ConnectionError: HTTPSConnectionPool(host='storage.googleapis.com', port=443): Max "
+     "retries exceeded with url: /x (Caused by NameResolutionError(\"Failed to resolve 'storage.googleapis.com' "
+     "([Errno -2] Name or service not known)\"))", "(Name or service not known)"),
+    ("OSError: [Errno 101] Network is unreachable", "(Network is unreachable)"),
+])
+def test_failures_every_rerun_repeats_are_not_retried(last_line, words):
+    lines = ["[node0 r0]:Traceback (most recent call last):", "[node0 r0]:  File \"/w/code/train.py\", line 3",
+             *[f"[node0 r0]:{line}" for line in last_line.splitlines()]]
+    failure = classify(lines, 1)
+    assert failure.unfixable and words in failure.cause, failure
