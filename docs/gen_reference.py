@@ -105,6 +105,11 @@ def constraints_of(field: FieldInfo) -> str:
     return ", ".join(out)
 
 
+def holds_many(annotation: Any) -> bool:
+    """Whether a field holds a list (tuple[...], possibly optional) rather than one value."""
+    return get_origin(annotation) is tuple or any(get_origin(a) is tuple for a in get_args(annotation))
+
+
 def model_rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
     docs = field_docstrings(model)
     for name, field in model.model_fields.items():
@@ -112,12 +117,10 @@ def model_rows(model: type[BaseModel], prefix: str = "") -> Iterator[Row]:
             continue
         key = prefix + name
         nested = nested_model(field.annotation)
-        typ = type_name(field.annotation)
-        if nested and get_origin(field.annotation) is not tuple and tuple not in map(get_origin, get_args(field.annotation)):
-            typ = f"mapping (`{key}.*`)"
+        many = holds_many(field.annotation)
+        typ = f"mapping (`{key}.*`)" if nested and not many else type_name(field.annotation)
         yield Row(key, typ, default_of(field), constraints_of(field), docs.get(name, ""))
         if nested:
-            many = "list" in typ
             yield from model_rows(nested, f"{key}[]." if many else f"{key}.")
 
 
@@ -132,7 +135,8 @@ def cell(text: str) -> str:
 def table(rows: list[Row], key_prefix: str = "") -> str:
     lines = ["| key | type | default | constraints | description |", "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| `{key_prefix}{r.key}` | {r.type} | {r.default} | {cell(r.constraints)} | {cell(r.description)} |")
+        lines.append(f"| `{key_prefix}{r.key}` | {r.type} | {r.default} | {cell(r.constraints)} "
+                     f"| {cell(r.description)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -179,7 +183,8 @@ def param_row(param: Any, ctx: Any) -> str:
     """One option or argument as `--help` shows it: its names with the value's kind, its help."""
     record = param.get_help_record(ctx)
     names, help_text = record if record else (param.name, "")
-    return f"| `{cell(names)}` | {cell(help_text)} |"
+    pipe_safe = names.replace("|", "\\|")  # in a code span: escaped for the table, nothing else
+    return f"| `{pipe_safe}` | {cell(help_text)} |"
 
 
 def cli_page() -> str:
@@ -189,7 +194,7 @@ def cli_page() -> str:
         ctx = cmd.context_class(cmd, info_name=name)
         out.append(f"## `trainctl {name}`\n")
         out.append(inspect.cleandoc(cmd.help or "").replace("\b\n", "") + "\n")
-        out.append(f"```\ntrainctl {' '.join(cmd.collect_usage_pieces(ctx))}\n```\n".replace("trainctl ", f"trainctl {name} ", 1))
+        out.append(f"```\ntrainctl {name} {' '.join(cmd.collect_usage_pieces(ctx))}\n```\n")
         params = [p for p in cmd.params if p.name != "help"]
         if params:
             out.append("| option | help |\n|---|---|")
@@ -252,7 +257,9 @@ def exit_codes_page() -> str:
         rows.append(f"| {indent}`{cls.name}` | `{cls.module}` | {code} | {cell(cls.doc)} |")
     return ("# Exit codes\n\nGenerated from the error hierarchy (`infra/errors.py` and its subclasses "
             "across the product); `trainctl/cli/entry.py` turns an exception into its class's exit code.\n\n"
-            "```\n" + inspect.cleandoc(infra.errors.__doc__ or "") + "\n```\n\n" + "\n".join(rows) + "\n")
+            "```\n" + inspect.cleandoc(infra.errors.__doc__ or "") + "\n```\n\n"
+            "A bad option or argument on the command line (click's usage error) exits 2 as well. "
+            "Each class below exits with its own code or, without one, its parent's.\n\n" + "\n".join(rows) + "\n")
 
 
 PAGES = {"reference/stack-file.md": stack_page, "reference/experiment.md": experiment_page,
