@@ -208,6 +208,7 @@ class ErrorClass(NamedTuple):
     module: str
     bases: tuple[str, ...]
     exit_code: int | None
+    title: str | None
     doc: str
 
 
@@ -226,35 +227,46 @@ def error_classes() -> dict[str, ErrorClass]:
                              and isinstance(s.value, ast.Constant)), None)
                 title = next((s.value.value for s in node.body if isinstance(s, ast.Assign)
                               and any(isinstance(t, ast.Name) and t.id == "title" for t in s.targets)
-                              and isinstance(s.value, ast.Constant)), "")
-                doc = " ".join((ast.get_docstring(node) or title).split())
+                              and isinstance(s.value, ast.Constant)), None)
+                doc = " ".join((ast.get_docstring(node) or "").split())
                 bases = tuple(b.id for b in node.bases if isinstance(b, ast.Name))
-                found.setdefault(node.name, ErrorClass(node.name, module, bases, code, doc))
+                found.setdefault(node.name, ErrorClass(node.name, module, bases, code, title, doc))
     return found
 
 
-def error_hierarchy() -> list[tuple[ErrorClass, int, int]]:
-    """(class, exit code, depth) for TrainctlError and every subclass, parents first."""
+class ErrorRow(NamedTuple):
+    cls: ErrorClass
+    exit_code: int
+    headline: str
+    depth: int
+
+
+def error_hierarchy() -> list[ErrorRow]:
+    """TrainctlError and every subclass, parents first, with the exit code and the headline the
+    CLI prints (trainctl/cli/entry.py: a ConfigError's message alone, after "error:")."""
     classes = error_classes()
-    out: list[tuple[ErrorClass, int, int]] = []
+    out: list[ErrorRow] = []
 
-    def visit(name: str, inherited: int, depth: int) -> None:
+    def visit(name: str, inherited: ErrorRow) -> None:
         cls = classes[name]
-        code = cls.exit_code if cls.exit_code is not None else inherited
-        out.append((cls, code, depth))
+        code = cls.exit_code if cls.exit_code is not None else inherited.exit_code
+        headline = "error:" if name == "ConfigError" else cls.title or inherited.headline
+        row = ErrorRow(cls, code, headline, inherited.depth + 1)
+        out.append(row)
         for child in sorted(c.name for c in classes.values() if name in c.bases):
-            visit(child, code, depth + 1)
+            visit(child, row)
 
-    visit("TrainctlError", 1, 0)
+    visit("TrainctlError", ErrorRow(classes["TrainctlError"], 1, "failed", -1))
     return out
 
 
 def exit_codes_page() -> str:
     import infra.errors
-    rows = ["| exception | module | exit code | what |", "|---|---|---|---|"]
-    for cls, code, depth in error_hierarchy():
-        indent = "&nbsp;&nbsp;" * (2 * depth)
-        rows.append(f"| {indent}`{cls.name}` | `{cls.module}` | {code} | {cell(cls.doc)} |")
+    rows = ["| exception | module | exit code | headline | what |", "|---|---|---|---|---|"]
+    for row in error_hierarchy():
+        indent = "&nbsp;&nbsp;" * (2 * row.depth)
+        rows.append(f"| {indent}`{row.cls.name}` | `{row.cls.module}` | {row.exit_code} | {row.headline} "
+                    f"| {cell(row.cls.doc)} |")
     return ("# Exit codes\n\nGenerated from the error hierarchy (`infra/errors.py` and its subclasses "
             "across the product); `trainctl/cli/entry.py` turns an exception into its class's exit code.\n\n"
             "```\n" + inspect.cleandoc(infra.errors.__doc__ or "") + "\n```\n\n"
