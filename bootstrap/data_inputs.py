@@ -37,11 +37,16 @@ class DataInput(BaseModel):
     `<data dir>/name` on every node (`mode: stage`), or mounted there read-only with Cloud
     Storage FUSE where the node has gcsfuse (`mode: mount`; nodes without it stage)."""
 
+    # Fields are described by the docstrings under them, as infra.spec.model.SpecModel's are.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     source: str
+    """A Cloud Storage prefix, `gs://<bucket>/<prefix>`."""
     path: str
+    """Where the objects land, relative to the nodes' data dir ($TRAINCTL_DATA_DIR)."""
     mode: Literal["stage", "mount"] = "stage"
+    """`stage` copies the objects; `mount` mounts them read-only with Cloud Storage FUSE where the
+    node has gcsfuse (nodes without it stage)."""
 
     @field_validator("source")
     @classmethod

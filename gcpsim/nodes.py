@@ -9,7 +9,7 @@ script and becomes sshd. Ingress firewall rules are iptables rules in each machi
 (firewall.py). Everything is recorded before it is made (ledger.py); `cleanup_all(home)`
 removes all of a home's traces, also after a crash.
 
-What a machine can and cannot do is listed in the README's simulator section; in short: it
+What a machine can and cannot do is listed in docs/how-to/simulator.md; in short: it
 reaches its network's machines (as the firewall admits), the metadata server and SERVICE_IP,
 nothing else; it shares this host's kernel, CPUs and /usr; its accelerators are declared only.
 """

@@ -6,7 +6,7 @@ provider makes, against the endpoints its provider resource names.
 No Pulumi CLI can be installed here; this one exists so that trainctl's realizer, which drives
 Pulumi through the Automation API, runs unchanged against the simulator (`--simulate` puts the
 directory written by `write_launcher` first on PATH). What it models and what it does not is
-listed in the README's simulator section.
+listed in docs/how-to/simulator.md.
 """
 
 from __future__ import annotations

@@ -31,7 +31,9 @@ class Budget(SpecModel):
     `--budget`; either limit may be left out."""
 
     max_usd: float | None = Field(None, gt=0)
+    """What a run or sweep may spend in all (list prices): it stops, checkpointed, before that."""
     max_usd_per_hour: float | None = Field(None, gt=0)
+    """An hourly cap: `plan`, `up` and `run` refuse a cluster that costs more."""
 
     @model_validator(mode="after")
     def some_limit(self) -> Budget:

@@ -46,11 +46,17 @@ SINGLE_REPLICA_ROLES = ("chief", "evaluator")  # Vertex: one primary; TF: at mos
 class PoolSpec(SpecModel):
     """A worker pool: replicas with one role and one machine shape (Vertex's WorkerPoolSpec)."""
     role: Role
+    """The pool's role: `chief` (one replica), `worker`, `ps` (TensorFlow parameter servers) or `evaluator` (at most one)."""
     count: int = Field(1, ge=1, le=512)
-    machine_type: str | None = None  # default: the cluster's
-    gpu: GpuRequest | None = None  # default: none, or what the machine type bundles
-    spot: bool | None = None  # default: the cluster's
-    reservation: str | None = None  # default: the cluster's
+    """How many replicas (nodes) the pool has."""
+    machine_type: str | None = None
+    """The pool's machine type; unset: the cluster's `machine_type`."""
+    gpu: GpuRequest | None = None
+    """GPUs attached to each of the pool's nodes; unset: none, or what the machine type bundles."""
+    spot: bool | None = None
+    """Spot nodes for this pool; unset: the cluster's `spot`."""
+    reservation: str | None = None
+    """The pool's reserved capacity (a reservation's name, `any` or `none`); unset: the cluster's `reservation`."""
 
     @field_validator("reservation")
     @classmethod
@@ -63,59 +69,85 @@ TORCH_HAS_NO_PS = ("PyTorch has no parameter servers: this cluster's ps pool wou
 
 
 class ClusterSpec(SpecModel):
+    """The cluster a stack file describes: its `trainctl:<field>` keys, plus Pulumi's own
+    `gcp:project` / `gcp:zone` as defaults."""
+
     name: str
+    """The cluster's name, a prefix of every resource's name (1-41 characters, RFC 1035); default: the stack's name."""
     provider: Literal["local", "gcp"] = "local"
+    """Where the cluster is made: `local` (network namespaces on this machine) or `gcp`."""
     kind: Literal["vm", "tpu", "gke"] = "vm"
+    """What the nodes are: Compute Engine VMs (`vm`), TPU VMs (`tpu`) or a GKE cluster's node pools (`gke`)."""
     project: str | None = None
+    """The GCP project (gcp stacks; default: the stack file's `gcp:project`)."""
     zone: str | None = None
-    # Zones to fail over between on a stockout (all nodes in one of them; infra/spec/zone_choice.py),
-    # or a region: every zone of it that offers the stack's machines.
+    """The zone every node is created in (default: the stack file's `gcp:zone`)."""
     zones: tuple[str, ...] = ()
+    """Zones to fail over between on a stockout, all nodes in one of them (infra/spec/zone_choice.py)."""
     region: str | None = None
+    """A region instead of `zones`: every zone of it that offers the stack's machines, tried in turn."""
     nodes: int | None = Field(None, ge=1, le=512)
+    """How many nodes, without `pools` (for a TPU type with several hosts: its host count)."""
     machine_type: str | None = None
+    """The nodes' machine type (GCE, or the shape a local node reports), checked against the catalog."""
     gpu: GpuRequest | None = None
+    """GPUs attached to each node, for machine types that do not bundle them."""
     tpu: TpuRequest | None = None
+    """The TPU slice (`kind: tpu`, or a GKE TPU node pool)."""
     processes_per_node: int | None = Field(None, ge=1, le=64)
+    """Training processes per node; default: one per GPU, else one."""
     spot: bool = False
-    # Reserved capacity for GPU VMs and GKE GPU node pools: a reservation's name, `any` (any matching one), `none` (never
-    # reserved capacity); unset sends nothing, GCE's default (ANY_RESERVATION).
+    """Spot VMs: cheaper, reclaimable at any time; runs recover from the latest checkpoint."""
     reservation: str | None = None
-    # A COMPACT placement policy for the nodes (infra/spec/placement.py): the GPUDirect families
-    # get one by default, A2/G2 ask with "compact"; "none" turns it off.
+    """Reserved capacity for GPU VMs and GKE GPU node pools: a reservation's name, `any` (any
+    matching one) or `none` (never reserved capacity); unset sends nothing, GCE's default
+    (ANY_RESERVATION)."""
     placement: Literal["compact", "none"] | None = None
-    # GCE's provisioning model beyond spot: flex-start VMs (Dynamic Workload Scheduler) wait in a
-    # queue for capacity, then run at most 7 days (their max run duration is the stack's TTL);
-    # reservation-bound VMs run on the reservation they name, for as long as it lasts (how A3 Ultra
-    # and A4 VMs consume their reservations: infra/spec/consumption.py).
+    """A COMPACT placement policy for the nodes (infra/spec/placement.py): the GPUDirect families
+    get one by default, A2/G2 ask with `compact`; `none` turns it off."""
     provisioning: Literal["standard", "flex-start", "reservation-bound"] = "standard"
-    # How long trainctl's `up` waits for a flex-start grant (VM stacks) before giving up and removing
-    # what it made. trainctl's own wait: GCE is not told it (pulumi-gcp has no
-    # params.requestValidForDuration), so GCE's own window for the request applies there.
+    """GCE's provisioning model beyond spot: `flex-start` VMs (Dynamic Workload Scheduler) wait in
+    a queue for capacity, then run at most 7 days (their max run duration is the stack's TTL);
+    `reservation-bound` VMs run on the reservation they name, for as long as it lasts (how A3 Ultra
+    and A4 VMs consume their reservations: infra/spec/consumption.py)."""
     flex_start_deadline_minutes: float = Field(60, gt=0, le=catalog.FLEX_START_MAX_WAIT_MINUTES)
-    # What GCE does with a reclaimed spot VM: STOP keeps its disk (billed), DELETE removes it.
+    """How long `up` waits for a flex-start grant (VM stacks) before giving up and removing what it
+    made. trainctl's own wait: GCE is not told it (pulumi-gcp has no
+    params.requestValidForDuration), so GCE's own window for the request applies there."""
     instance_termination_action: Literal["STOP", "DELETE"] | None = None
+    """What GCE does with a reclaimed spot VM: `STOP` keeps its disk (billed), `DELETE` removes it."""
     boot_disk_gb: int = Field(200, ge=10, le=65536)
+    """Each node's boot disk, in GB."""
     image: str | None = None
+    """The nodes' boot image; default: the catalog's GPU or CPU image."""
     python: str = "python3"
+    """The interpreter on the nodes that bootstrap builds the uv environment with."""
     ssh: SshSpec = Field(default_factory=SshSpec)
+    """SSH access to the nodes (see `ssh.*`)."""
     network: NetworkSpec = Field(default_factory=NetworkSpec)
+    """The cluster's network (see `network.*`)."""
     bucket: BucketSpec = Field(default_factory=BucketSpec)
-    # Buckets the nodes only read (an experiment's `data:` sources): GCP grants the nodes'
-    # account roles/storage.objectViewer on each, nothing more.
+    """The stack's bucket for checkpoints and artifacts (see `bucket.*`)."""
     data_buckets: tuple[str, ...] = ()
+    """Buckets the nodes only read (an experiment's `data:` sources): GCP grants the nodes'
+    account roles/storage.objectViewer on each, nothing more."""
     ttl_hours: float = Field(4.0, gt=0, le=24 * 30)
+    """How long the stack may live; `reap` (and the scheduled reaper) delete it after that."""
     ephemeral: bool = False
-    scheduled_reaper: bool = False  # GCP: deploy a timer that deletes expired resources
+    """A stack made for one run (`trainctl run` sets it): its bucket goes with it, objects and all,
+    and no idle watch applies."""
+    scheduled_reaper: bool = False
+    """GCP: deploy a timer (a Cloud Function on a schedule) that deletes expired resources."""
     labels: dict[str, str] = Field(default_factory=dict)
-    # Worker pools with roles (chief, worker, ps, evaluator), each with its own machines; without
-    # them the cluster is one group whose first node is the chief.
+    """Labels put on every resource, beside trainctl's own."""
     pools: tuple[PoolSpec, ...] = ()
-    # What the stack may cost: an hourly cap `plan` checks, a total a run stops before (budget.py).
+    """Worker pools with roles (chief, worker, ps, evaluator), each with its own machines; without
+    them the cluster is one group whose first node is the chief."""
     budget: Budget | None = None
-    # A stack stood up by `trainctl up` goes down by itself after this long unused and idle
-    # (fractions allowed: 0.25 is 15 s); ttl_hours stays the backstop.
+    """What the stack may cost: an hourly cap `plan` checks, a total a run stops before (budget.py)."""
     idle_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
+    """A stack stood up by `trainctl up` goes down by itself after this long unused and idle
+    (fractions allowed: 0.25 is 15 s); `ttl_hours` stays the backstop."""
 
     @field_validator("name")
     @classmethod

@@ -16,7 +16,9 @@ from infra.spec.model import SpecModel, resolve
 
 class GpuRequest(SpecModel):
     type: str
+    """The GPU model, by catalog name or GCE accelerator label (e.g. `nvidia-tesla-t4`)."""
     count: int = Field(1, ge=1, le=16)
+    """GPUs per node."""
 
     @field_validator("type")
     @classmethod
@@ -33,16 +35,19 @@ MAX_SLICES = 64
 
 class TpuRequest(SpecModel):
     type: str
-    runtime_version: str | None = None  # defaults to the catalog's first for the type
-    # Through a queued resource (Cloud TPU's queue for capacity): `up` waits for the grant, and
-    # gives up after queue_deadline_minutes (the request's validUntilDuration too, so Google stops
-    # waiting even when trainctl is gone).
+    """The TPU accelerator type (e.g. `v5litepod-8`), checked against the catalog."""
+    runtime_version: str | None = None
+    """The TPU VM software version; default: the catalog's first for the type."""
     queued: bool = False
+    """Through a queued resource (Cloud TPU's queue for capacity): `up` waits for the grant, and
+    gives up after `queue_deadline_minutes` (the request's validUntilDuration too, so Google stops
+    waiting even when trainctl is gone)."""
     queue_deadline_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
-    # Multislice: this many slices of `type`, joined over the data-center network (libtpu's
-    # MEGASCALE_*): on TPU VMs granted together by one queued resource (its nodeSpec's
-    # multisliceParams), on GKE a multi-host slice node pool each.
+    """How long a queued TPU is waited for (queued only); default: 60."""
     slices: int = Field(1, ge=1, le=MAX_SLICES)
+    """Multislice: this many slices of `type`, joined over the data-center network (libtpu's
+    MEGASCALE_*): on TPU VMs granted together by one queued resource (its nodeSpec's
+    multisliceParams), on GKE a multi-host slice node pool each."""
 
     @field_validator("type")
     @classmethod
@@ -110,10 +115,12 @@ def _cidr(value: str, what: str) -> str:
 
 class NetworkSpec(SpecModel):
     subnet_cidr: str = "10.128.0.0/20"
-    # Nodes get external IPs that only ssh.source_ranges may reach on port 22. Without them,
-    # Cloud NAT gives egress and SSH goes through IAP (add 35.235.240.0/20 to source_ranges).
+    """The cluster subnet's range: private IPv4 (RFC 1918), /8 to /29."""
     external_ips: bool = True
+    """Nodes get external IPs that only `ssh.source_ranges` may reach on port 22. Without them,
+    Cloud NAT gives egress and SSH goes through IAP (add 35.235.240.0/20 to source_ranges)."""
     nat: bool = False
+    """A Cloud NAT gateway for the subnet's egress."""
 
     @field_validator("subnet_cidr")
     @classmethod
@@ -127,11 +134,13 @@ class NetworkSpec(SpecModel):
 
 
 class SshSpec(SpecModel):
-    user: str = "trainctl"  # the account created on GCP nodes; local nodes are always root
-    public_key: str | None = None  # default: the key trainctl generates per stack
-    # Who may reach port 22. Required on GCP (no 0.0.0.0/0 default); the local stack only
-    # admits its controller, the bridge address.
+    user: str = "trainctl"
+    """The account created on GCP nodes; local nodes are always root."""
+    public_key: str | None = None
+    """The public key nodes admit; default: the key trainctl generates per stack."""
     source_ranges: tuple[str, ...] = ()
+    """Who may reach port 22. Required on GCP (no 0.0.0.0/0 default); the local stack only
+    admits its controller, the bridge address."""
 
     @field_validator("user")
     @classmethod
@@ -181,9 +190,12 @@ def bucket_name_problems(name: str) -> list[str]:
 
 
 class BucketSpec(SpecModel):
-    name: str | None = None  # default: derived from project + cluster name
+    name: str | None = None
+    """The bucket's name (Cloud Storage naming rules); default: derived from project + cluster name."""
     location: str = "US"
-    retention_days: int = Field(30, ge=1, le=3650)  # lifecycle: delete old run objects
+    """The bucket's Cloud Storage location."""
+    retention_days: int = Field(30, ge=1, le=3650)
+    """Lifecycle: run objects older than this are deleted."""
 
     @field_validator("name")
     @classmethod

@@ -19,17 +19,23 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Model(BaseModel):
+    # Fields are described by the docstrings under them, as infra.spec.model.SpecModel's are.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class RunSection(Model):
     framework: Literal["torch", "tensorflow"] = "torch"
+    """`torch` runs `command` under torchrun; `tensorflow` runs it on every node with TF_CONFIG."""
     command: tuple[str, ...] = Field(min_length=1)
+    """The program and its arguments, relative to the code folder; a string is split as a shell
+    would, but never run by one."""
     processes_per_node: int | None = Field(None, ge=1, le=64)
+    """Training processes per node; default: the stack's."""
     env: dict[str, str] = Field(default_factory=dict)
-    # A worker pool's own program (e.g. an evaluator that evaluates checkpoints as they appear);
-    # pools not named here run `command`.
+    """Environment variables for the program (they may override trainctl's own)."""
     commands: dict[Role, tuple[str, ...]] = Field(default_factory=dict)
+    """A worker pool's own program (e.g. an evaluator that evaluates checkpoints as they appear);
+    pools not named here run `command`."""
 
     @field_validator("command", mode="before")
     @classmethod
@@ -59,23 +65,32 @@ class RestartSection(Model):
     """Modelled on AI Platform: workers restart first, then the whole job reruns; both resume
     from the latest complete checkpoint. Permanent errors fail at once."""
 
-    max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0, le=100)  # torchrun restarts of the worker group
-    job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)  # reruns of the whole job by trainctl
+    max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0, le=100)
+    """torchrun restarts of the worker group."""
+    job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)
+    """Reruns of the whole job by trainctl, from the latest checkpoint."""
     permanent_exit_codes: tuple[int, ...] = (2,)  # e.g. argparse errors, ImportError wrappers
-    # Recoveries from preemption (spot nodes recreated, job resumed): not counted as job
-    # reruns, which are for the program's own failures. None: as many as the TTL allows.
+    """Exit codes that fail the job at once, without a restart or rerun."""
     max_recoveries: int | None = Field(None, ge=0, le=1000)
+    """Recoveries from preemption (spot nodes recreated, job resumed): not counted as job
+    reruns, which are for the program's own failures. Unset: as many as the TTL allows."""
 
 
 class Parameter(Model):
     """One hyperparameter, as AI Platform's HyperparameterSpec describes it."""
 
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,40}$")
+    """The parameter's name, passed to the program as `--<name>=<value>`."""
     type: Literal["DOUBLE", "INTEGER", "CATEGORICAL"]
+    """How values are drawn: a real number, an integer, or one of `values`."""
     min: float | None = None
+    """The lowest value (DOUBLE, INTEGER)."""
     max: float | None = None
+    """The highest value (DOUBLE, INTEGER)."""
     scale: Literal["LINEAR", "LOG"] = "LINEAR"
+    """How values between min and max are spread; LOG needs min > 0."""
     values: tuple[str | int | float, ...] = ()
+    """The choices of a CATEGORICAL parameter."""
 
     @model_validator(mode="after")
     def bounds(self) -> Parameter:
@@ -97,6 +112,8 @@ class ContainerSection(Model):
     Artifact Registry, which GCP nodes pull as it is."""
 
     image: str | None = None
+    """An image trainctl built (`localhost/trainctl/<name>:<tag>`) or one in Artifact Registry
+    (`<region>-docker.pkg.dev/...`); unset: built from the code and requirements."""
 
     @field_validator("image")
     @classmethod
@@ -119,21 +136,32 @@ class NetworkCheckSection(Model):
     before training, held to `min_fraction` of the bus bandwidth the catalog expects."""
 
     below: Literal["refuse", "warn"] = "refuse"
+    """What a bandwidth below `min_fraction` does: refuse to train, or warn and go on."""
     min_fraction: float = Field(0.5, gt=0, le=1)
+    """The fraction of the catalog's expected bus bandwidth the all-reduce must reach."""
     size_mb: int = Field(32, ge=1, le=4096)
+    """The all-reduce's message size, in MB."""
     iterations: int = Field(5, ge=1, le=100)
+    """Timed all-reduce iterations."""
 
 
 class SweepSection(Model):
     metric: str = "test_accuracy"
+    """The metric trials are compared by, as the program reports it (metrics.json or hypertune)."""
     goal: Literal["MAXIMIZE", "MINIMIZE"] = "MAXIMIZE"
+    """Whether a higher or a lower `metric` is better."""
     max_trials: int = Field(6, ge=1, le=1000)
+    """How many trials the sweep runs in all."""
     max_parallel_trials: int = Field(1, ge=1, le=64)
+    """How many trials run at once."""
     algorithm: Literal["tpe", "random"] = "tpe"
-    # Parallel trials split the cluster's nodes between them; "sequential" gives each trial all.
+    """How the next trial's parameters are chosen: Optuna's TPE sampler, or at random."""
     parallel_mode: Literal["split", "sequential"] = "split"
+    """Parallel trials split the cluster's nodes between them; `sequential` gives each trial all."""
     pruner: Literal["median", "none"] = "none"
+    """`median` stops a trial whose intermediate metric falls below the median of earlier trials'."""
     parameters: tuple[Parameter, ...] = Field(min_length=1)
+    """The hyperparameters to search (see `sweep.parameters[].*`)."""
 
 
 # An artifact the program leaves in its working directory on the chief (a snapshot.pt saved next
@@ -155,23 +183,41 @@ def safe_relative(value: str, what: str, inside: str = "the job dir") -> str:
 
 
 class Experiment(Model):
+    """The experiment file: what to run, on which stack, and what to keep."""
+
     name: str
+    """The experiment's name (at most 30 characters: a run suffix makes the stack's name)."""
     stack: str = "local"
+    """The stack to run on: a name in stacks/ or a stack file's path."""
     overrides: dict[str, Any] = Field(default_factory=dict)
-    code: str = "."  # relative to the experiment file
+    """Stack-file fields (`trainctl:` keys without the prefix) to override for this experiment."""
+    code: str = "."
+    """The folder synced to every node, relative to the experiment file."""
     excludes: tuple[str, ...] = ()
-    requirements: str | None = None  # relative to code
+    """rsync patterns left out of the sync."""
+    requirements: str | None = None
+    """A requirements file inside `code` that bootstrap installs with uv."""
     setup: tuple[str, ...] = ()
+    """Shell commands run once on every node after the environment is built."""
     run: RunSection
+    """What runs (see `run.*`)."""
     restart: RestartSection = Field(default_factory=RestartSection)
+    """Restarts and reruns (see `restart.*`)."""
     ttl_hours: float = Field(2.0, gt=0, le=24 * 7)
+    """The run's stack lives at most this long."""
     artifacts: tuple[str, ...] = ("metrics.json", "model/")
+    """Paths in the job dir (or `workdir:<path>` in the chief's working directory) copied to
+    runs/<run-id>/."""
     sweep: SweepSection | None = None
+    """A hyperparameter sweep instead of one run (see `sweep.*`)."""
     container: ContainerSection | None = None
-    budget: Budget | None = None  # over the stack file's (infra/spec/budget.py)
-    # gs:// prefixes copied to every node before training (bootstrap/data_inputs.py)
+    """Run in a container image instead of the node's uv environment (see `container.*`)."""
+    budget: Budget | None = None
+    """A budget over the stack file's (infra/spec/budget.py)."""
     data: tuple[DataInput, ...] = ()
-    network_check: NetworkCheckSection | None = None  # off unless named
+    """gs:// prefixes copied to (or mounted on) every node before training (see `data[].*`)."""
+    network_check: NetworkCheckSection | None = None
+    """The network pre-flight before training; off unless named (see `network_check.*`)."""
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)

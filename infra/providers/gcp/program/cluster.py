@@ -262,7 +262,7 @@ def build(spec: ClusterSpec, public_key: str | None, expires_at: int | None = No
         outputs["kubeconfig"] = declared.kubeconfig
     if declared.queued_tpu is not None:
         outputs["queued_tpu"] = declared.queued_tpu
-        # What a `pulumi up` user runs for the same TPU (README, "Queued TPUs").
+        # What a `pulumi up` user runs for the same TPU (docs/how-to/capacity.md, "Queued TPUs").
         outputs["queued_tpu_gcloud"] = declared.queued_tpu.apply(lambda body: gcloud_command(spec, body))
     outputs["inventory"] = pulumi.Output.all(storage.uri, declared.nodes, declared.gke_service_account).apply(
         lambda a: {"stack": spec.name, "provider": "gcp", "bucket_uri": a[0], "nodes": a[1],
