@@ -19,12 +19,12 @@ from trainctl.jobs.job_spec import Mapping, fit_to_stack, translate
 
 def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | None,
                   requirements: str | None, framework: str | None = None,
-                  flags: GcloudFlags | None = None) -> Mapping:
+                  flags: GcloudFlags | None = None, plan: bool = False) -> Mapping:
     """The job spec (with gcloud's flags over it) as an experiment on `stack`, with notes on
-    what the mapping changed."""
+    what the mapping changed; a `plan` fetches and builds none of its packages."""
     flags = flags or GcloudFlags()
     job = apply(job, flags, path)
-    sources = sources_of(job, flags, code, requirements)
+    sources = sources_of(job, flags, code, requirements, plan=plan)
     mapping = translate(job, path=path, read_image=image_command)
     target = load_stack(stack)
     code_dir, staged = code_and_requirements(job, path=path, target=target, sources=sources, notes=mapping.notes)
