@@ -16,6 +16,12 @@ def _percent(share: float | None) -> str:
     return "" if share is None else f"{share:.1%}"
 
 
+def _goodput(ledger: Ledger) -> str:
+    if not ledger.steps_reported:
+        return "unknown (the program printed no \"step N\" lines)"
+    return _percent(ledger.goodput) or "n/a"
+
+
 def show_breakdown(ledger: Ledger) -> None:
     rows = table("interval kind", "seconds", "share", "USD")
     whole = ledger.wall_seconds or 1.0
@@ -25,7 +31,7 @@ def show_breakdown(ledger: Ledger) -> None:
         rows.add_row(kind, f"{seconds[kind]:.1f}", _percent(seconds[kind] / whole), f"{usd[kind]:.4f}")
     rows.add_row("wall time", f"{ledger.wall_seconds:.1f}", _percent(sum(seconds.values()) / whole),
                  f"{ledger.total_usd:.4f}")
-    show(f"run {ledger.run_id}: goodput {_percent(ledger.goodput) or 'n/a'}", rows)
+    show(f"run {ledger.run_id}: goodput {_goodput(ledger)}", rows)
     show_nodes(ledger)
 
 
@@ -45,7 +51,7 @@ def show_trials(ledger: Ledger) -> None:
 
 
 def summary_lines(ledger: Ledger) -> list[str]:
-    lines = [f"goodput {_percent(ledger.goodput) or 'n/a'} of {ledger.wall_seconds:.0f} s; "
+    lines = [f"goodput {_goodput(ledger)} of {ledger.wall_seconds:.0f} s; "
              f"${ledger.total_usd:.2f} at list prices"]
     if ledger.steps_redone is not None:  # something failed and the program resumed
         lines.append(f"lost work: {ledger.steps_redone} step(s) trained again after failures (at the program's pace)")
