@@ -97,8 +97,17 @@ def _show_maintenance(events: list[dict[str, Any]]) -> None:
 def _show_recoveries(recoveries: list[RecoveryRecord]) -> None:
     say(f"recovered from {len(recoveries)} preemption(s):")
     for i, r in enumerate(recoveries, 1):
+        say(recovery_line(i, r))
+
+
+def recovery_line(i: int, r: RecoveryRecord) -> str:
+    """One recovery as the summary tells it: the steps only where the program printed them."""
+    tries = f" after {r.tries} tries (no capacity)" if r.tries > 1 else ""
+    tries += f", the cluster moved to zone {r.moved_to}" if r.moved_to else ""
+    if r.resumed_from_step is None:
+        steps = ("the program printed no step it resumed from, so the steps redone are unknown"
+                 if r.furthest_step is not None else "the program printed no steps, so the steps redone are unknown")
+    else:
         redone = "unknown steps" if r.steps_redone is None else f"{r.steps_redone} step(s)"
-        tries = f" after {r.tries} tries (no capacity)" if r.tries > 1 else ""
-        tries += f", the cluster moved to zone {r.moved_to}" if r.moved_to else ""
-        say(f"  {i}. {', '.join(r.nodes)} back and the job resumed in {r.seconds:.1f} s{tries}; "
-            f"resumed from step {r.resumed_from_step}, {redone} redone")
+        steps = f"resumed from step {r.resumed_from_step}, {redone} redone"
+    return f"  {i}. {', '.join(r.nodes)} back and the job resumed in {r.seconds:.1f} s{tries}; {steps}"
