@@ -223,8 +223,9 @@ def report(run_id: Annotated[str, typer.Argument(callback=run_id_argument, help=
 
     run_dir = (runs_dir or runs_root()) / run_id
     if not (run_dir / LEDGER).exists():
-        raise ConfigError(f"no {LEDGER} in {run_dir}: `trainctl run` writes one for every run "
-                          "(runs made before the ledger existed have none)")
+        what = f"no run {run_id} in {run_dir.parent}" if not run_dir.is_dir() else f"no {LEDGER} in {run_dir}"
+        raise ConfigError(f"{what}: `trainctl run` and `trainctl launch` write one as a run ends "
+                          "(a run stopped before it ended, or made by a trainctl older than its ledger, has none)")
     ledger = load(run_dir)
     show_breakdown(ledger)
     if ledger.trials:
