@@ -45,9 +45,7 @@ def show_report(exp: Experiment, report: RunReport) -> None:
     if report.network is not None:
         say(f"network check: {report.network.describe()}")
     if report.spot_saving_usd is not None:
-        say(f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
-            f"${report.spot_saving_usd:.2f}" + (" (local stack: nothing is billed)"
-                                               if report.spot_saving_usd == 0 else ""))
+        say(spot_saving_line(report))
     if report.ledger is not None:
         from trainctl.cli.ledger_output import say_summary
 
@@ -57,6 +55,13 @@ def show_report(exp: Experiment, report: RunReport) -> None:
     if report.metrics:
         say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
             f"artifacts in {report.run_dir}")
+
+
+def spot_saving_line(report: RunReport) -> str:
+    """The spot saving over the training, and whether anyone bills it (the stack says)."""
+    unbilled = f" ({report.unbilled})" if report.unbilled else ""
+    return (f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
+            f"${report.spot_saving_usd:.2f}{unbilled}")
 
 
 def _titled_table(title: str, columns: tuple[str, ...]) -> Table:

@@ -248,6 +248,7 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
                                                                data=run.exp.data))
         if run.spec.has_spot:
             report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
+            report.unbilled = realizers.capabilities(run.spec).unbilled
             record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
         with run.phase("collect"):
             missing = collector.collect(job_dir(inventory, run.run_id), run.exp.artifacts, report.run_dir,

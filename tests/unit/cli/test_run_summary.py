@@ -16,3 +16,21 @@ def test_a_recovery_of_a_program_that_printed_no_steps_names_no_step_none():
     assert "None" not in recovery_line(1, unsaid) and "no step it resumed from" in recovery_line(1, unsaid)
     resumed = RecoveryRecord(["node1"], lost_at=10, resumed_at=44, tries=2, furthest_step=30, resumed_from_step=20)
     assert recovery_line(2, resumed).endswith("after 2 tries (no capacity); resumed from step 20, 10 step(s) redone")
+
+
+def test_a_simulated_projects_spot_saving_says_it_is_simulated_not_the_local_stack(monkeypatch, tmp_path):
+    from infra.providers import realizers
+    from infra.providers.gcp import private_endpoints
+    from infra.spec.stack_config import load_stack
+    from trainctl.cli.run_output import spot_saving_line
+    from trainctl.jobs.stack_run import RunReport
+
+    spot = load_stack("gpu-l4-spot")
+    assert realizers.capabilities(spot).unbilled is None  # Google bills it
+    assert "local stack" in realizers.capabilities(load_stack("local")).unbilled
+    simulated = private_endpoints.PrivateEndpoints(api="http://127.0.0.1:9", machines=private_endpoints.Machines(
+        accelerators=False, on_this_host=True))
+    monkeypatch.setattr(private_endpoints, "_in_use", simulated)
+    unbilled = realizers.capabilities(spot).unbilled
+    line = spot_saving_line(RunReport("r", tmp_path, phases={"train": 149.0}, spot_saving_usd=0.0, unbilled=unbilled))
+    assert "simulated project" in line and "local stack" not in line
