@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainctl.cli.output import say, show, table
+from infra.spec.cost import PRICE_SOURCE
+from trainctl.cli.output import say, show, table, usd
 
 if TYPE_CHECKING:
     from infra.spec.ledger import Ledger
@@ -52,11 +53,12 @@ def show_trials(ledger: Ledger) -> None:
 
 def summary_lines(ledger: Ledger) -> list[str]:
     lines = [f"goodput {_goodput(ledger)} of {ledger.wall_seconds:.0f} s; "
-             f"${ledger.total_usd:.2f} at list prices"]
+             f"{usd(ledger.total_usd)} at list prices"]
     if ledger.steps_redone is not None:  # something failed and the program resumed
         lines.append(f"lost work: {ledger.steps_redone} step(s) trained again after failures (at the program's pace)")
     if ledger.spot_saving_usd is not None:
-        lines.append(f"spot saved ${ledger.spot_saving_usd:.2f} over the whole run against the same nodes on demand")
+        lines.append(f"spot saved {usd(ledger.spot_saving_usd)} over the whole run against the same nodes on "
+                     f"demand, at {PRICE_SOURCE}")
     return lines
 
 

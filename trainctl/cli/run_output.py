@@ -59,9 +59,15 @@ def show_report(exp: Experiment, report: RunReport) -> None:
 
 def spot_saving_line(report: RunReport) -> str:
     """The spot saving over the training, and whether anyone bills it (the stack says)."""
-    unbilled = f" ({report.unbilled})" if report.unbilled else ""
-    return (f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
-            f"${report.spot_saving_usd:.2f}{unbilled}")
+    from infra.spec.cost import PRICE_SOURCE
+    from trainctl.cli.output import usd
+
+    saving = report.spot_saving_usd or 0.0
+    if report.unbilled and not saving:  # nodes without a price (the local stack's)
+        priced = f"({report.unbilled})"
+    else:
+        priced = f"(at {PRICE_SOURCE}{f'; {report.unbilled}' if report.unbilled else ''})"
+    return f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: {usd(saving)} {priced}"
 
 
 def _titled_table(title: str, columns: tuple[str, ...]) -> Table:

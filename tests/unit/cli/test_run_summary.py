@@ -34,3 +34,33 @@ def test_a_simulated_projects_spot_saving_says_it_is_simulated_not_the_local_sta
     unbilled = realizers.capabilities(spot).unbilled
     line = spot_saving_line(RunReport("r", tmp_path, phases={"train": 149.0}, spot_saving_usd=0.0, unbilled=unbilled))
     assert "simulated project" in line and "local stack" not in line
+
+
+def test_dollar_amounts_keep_two_significant_digits_below_a_dollar():
+    from trainctl.cli.output import usd
+
+    assert [usd(x) for x in (0.0, 0.0042, 0.04249, 0.42, 0.996, 12.345, 1234.5)] == [
+        "$0.00", "$0.0042", "$0.042", "$0.42", "$1.00", "$12.35", "$1,234.50"]
+
+
+def test_a_spot_saving_is_shown_rounded_to_what_it_is_and_says_what_priced_it(tmp_path):
+    """Issue 48: a 149 s spot run's saving was "$0.00" (rounded to the cent), priced from nowhere said."""
+    from infra.spec.ledger import Interval, Ledger, NodeRate
+    from infra.spec.stack_config import load_stack
+    from trainctl.cli.ledger_output import summary_lines
+    from trainctl.cli.run_output import spot_saving_line
+    from trainctl.jobs.experiment import spot_saving
+    from trainctl.jobs.stack_run import RunReport
+
+    saving = spot_saving(load_stack("gpu-l4-spot"), 149.0)
+    assert 0 < saving < 0.1 and saving != round(saving, 2)  # under a dollar, kept to its digits
+    line = spot_saving_line(RunReport("r", tmp_path, phases={"train": 149.0}, spot_saving_usd=saving))
+    assert "$0.00" not in line and "catalog list prices (us-central1" in line, line
+    nodes = ("node0",)
+    ledger = Ledger(run_id="r", started=0, ended=149, intervals=(Interval(kind="idle", start=0, end=149, nodes=nodes),),
+                    nodes=(NodeRate(name="node0", capacity="spot", usd_per_hour=0.3, on_demand_usd_per_hour=0.85),))
+    spot = [line for line in summary_lines(ledger) if line.startswith("spot saved")][0]
+    assert spot.startswith("spot saved $0.023 over the whole run") and "catalog list prices" in spot, spot
+    local = spot_saving_line(RunReport("r", tmp_path, phases={"train": 9.0}, spot_saving_usd=0.0,
+                                       unbilled="local stack: its nodes are namespaces of this machine, nothing is billed"))
+    assert local.endswith("$0.00 (local stack: its nodes are namespaces of this machine, nothing is billed)")
