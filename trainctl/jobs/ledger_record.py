@@ -55,12 +55,17 @@ def run_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Invento
 
 
 def launch_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Inventory | None,
-                  window: tuple[float, float], result: LaunchResult) -> Path:
+                  window: tuple[float, float], result: LaunchResult) -> Path | None:
     """`trainctl launch`'s ledger, for `trainctl report`: its one phase is the training (the
-    stack was up before it and stays up after); the pictures are drawn when it is reported."""
-    ledger = run_ledger(run_id, run_dir, spec, inventory, {"train": window}, result)
-    assert ledger is not None  # a window was given
-    return save(ledger, run_dir)
+    stack was up before it and stays up after); the pictures are drawn when it is reported. One
+    that cannot be made only warns: the launch's outcome is what its caller is owed."""
+    try:
+        ledger = run_ledger(run_id, run_dir, spec, inventory, {"train": window}, result)
+        assert ledger is not None  # a window was given
+        return save(ledger, run_dir)
+    except Exception as exc:  # noqa: BLE001 - the run's logs and result.json stand without it
+        warnings.warn(f"no ledger for run {run_id}: {type(exc).__name__}: {exc}", stacklevel=2)
+        return None
 
 
 def save(ledger: Ledger, run_dir: Path) -> Path:
