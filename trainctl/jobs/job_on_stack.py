@@ -14,7 +14,7 @@ from infra.spec import catalog
 from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import load_stack
 from trainctl.jobs.gcloud_flags import GcloudFlags, apply
-from trainctl.jobs.image import image_command
+from trainctl.jobs.image import LOCAL_PREFIX, image_command
 from trainctl.jobs.job_environment import code_and_requirements, sources_of
 from trainctl.jobs.job_spec import Mapping, fit_to_stack, translate
 
@@ -27,7 +27,7 @@ def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | N
     flags = flags or GcloudFlags()
     job = apply(job, flags, path)
     sources = sources_of(job, flags, code, requirements, plan=plan)
-    mapping = translate(job, path=path, read_image=image_command)
+    mapping = translate(job, path=path, read_image=planned_image_command if plan else image_command)
     target = load_stack(stack)
     code_dir, staged = code_and_requirements(job, path=path, target=target, sources=sources, notes=mapping.notes)
     fit_to_stack(mapping, stack=stack, can=realizers.capabilities(target), code=code_dir, requirements=staged,
@@ -38,6 +38,14 @@ def to_experiment(job: dict[str, Any], *, path: Path, stack: str, code: Path | N
                              "accelerator (machineSpec.acceleratorType and acceleratorCount), so its nodes "
                              "are CPU-only machines of the job's machine types")
     return mapping
+
+
+def planned_image_command(ref: str, where: str) -> tuple[list[str], list[str]]:
+    """A plan's reading of an image's ENTRYPOINT and CMD: from trainctl's own store (this
+    machine), never from a registry (a plan reaches no network); a registry's are named."""
+    if ref.startswith(LOCAL_PREFIX):
+        return image_command(ref, where)
+    return [f"<{ref}'s ENTRYPOINT: not read in a plan, read from its registry when the job runs>"], ["<its CMD>"]
 
 
 def _gpus(machine_type: str | None, gpu: Any) -> str | None:

@@ -189,3 +189,20 @@ def test_a_cpu_only_job_on_a_gpu_stack_says_the_stacks_gpus_are_not_used(tmp_pat
     assert not [n for n in notes if "are not used" in n and "GPUs" in n], notes
     _, notes = mapped(_pools_spec(tmp_path, {"machineType": "n1-standard-4"}), stack="local")
     assert not [n for n in notes if "GPUs" in n], notes  # nothing to drop
+
+
+def test_a_plan_reads_no_images_entrypoint_from_a_registry(tmp_path: Path, monkeypatch):
+    """`run --plan` reaches no network: an image without command is named, not inspected."""
+    import shutil
+    import subprocess
+
+    def no_process(*args, **kwargs):
+        raise AssertionError(f"a plan ran {args[0]}")
+
+    monkeypatch.setattr(subprocess, "run", no_process)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}")
+    spec = spec_file(tmp_path, {"workerPoolSpecs": [{
+        "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+        "containerSpec": {"imageUri": "us-central1-docker.pkg.dev/my-project/t/trainer:1"}}]})
+    exp = load_experiment(spec, stack="gpu-t4x2", code=tmp_path, plan=True)
+    assert "not read in a plan" in exp.run.command[0] and "trainer:1" in exp.run.command[0]
