@@ -104,6 +104,9 @@ class Capabilities:
     # Whether pods run stand-ins for images instead of pulling them (the stack's private endpoints
     # say its machines pull none): an experiment's code is then stood in for, never built.
     stands_in_images: bool = False
+    # Why the provider bills nothing for the nodes (None: it bills them at its prices): the local
+    # stack's namespaces, a simulated project's machines on this host.
+    unbilled: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from infra.spec.cluster import ClusterSpec
 
 PD_BALANCED_PER_GB_MONTH = 0.10
 HOURS_PER_MONTH = 730
+# Where every figure here (and the ledger's) is priced from: what a saving or a cost is said to be at.
+PRICE_SOURCE = "trainctl's catalog list prices (us-central1, infra/spec/catalog.py; an estimate, not a bill)"
 
 
 @dataclass(frozen=True)

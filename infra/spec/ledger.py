@@ -93,6 +93,8 @@ class Ledger(SpecModel):
     fixed_usd_per_hour: float = 0.0  # charged for the stack as a whole (a GKE cluster's fee)
     steps: int | None = None  # the furthest step the program reported
     steps_redone: int | None = None  # steps trained again after failures
+    # False: the program printed no "step N" line, so no time of it is known to be productive
+    steps_reported: bool = True
     trials: tuple[TrialCost, ...] = ()
     metric: str | None = None  # a sweep's: what its trials' values are
 
@@ -123,9 +125,10 @@ class Ledger(SpecModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def goodput(self) -> float | None:
-        """Productive node-seconds over the nodes' wall time."""
+        """Productive node-seconds over the nodes' wall time; None (unknown) where the program
+        reported no steps, which is not the same as none trained."""
         whole = self.wall_seconds * len(self.nodes)
-        return round(self.node_seconds(PRODUCTIVE) / whole, 4) if whole else None
+        return round(self.node_seconds(PRODUCTIVE) / whole, 4) if whole and self.steps_reported else None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

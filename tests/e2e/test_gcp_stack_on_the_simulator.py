@@ -16,6 +16,7 @@ import yaml
 
 from infra.spec.ledger import Ledger
 from tests.conftest import REPO, digits_shards, trainctl
+from trainctl.cli.output import usd
 
 pytestmark = pytest.mark.e2e
 
@@ -139,4 +140,4 @@ def test_a_spot_gpu_stack_trains_in_a_simulated_project_and_leaves_nothing(simul
     ledger = Ledger.from_json((tmp_path / "runs" / run_id / "ledger.json").read_text())
     assert [(n.capacity, n.usd_per_hour < n.on_demand_usd_per_hour) for n in ledger.nodes] == [("spot", True)] * 2
     assert ledger.total_usd > 0 and ledger.spot_saving_usd is not None and ledger.spot_saving_usd > 0
-    assert f"spot saved ${ledger.spot_saving_usd:.2f} over the whole run against the same nodes on demand" in log
+    assert f"spot saved {usd(ledger.spot_saving_usd)} over the whole run against the same nodes on demand" in log

@@ -32,8 +32,10 @@ ResumeOpt = Annotated[Optional[str], typer.Option(callback=run_id_argument,
                                                   help="continue an interrupted sweep by its id")]
 RunStackOpt = Annotated[Optional[str], typer.Option(
     help="the stack to run on (an experiment file: instead of its own; a job spec: default local)")]
-CodeOpt = Annotated[Optional[Path], typer.Option(help="job specs: the trainer's source folder "
-                                                      "(default: the spec's folder)")]
+CodeOpt = Annotated[Optional[Path], typer.Option(help="job specs: the trainer's source folder, synced "
+                                                      "as it is (default: the job's packages -- packageUris, "
+                                                      "--package-path, --packages -- fetched and built into "
+                                                      "wheels; without any, the spec's folder)")]
 RequirementsOpt = Annotated[Optional[str], typer.Option(help="job specs: requirements file, relative to "
                                                              "the code (default: its requirements.txt)")]
 FrameworkOpt = Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
@@ -68,7 +70,7 @@ def run(ctx: typer.Context, experiment: ExperimentArg, keep: KeepOpt = False, ru
     flags = validated(GcloudFlags, **given, args=args_ or (), user_args=tuple(ctx.args))
     notes: list[str] = []
     exp = load_experiment(experiment, stack=stack, code=code, requirements=requirements,
-                          framework=framework, notes=notes, flags=flags)
+                          framework=framework, notes=notes, flags=flags, plan=show_plan)
     flagged = budget_option(budget)
     if flagged is not None:
         exp = exp.with_budget(flagged, "--budget")
@@ -221,8 +223,9 @@ def report(run_id: Annotated[str, typer.Argument(callback=run_id_argument, help=
 
     run_dir = (runs_dir or runs_root()) / run_id
     if not (run_dir / LEDGER).exists():
-        raise ConfigError(f"no {LEDGER} in {run_dir}: `trainctl run` writes one for every run "
-                          "(runs made before the ledger existed have none)")
+        what = f"no run {run_id} in {run_dir.parent}" if not run_dir.is_dir() else f"no {LEDGER} in {run_dir}"
+        raise ConfigError(f"{what}: `trainctl run` and `trainctl launch` write one as a run ends "
+                          "(a run stopped before it ended, or made by a trainctl older than its ledger, has none)")
     ledger = load(run_dir)
     show_breakdown(ledger)
     if ledger.trials:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from trainctl.cli.output import say, show, table
+from infra.spec.cost import PRICE_SOURCE
+from trainctl.cli.output import say, show, table, usd
 
 if TYPE_CHECKING:
     from infra.spec.ledger import Ledger
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
 
 def _percent(share: float | None) -> str:
     return "" if share is None else f"{share:.1%}"
+
+
+def _goodput(ledger: Ledger) -> str:
+    if not ledger.steps_reported:
+        return "unknown (the program printed no \"step N\" lines)"
+    return _percent(ledger.goodput) or "n/a"
 
 
 def show_breakdown(ledger: Ledger) -> None:
@@ -25,7 +32,7 @@ def show_breakdown(ledger: Ledger) -> None:
         rows.add_row(kind, f"{seconds[kind]:.1f}", _percent(seconds[kind] / whole), f"{usd[kind]:.4f}")
     rows.add_row("wall time", f"{ledger.wall_seconds:.1f}", _percent(sum(seconds.values()) / whole),
                  f"{ledger.total_usd:.4f}")
-    show(f"run {ledger.run_id}: goodput {_percent(ledger.goodput) or 'n/a'}", rows)
+    show(f"run {ledger.run_id}: goodput {_goodput(ledger)}", rows)
     show_nodes(ledger)
 
 
@@ -45,12 +52,13 @@ def show_trials(ledger: Ledger) -> None:
 
 
 def summary_lines(ledger: Ledger) -> list[str]:
-    lines = [f"goodput {_percent(ledger.goodput) or 'n/a'} of {ledger.wall_seconds:.0f} s; "
-             f"${ledger.total_usd:.2f} at list prices"]
+    lines = [f"goodput {_goodput(ledger)} of {ledger.wall_seconds:.0f} s; "
+             f"{usd(ledger.total_usd)} at list prices"]
     if ledger.steps_redone is not None:  # something failed and the program resumed
         lines.append(f"lost work: {ledger.steps_redone} step(s) trained again after failures (at the program's pace)")
     if ledger.spot_saving_usd is not None:
-        lines.append(f"spot saved ${ledger.spot_saving_usd:.2f} over the whole run against the same nodes on demand")
+        lines.append(f"spot saved {usd(ledger.spot_saving_usd)} over the whole run against the same nodes on "
+                     f"demand, at {PRICE_SOURCE}")
     return lines
 
 

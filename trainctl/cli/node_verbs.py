@@ -121,8 +121,10 @@ def launch(
 ) -> None:
     """Run a command under torchrun on every node: trainctl launch -- python train.py [args]."""
     import secrets
+    import time
 
     from trainctl.jobs.experiment import refuse_framework_mismatch
+    from trainctl.jobs.ledger_record import launch_ledger
     from trainctl.launchers.interrupts import signals_as_interrupt
     from trainctl.launchers.registry import launcher_for
     from trainctl.launchers.spec import LaunchSpec
@@ -144,8 +146,10 @@ def launch(
         return
     log_dir = runs_root() / rid / "logs" / "launch"
     say(f"run {rid} on {cluster.node_count} node(s) of stack {stack} ({inventory.target}); logs in {log_dir}")
+    started = time.time()
     with signals_as_interrupt():  # SIGTERM too stops the job on every node
         result = launcher.run(plan, log_dir, out)
+    launch_ledger(rid, log_dir.parent.parent, cluster, inventory, (started, time.time()), result)
     if not result.ok:
         fail(f"run {rid} failed", result.describe_failures())
         raise typer.Exit(1)

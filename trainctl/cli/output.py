@@ -8,6 +8,7 @@ rich loads with the first line that needs it: `trainctl --help` never does."""
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 from typing import TYPE_CHECKING
@@ -46,6 +47,16 @@ def show(title: str, rows: Table) -> None:
 def result(line: str) -> None:
     """One line of a result on stdout (rich markup allowed, never wrapped)."""
     results_console().print(line, soft_wrap=True)
+
+
+def usd(amount: float) -> str:
+    """Dollars to the cent, and a smaller amount to its first two significant digits ($0.0042, not
+    $0.00: a short run's saving is small, not nothing)."""
+    size = abs(amount)
+    if size >= 0.995 or size < 5e-7:
+        return f"${amount:,.2f}"
+    decimals = min(6, max(2, 1 - math.floor(math.log10(size))))
+    return f"${amount:.{decimals}f}"
 
 
 _OUT = threading.Lock()

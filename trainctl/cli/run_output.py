@@ -45,9 +45,7 @@ def show_report(exp: Experiment, report: RunReport) -> None:
     if report.network is not None:
         say(f"network check: {report.network.describe()}")
     if report.spot_saving_usd is not None:
-        say(f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: "
-            f"${report.spot_saving_usd:.2f}" + (" (local stack: nothing is billed)"
-                                               if report.spot_saving_usd == 0 else ""))
+        say(spot_saving_line(report))
     if report.ledger is not None:
         from trainctl.cli.ledger_output import say_summary
 
@@ -57,6 +55,19 @@ def show_report(exp: Experiment, report: RunReport) -> None:
     if report.metrics:
         say(f"test accuracy {report.metrics.get('test_accuracy', float('nan')):.4f}; "
             f"artifacts in {report.run_dir}")
+
+
+def spot_saving_line(report: RunReport) -> str:
+    """The spot saving over the training, and whether anyone bills it (the stack says)."""
+    from infra.spec.cost import PRICE_SOURCE
+    from trainctl.cli.output import usd
+
+    saving = report.spot_saving_usd or 0.0
+    if report.unbilled and not saving:  # nodes without a price (the local stack's)
+        priced = f"({report.unbilled})"
+    else:
+        priced = f"(at {PRICE_SOURCE}{f'; {report.unbilled}' if report.unbilled else ''})"
+    return f"spot saving against on-demand for {report.phases.get('train', 0):.0f} s of training: {usd(saving)} {priced}"
 
 
 def _titled_table(title: str, columns: tuple[str, ...]) -> Table:
@@ -97,8 +108,17 @@ def _show_maintenance(events: list[dict[str, Any]]) -> None:
 def _show_recoveries(recoveries: list[RecoveryRecord]) -> None:
     say(f"recovered from {len(recoveries)} preemption(s):")
     for i, r in enumerate(recoveries, 1):
+        say(recovery_line(i, r))
+
+
+def recovery_line(i: int, r: RecoveryRecord) -> str:
+    """One recovery as the summary tells it: the steps only where the program printed them."""
+    tries = f" after {r.tries} tries (no capacity)" if r.tries > 1 else ""
+    tries += f", the cluster moved to zone {r.moved_to}" if r.moved_to else ""
+    if r.resumed_from_step is None:
+        steps = ("the program printed no step it resumed from, so the steps redone are unknown"
+                 if r.furthest_step is not None else "the program printed no steps, so the steps redone are unknown")
+    else:
         redone = "unknown steps" if r.steps_redone is None else f"{r.steps_redone} step(s)"
-        tries = f" after {r.tries} tries (no capacity)" if r.tries > 1 else ""
-        tries += f", the cluster moved to zone {r.moved_to}" if r.moved_to else ""
-        say(f"  {i}. {', '.join(r.nodes)} back and the job resumed in {r.seconds:.1f} s{tries}; "
-            f"resumed from step {r.resumed_from_step}, {redone} redone")
+        steps = f"resumed from step {r.resumed_from_step}, {redone} redone"
+    return f"  {i}. {', '.join(r.nodes)} back and the job resumed in {r.seconds:.1f} s{tries}; {steps}"

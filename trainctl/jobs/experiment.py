@@ -138,7 +138,9 @@ def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
     """What the run's spot nodes saved against the same nodes on demand (catalog list prices)."""
     realizer = realizers.for_spec(spec)
     on_demand = realizer.estimate(spec.on_demand())
-    return round((on_demand.per_hour - realizer.estimate(spec).per_hour) * train_seconds / 3600, 2)
+    # the estimates' own lines, not their per_hour (rounded to the cent, which a short run's saving is under)
+    hourly = sum(v for _, v in on_demand.lines) - sum(v for _, v in realizer.estimate(spec).lines)
+    return round(hourly * train_seconds / 3600, 6)
 
 
 def record_spot_saving(result_file: Path, saving: float) -> None:
@@ -248,6 +250,7 @@ def train_and_collect(run: StackRun, inventory: Inventory, drawer: ThreadPoolExe
                                                                data=run.exp.data))
         if run.spec.has_spot:
             report.spot_saving_usd = spot_saving(run.spec, report.phases["train"])
+            report.unbilled = realizers.capabilities(run.spec).unbilled
             record_spot_saving(report.run_dir / "logs" / "launch" / RESULT_FILE, report.spot_saving_usd)
         with run.phase("collect"):
             missing = collector.collect(job_dir(inventory, run.run_id), run.exp.artifacts, report.run_dir,

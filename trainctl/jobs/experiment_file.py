@@ -15,10 +15,11 @@ from trainctl.jobs.job_spec import is_job_spec
 
 def load_experiment(path: Path, *, stack: str | None = None, code: Path | None = None,
                     requirements: str | None = None, framework: str | None = None,
-                    notes: list[str] | None = None, flags: GcloudFlags | None = None) -> Experiment:
+                    notes: list[str] | None = None, flags: GcloudFlags | None = None,
+                    plan: bool = False) -> Experiment:
     """An experiment file, or an AI Platform / Vertex AI job spec mapped onto `stack` (its
-    code from `code`, default the spec's folder; gcloud's `flags` over it); what the mapping
-    changed goes to `notes`."""
+    code from `code`, default the job's packages, else the spec's folder; gcloud's `flags`
+    over it); what the mapping changed goes to `notes`. A `plan` fetches nothing."""
     if flags is not None and flags.given and not path.exists() and path.suffix not in (".yaml", ".yml", ".json"):
         # `gcloud ai-platform jobs submit training JOB --module-name ...` with no --config: a
         # job named JOB, all of it in the flags, its code found from here
@@ -30,7 +31,7 @@ def load_experiment(path: Path, *, stack: str | None = None, code: Path | None =
     if is_job_spec(data) or (flags is not None and flags.given):  # gcloud's flags make a job of any config
         mapping = to_experiment(data, path=path, stack=stack or "local",
                                 code=code, requirements=requirements,
-                                framework=framework, flags=flags)
+                                framework=framework, flags=flags, plan=plan)
         data = mapping.experiment
         if notes is not None:
             notes.extend(mapping.notes)

@@ -42,9 +42,11 @@ class Sources:
     requirements: str | None = None  # --requirements, relative to the code folder
     package_path: Path | None = None  # --package-path / local-package-path=: built with setuptools
     archives: tuple[Path, ...] = ()  # local --packages / extra-packages=
+    plan: bool = False  # `run --plan`: nothing fetched or built, what that leaves unknown said
 
 
-def sources_of(job: dict[str, Any], flags: GcloudFlags, code: Path | None, requirements: str | None) -> Sources:
+def sources_of(job: dict[str, Any], flags: GcloudFlags, code: Path | None, requirements: str | None,
+               plan: bool = False) -> Sources:
     """Where the code comes from: --code, gcloud's --package-path and local --packages, or a
     --worker-pool-spec's local-package-path (taken out of the job: it is gcloud's, not Vertex's)."""
     archives = [Path(p) for p in flags.packages if not p.startswith("gs://")]
@@ -68,7 +70,7 @@ def sources_of(job: dict[str, Any], flags: GcloudFlags, code: Path | None, requi
     if folders and code:
         raise ConfigError("--code and local-package-path= both name the code: give one")
     return Sources(code=code or (Path(next(iter(folders))) if folders else None), requirements=requirements,
-                   package_path=flags.package_path, archives=tuple(archives))
+                   package_path=flags.package_path, archives=tuple(archives), plan=plan)
 
 
 def runtime_pins(job: dict[str, Any], notes: list[str]) -> list[FrameworkPin]:
@@ -273,6 +275,8 @@ def code_and_requirements(job: dict[str, Any], *, path: Path, target: ClusterSpe
     staged = bool(uris or sources.package_path or sources.archives)
     if sources.code or not staged:
         return _source_folder(job, path, target, sources, pins, python, notes)
+    if sources.plan:
+        return _planned_packages(uris, path, target, sources, notes)
     from trainctl.jobs.packages import REQUIREMENTS, stage
 
     context = sources.package_path.resolve().parent if sources.package_path else path.parent
@@ -298,6 +302,24 @@ def code_and_requirements(job: dict[str, Any], *, path: Path, target: ClusterSpe
     notes.append(f"packages {what}: fetched, built into wheels and installed on every node ({folder}) with "
                  "their dependencies; the job runs from there")
     return folder, REQUIREMENTS
+
+
+def _planned_packages(uris: list[str], path: Path, target: ClusterSpec, sources: Sources,
+                      notes: list[str]) -> tuple[Path, str | None]:
+    """`run --plan` of a job with packages: their URIs checked as written and the local stack's
+    reach checked, nothing fetched or built (a plan answers at once, unreachable buckets too);
+    what only the packages can tell is said instead."""
+    from trainctl.jobs.packages import check_reach, check_uris
+
+    if uris:
+        check_uris(uris)
+        check_reach(realizers.capabilities(target).reaches_google)
+    what = [*uris, *([f"--package-path {sources.package_path}"] if sources.package_path else []),
+            *(f"--packages {a}" for a in sources.archives)]
+    notes.append(f"packages not fetched in a plan: {', '.join(what)}; a run fetches them, builds them into wheels "
+                 "and installs them on every node with their dependencies (their requirements, framework pins "
+                 f"and Python are checked then); code: above is the spec's folder, standing in for them")
+    return path.parent.resolve(), None
 
 
 def _source_folder(job: dict[str, Any], path: Path, target: ClusterSpec, sources: Sources,

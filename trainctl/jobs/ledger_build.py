@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 from infra.providers.capacity_wait import CapacityWait
 from infra.spec.ledger import PRODUCTIVE, UNBILLED, Event, Interval, Ledger, NodeRate, TrialCost
 from trainctl.jobs.ledger_cuts import carve_all, wait_cuts
-from trainctl.jobs.ledger_training import read_journal, training
+from trainctl.jobs.ledger_training import RECOVERY, read_journal, training
 from trainctl.launchers.lines import journal_path
 from trainctl.launchers.result import RecoveryRecord
 
@@ -113,7 +113,7 @@ def trial_costs(rates: tuple[NodeRate, ...], trials: Sequence[TrialWindow],
         productive = sum(i.seconds for i in ran if i.kind == PRODUCTIVE)
         costs.append(TrialCost(number=t.number, state=t.state, value=t.value, seconds=round(wall, 2),
                                usd=round(priced(rates, ran), 6),
-                               goodput=round(productive / wall, 4) if wall > 0 else None))
+                               goodput=round(productive / wall, 4) if wall > 0 and done.reported else None))
     return intervals, events, costs
 
 
@@ -132,6 +132,7 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
                                  + (f", cluster moved to zone {r.moved_to}" if r.moved_to else ""))
                            for r in recoveries]
     steps = redone = None
+    reported = True
     costs: list[TrialCost] = []
     for name, (a, b) in windows.items():
         if name == "bootstrap" and bootstrapped:  # each node's own; then it waits for the others
@@ -142,16 +143,19 @@ def build_ledger(run_id: str, rates: tuple[NodeRate, ...], fixed_usd_per_hour: f
         elif name == "train":
             done = training(chief_journal(launch_logs, chief), a, b, nodes,
                             [*failure_times(launch_logs), *(r.lost_at for r in recoveries)])
-            intervals += done.intervals
+            intervals += done.intervals if done.reported else carve_all(done.intervals, [
+                Interval(kind=RECOVERY, start=max(a, r.lost_at), end=min(b, r.resumed_at), nodes=nodes)
+                for r in recoveries if min(b, r.resumed_at) > max(a, r.lost_at)])  # not startup: known
             events += done.events
-            steps, redone = done.steps, done.steps_redone
+            steps, redone, reported = done.steps, done.steps_redone, done.reported
         elif name == "sweep":
             ran, restarts, costs = trial_costs(rates, trials, (a, b))
             intervals += ran
             events += restarts
+            reported = not costs or any(c.goodput is not None for c in costs)
     intervals = carve_all(intervals, wait_cuts(waits, nodes, started, ended))
     return Ledger(run_id=run_id, started=started, ended=ended, nodes=rates,
                   intervals=tuple(fill_idle(intervals, nodes, started, ended)),
                   events=tuple(sorted(events, key=lambda e: e.time)),
                   fixed_usd_per_hour=fixed_usd_per_hour, steps=steps, steps_redone=redone,
-                  trials=tuple(costs))
+                  steps_reported=reported, trials=tuple(costs))

@@ -51,7 +51,7 @@ def plot_timeline(ledger: Ledger, out: Path) -> bool:
     ax.legend(handles=[Patch(color=COLORS.get(k, OTHER_PHASE), label=k.replace("_", " ")) for k in present],
               loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=min(4, len(present)), fontsize=7,
               frameon=False)
-    goodput = "n/a" if ledger.goodput is None else f"{ledger.goodput:.0%}"
+    goodput = "unknown" if ledger.goodput is None else f"{ledger.goodput:.0%}"
     ax.set_title(f"{ledger.run_id}: goodput {goodput}, ${ledger.total_usd:.2f} at list prices",
                  fontsize=9, loc="left")
     fig.savefig(out, dpi=100, bbox_inches="tight")

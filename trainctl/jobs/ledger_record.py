@@ -54,11 +54,31 @@ def run_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Invento
     return ledger.model_copy(update={"metric": metric})
 
 
-def keep(ledger: Ledger, run_dir: Path) -> list[Path]:
-    """ledger.json and the pictures in the run's folder."""
+def launch_ledger(run_id: str, run_dir: Path, spec: ClusterSpec, inventory: Inventory | None,
+                  window: tuple[float, float], result: LaunchResult) -> Path | None:
+    """`trainctl launch`'s ledger, for `trainctl report`: its one phase is the training (the
+    stack was up before it and stays up after); the pictures are drawn when it is reported. One
+    that cannot be made only warns: the launch's outcome is what its caller is owed."""
+    try:
+        ledger = run_ledger(run_id, run_dir, spec, inventory, {"train": window}, result)
+        assert ledger is not None  # a window was given
+        return save(ledger, run_dir)
+    except Exception as exc:  # noqa: BLE001 - the run's logs and result.json stand without it
+        warnings.warn(f"no ledger for run {run_id}: {type(exc).__name__}: {exc}", stacklevel=2)
+        return None
+
+
+def save(ledger: Ledger, run_dir: Path) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
     partial = run_dir / f".{LEDGER}.partial"  # a kill mid-write leaves the last whole ledger
     partial.write_text(ledger.model_dump_json(indent=2))
     partial.replace(run_dir / LEDGER)
+    return run_dir / LEDGER
+
+
+def keep(ledger: Ledger, run_dir: Path) -> list[Path]:
+    """ledger.json and the pictures in the run's folder."""
+    save(ledger, run_dir)
     return draw_ledger(ledger, run_dir)
 
 

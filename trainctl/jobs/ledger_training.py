@@ -13,8 +13,8 @@ times, from the launcher's step journal), as `ml-goodput-measurement` reads a jo
 - a checkpoint's write or read, where the program says how long it took, is cut out of whatever
   it fell in (Google's unproductive checkpoint save and restore time).
 
-A program that prints no steps leaves its whole window as program startup: nothing shows that it
-trained."""
+A program that prints no steps leaves its whole window as program startup (less the recoveries
+the caller cuts out of it): nothing shows that it trained, so its goodput is unknown, not 0."""
 
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ class Training:
     events: list[Event]
     steps: int | None
     steps_redone: int | None  # reported steps trained again, and those lost since the last report
+    reported: bool = True  # the program printed a step: False leaves its productive time unknown
 
 
 def read_journal(path: Path) -> list[dict]:
@@ -160,4 +161,5 @@ def training(records: list[dict], start: float, end: float, nodes: tuple[str, ..
         redone += round((lost_at - last_t) * (pace or 0))
     intervals = [Interval(kind=k, start=a, end=b, nodes=nodes) for k, a, b, _, _ in chunks if b > a]
     intervals = carve_all(intervals, checkpoint_cuts(records, start, end, nodes))
-    return Training(intervals, events, furthest, redone if len(segs) > 1 else None)
+    return Training(intervals, events, furthest, redone if len(segs) > 1 else None,
+                    reported=any(s.reports for s in segs))

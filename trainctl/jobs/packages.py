@@ -31,6 +31,16 @@ def bucket_client(reaches_google: bool) -> Any:
     """gcsfs for the packages' bucket: Google Cloud Storage with the controller's credentials, or
     the emulator STORAGE_EMULATOR_HOST names (gcsfs's own convention), which the local stack
     requires: its nodes and tests reach nothing off this machine."""
+    emulator = check_reach(reaches_google)
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # see trainctl.jobs.collect
+    import gcsfs
+
+    return gcsfs.GCSFileSystem(token="anon") if emulator else gcsfs.GCSFileSystem()
+
+
+def check_reach(reaches_google: bool) -> str:
+    """The emulator STORAGE_EMULATOR_HOST names ("" for none), refused where the stack cannot
+    read the packages from there; nothing is reached (a plan checks this too)."""
     emulator = os.environ.get("STORAGE_EMULATOR_HOST", "")
     if not reaches_google:
         if not emulator:
@@ -41,10 +51,7 @@ def bucket_client(reaches_google: bool) -> Any:
         if urlparse(emulator).hostname not in LOOPBACK:
             raise ConfigError(f"STORAGE_EMULATOR_HOST {emulator}: the local stack reads packages from "
                               "this machine only (127.0.0.1)")
-    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")  # see trainctl.jobs.collect
-    import gcsfs
-
-    return gcsfs.GCSFileSystem(token="anon") if emulator else gcsfs.GCSFileSystem()
+    return emulator
 
 
 def check_uris(uris: list[str]) -> None:

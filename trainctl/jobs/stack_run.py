@@ -34,6 +34,7 @@ class RunReport:
     error: str | None = None
     trials: list[TrialResult] = field(default_factory=list)
     spot_saving_usd: float | None = None  # against on-demand prices, for the training's duration
+    unbilled: str | None = None  # why no one bills the nodes (the stack's Capabilities say)
     windows: dict[str, tuple[float, float]] = field(default_factory=dict)  # each phase's, unix seconds
     bootstrapped: dict[str, float] = field(default_factory=dict)  # when each node's bootstrap ended
     ledger: Ledger | None = None

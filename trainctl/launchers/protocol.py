@@ -40,11 +40,14 @@ class LaunchPlan:
         return self.spec.run_id
 
     def render(self) -> str:
+        """The commands or objects as run, the rendezvous server's source named, not spelt out."""
+        from trainctl.launchers.rendezvous_store import abbreviated
+
         if self.objects:
             import yaml
 
-            return yaml.safe_dump_all(self.objects, sort_keys=False)
-        return "\n".join(f"# {node}\n{command}" for node, command in self.commands.items())
+            return yaml.safe_dump_all(abbreviated(self.objects), sort_keys=False)
+        return "\n".join(f"# {node}\n{abbreviated(command)}" for node, command in self.commands.items())
 
 
 @dataclass

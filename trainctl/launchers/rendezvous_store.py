@@ -4,8 +4,9 @@ and keeps the store until the other agents have left."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 # How long node 0 keeps the store for the other agents once its own has succeeded. They need it
 # for well under a second (leaving the exit barrier, closing the rendezvous); the bound only
@@ -13,6 +14,9 @@ from typing import Mapping
 DRAIN_SECONDS = 30
 
 SERVER_SOURCE = (Path(__file__).parent / "rendezvous_store_server.py").read_text()
+# How a plan shows the source (`python -c SOURCE` in node 0's command): by name, not ~150 lines.
+SERVER_SHOWN = (f"<rendezvous server: {len(SERVER_SOURCE.splitlines())} lines of "
+                "trainctl/launchers/rendezvous_store_server.py>")
 
 # Every agent is the store's client; none hosts it.
 RDZV_CONF = "is_host=false"
@@ -40,3 +44,15 @@ def hosting(python: str, host: str, port: int, torchrun: list[str]) -> list[str]
     """The argv that runs `torchrun` beside the store it meets at `host`:`port`, exiting with
     torchrun's status."""
     return [python, "-c", SERVER_SOURCE, host, str(port), str(DRAIN_SECONDS), *torchrun]
+
+
+def abbreviated(shown: Any) -> Any:
+    """A command line, or a Kubernetes object's strings, with the server's quoted source named
+    instead (SERVER_SHOWN): what `launch --plan` prints."""
+    if isinstance(shown, str):
+        return shown.replace(shlex.quote(SERVER_SOURCE), SERVER_SHOWN).replace(SERVER_SOURCE, SERVER_SHOWN)
+    if isinstance(shown, dict):
+        return {k: abbreviated(v) for k, v in shown.items()}
+    if isinstance(shown, list):
+        return [abbreviated(v) for v in shown]
+    return shown

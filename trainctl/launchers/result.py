@@ -153,5 +153,15 @@ def write_result(log_dir: Path, result: LaunchResult) -> None:
                         "resumed_from_step": r.resumed_from_step, "steps_redone": r.steps_redone,
                         **({"moved_to": r.moved_to} if r.moved_to else {})}
                        for r in result.recoveries],
-        "failures": [{"node": o.node, "rank": o.rank, "exit_code": o.exit_code, "error": o.error}
+        "failures": [{"node": o.node, "rank": o.rank, "exit_code": program_exit_code(o),
+                      "error": o.error or failure_of(o).describe()}
                      for o in result.failures()], **events}, indent=2))
+
+
+def program_exit_code(outcome: NodeOutcome) -> int | None:
+    """The program's own exit code, as its failure is described: torchrun's worker's where it
+    reported one, else the node's command's; None where that ended with no status (-1: a
+    session trainctl stopped or lost, a node that never started its command)."""
+    if outcome.worker_exit_code is not None:
+        return outcome.worker_exit_code
+    return None if outcome.exit_code == -1 else outcome.exit_code

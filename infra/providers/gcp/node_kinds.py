@@ -43,12 +43,15 @@ class NodeKind(ABC):
 
     def capabilities(self) -> Capabilities:
         """Recreated nodes get new internal addresses; nodes reach Google. Pods run stand-ins for
-        images where the stack's endpoints say its machines pull none."""
+        images where the stack's endpoints say its machines pull none; machines on this host (a
+        simulated project's) are billed by no one."""
         reach = private_endpoints.of_stack(self.spec.name)
         return Capabilities(target=self.target, needs_bootstrap=self.reached_over_ssh,
                             repair_keeps_addresses=False, reaches_google=True, machine_types=True,
                             stands_in_images=not self.reached_over_ssh and reach is not None
-                            and not reach.machines.pulls_images)
+                            and not reach.machines.pulls_images,
+                            unbilled="simulated project: its machines are namespaces of this machine, nothing "
+                                     "is billed" if reach is not None and reach.machines.on_this_host else None)
 
     def check_tools(self) -> None:
         """Refuse, before anything is created, when a tool this kind needs is not installed."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from namespace_nodes import keys
 from infra.providers.stack_home import state_dir
@@ -20,6 +20,10 @@ from infra.spec.cluster import ClusterSpec
 from infra.spec.stack_config import project_root
 
 SPEC_ENV = "TRAINCTL_SPEC_JSON"
+# What `pulumi destroy` ends with (its versions quote the command with ` or '): advice to run
+# `pulumi stack rm`, which `down` does itself right after, so nothing of the stack is left to remove.
+STACK_RM_ADVICE = ("history and configuration associated with the stack are still maintained",
+                   "If you want to remove the stack completely, run")
 
 
 def pulumi_stack(spec_or_name: ClusterSpec | str, env: dict[str, str], *, create: bool = True) -> Any:
@@ -79,3 +83,11 @@ def current_meta(spec: ClusterSpec) -> dict[str, Any]:
     if meta is None or (meta.get("expires_at") is not None and meta["expires_at"] <= now):
         meta = write_meta(spec, int(now + spec.ttl_hours * 3600))
     return meta
+
+
+def destroy_output(progress: Callable[[str], None]) -> Callable[[str], None]:
+    """`pulumi destroy`'s lines for `progress`, less its advice to remove the stack (STACK_RM_ADVICE)."""
+    def relay(line: str) -> None:
+        if not any(advice in line for advice in STACK_RM_ADVICE):
+            progress(line)
+    return relay

@@ -21,7 +21,7 @@ from infra.providers.gcp.adoption import bucket_to_adopt
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
 from infra.providers.gcp.program.storage import ADOPT_ENV
-from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, program_env, pulumi_stack,
+from infra.providers.gcp.pulumi_workspace import (current_meta, destroy_env, destroy_output, program_env, pulumi_stack,
                                                   read_meta, record_landed_spec, write_meta)
 from infra.providers.gcp.zone_failover import (place, record_placement, refusal_of, regions_with_quota,
                                                stay_where_landed, ZoneAttempt)
@@ -258,7 +258,7 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
         try:
             queued_tpu.release(stack, progress)  # not Pulumi's: it goes first, the network it uses after
             gke_cluster_objects.remove(meta, sdir, progress)  # inside the cluster: before it goes
-            workspace_stack.destroy(on_output=progress)
+            workspace_stack.destroy(on_output=destroy_output(progress))  # the stack goes next: no advice
         except Exception as exc:
             if not force:
                 raise

@@ -56,3 +56,25 @@ def test_report_on_a_damaged_ledger_is_refused_naming_the_file(tmp_path: Path):
     assert done.returncode == 2
     assert f"{tmp_path / 'cut-short' / 'ledger.json'} is not a ledger trainctl wrote" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_report_on_a_launch_run_reads_the_ledger_launch_wrote(tmp_path: Path):
+    """Issue 48: `report` on a `launch` run said "runs made before the ledger existed have none"."""
+    import json
+
+    from infra.spec.stack_config import load_stack
+    from trainctl.jobs.ledger_record import launch_ledger
+    from trainctl.launchers.result import LaunchResult, NodeOutcome
+
+    logs = tmp_path / "local-abc123" / "logs" / "launch"
+    logs.mkdir(parents=True)
+    (logs / "node0.steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {"t": 105, "step": 10}, {"t": 110, "step": 20})))
+    result = LaunchResult("local-abc123", [NodeOutcome("node0", 0, 0), NodeOutcome("node1", 1, 0)])
+    launch_ledger("local-abc123", tmp_path / "local-abc123", load_stack("local"), None, (100, 112), result)
+    done = trainctl("report", "local-abc123", "--runs-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "run local-abc123: goodput" in done.stdout and "productive_training" in done.stdout
+    missing = trainctl("report", "nope-123", "--runs-dir", str(tmp_path))
+    assert missing.returncode == 2 and f"no run nope-123 in {tmp_path}" in missing.stderr
+    assert "trainctl launch" in missing.stderr and "before the ledger existed" not in missing.stderr

@@ -50,7 +50,23 @@ def test_a_failure_turns_the_steps_after_the_checkpoint_into_wasted_progress_and
 
 
 def test_a_program_that_reports_no_steps_is_all_startup():
-    assert kinds(training([], 0, 9, NODES).intervals) == [("program_startup", 0, 9)]
+    done = training([], 0, 9, NODES)
+    assert kinds(done.intervals) == [("program_startup", 0, 9)] and not done.reported
+
+
+def test_a_run_whose_program_printed_no_steps_has_unknown_goodput_and_its_recovery_is_recovery(tmp_path: Path):
+    """Issue 48: "goodput 0.0%" for a run that succeeded, its 34 s recovery counted as startup."""
+    from trainctl.cli.ledger_output import summary_lines
+
+    lost = RecoveryRecord(["node1"], lost_at=20, resumed_at=54, tries=1, furthest_step=None)
+    ledger = build_ledger("r", RATES, 0.0, {"up": (0, 5), "train": (10, 80), "down": (80, 85)},
+                          tmp_path, "node0", [lost])
+    assert ledger.goodput is None and not ledger.steps_reported
+    assert ledger.seconds_by_kind()["infrastructure_recovery_from_disruption"] == 34
+    assert ledger.seconds_by_kind()["program_startup"] == 70 - 34
+    assert "goodput unknown" in summary_lines(ledger)[0] and "0.0%" not in summary_lines(ledger)[0]
+    again = type(ledger).from_json(ledger.model_dump_json())
+    assert again.goodput is None and again.steps_reported is False
 
 
 def test_phases_gaps_and_recoveries_make_every_lane_cover_the_wall_time(tmp_path: Path):

@@ -171,3 +171,38 @@ def test_stack_runs_an_experiment_file_on_another_stack_as_that_stack_declares_i
     assert exp.stack == "tpu-v5e-8"
     assert exp.overrides == {}  # nodes: 2 was for the local stack; a v5litepod-8 has one host
     assert notes == ["--stack tpu-v5e-8: the experiment's overrides for its own stack (nodes=2) are not applied"]
+
+
+def _pools_spec(tmp_path: Path, machine: dict) -> Path:
+    return spec_file(tmp_path, {"workerPoolSpecs": [{
+        "machineSpec": machine, "replicaCount": 1,
+        "containerSpec": {"imageUri": "us-docker.pkg.dev/my-project/t/trainer:1", "command": ["python", "t.py"]}}]})
+
+
+def test_a_cpu_only_job_on_a_gpu_stack_says_the_stacks_gpus_are_not_used(tmp_path: Path):
+    """Issue 48: a GCP plan of a CPU job spec dropped the stack's GPUs without a note."""
+    _, notes = mapped(_pools_spec(tmp_path, {"machineType": "n1-standard-4"}), stack="gpu-t4x2")
+    said = [n for n in notes if "GPUs" in n]
+    assert said and "stack gpu-t4x2's GPUs (2 x nvidia-tesla-t4) are not used" in said[0], notes
+    _, notes = mapped(_pools_spec(tmp_path, {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4",
+                                             "acceleratorCount": 1}), stack="gpu-t4x2")
+    assert not [n for n in notes if "are not used" in n and "GPUs" in n], notes
+    _, notes = mapped(_pools_spec(tmp_path, {"machineType": "n1-standard-4"}), stack="local")
+    assert not [n for n in notes if "GPUs" in n], notes  # nothing to drop
+
+
+def test_a_plan_reads_no_images_entrypoint_from_a_registry(tmp_path: Path, monkeypatch):
+    """`run --plan` reaches no network: an image without command is named, not inspected."""
+    import shutil
+    import subprocess
+
+    def no_process(*args, **kwargs):
+        raise AssertionError(f"a plan ran {args[0]}")
+
+    monkeypatch.setattr(subprocess, "run", no_process)
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}")
+    spec = spec_file(tmp_path, {"workerPoolSpecs": [{
+        "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+        "containerSpec": {"imageUri": "us-central1-docker.pkg.dev/my-project/t/trainer:1"}}]})
+    exp = load_experiment(spec, stack="gpu-t4x2", code=tmp_path, plan=True)
+    assert "not read in a plan" in exp.run.command[0] and "trainer:1" in exp.run.command[0]

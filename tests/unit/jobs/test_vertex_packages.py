@@ -187,3 +187,36 @@ def test_on_a_stack_whose_pods_run_images_the_package_is_built_into_one(gcs, tmp
     assert exp.container is not None and exp.container.image is None  # built from the staged wheels
     assert exp.requirements == "requirements.txt"
     assert any("builds one from the code" in n for n in notes)
+
+
+def test_a_plan_fetches_no_package_and_says_what_it_cannot_know(monkeypatch, cache, tmp_path) -> None:
+    """`run --plan` against a GCP stack with packages no one can reach: answered at once, no
+    gcsfs (None in sys.modules makes any import of it fail), the packages named as unfetched."""
+    import sys
+    import time
+
+    monkeypatch.setitem(sys.modules, "gcsfs", None)
+    monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
+    uris = ["gs://no-such-bucket-anywhere/trainer-0.1.tar.gz", "gs://no-such-bucket-anywhere/extra-0.2.whl"]
+    notes: list[str] = []
+    started = time.monotonic()
+    exp = load_experiment(job_spec(tmp_path, uris), stack="gpu-t4x2", notes=notes, plan=True)
+    assert time.monotonic() - started < 1.0
+    assert exp.run.command == ("python", "-m", "trainer.task") and exp.requirements is None
+    said = [n for n in notes if n.startswith("packages not fetched in a plan")]
+    assert said and all(uri in said[0] for uri in uris), notes
+    assert not (cache / "packages").exists() or not list((cache / "packages").iterdir())
+    # what a plan can check without the network it still refuses
+    with pytest.raises(ConfigError, match="not a Python package"):
+        load_experiment(job_spec(tmp_path, ["gs://b/trainer.py"]), stack="gpu-t4x2", plan=True)
+    with pytest.raises(ConfigError, match="does not reach Google Cloud Storage"):
+        load_experiment(job_spec(tmp_path, uris), stack="local", plan=True)
+
+
+def test_codes_help_names_the_packages_as_its_default() -> None:
+    from typer.testing import CliRunner
+
+    from trainctl.cli.entry import app
+
+    shown = " ".join(CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "400"}).output.split())
+    assert "default: the job's packages" in shown and "(default: the spec's folder)" not in shown

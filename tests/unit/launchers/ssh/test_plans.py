@@ -199,3 +199,23 @@ def test_tensorflow_nodes_get_tf_config_as_ai_platform_sets_it():
     assert [c["cluster"] for c in configs] == [cluster] * 3
     assert [c["task"] for c in configs] == [{"type": "chief", "index": 0}, {"type": "worker", "index": 0},
                                             {"type": "worker", "index": 1}]
+
+
+def test_launch_plan_names_the_rendezvous_server_instead_of_printing_its_source():
+    """Issue 48: `launch --plan` printed ~150 lines of the server's source inside node0's command."""
+    from infra.spec.stack_config import load_stack
+    from trainctl.launchers.protocol import LaunchPlan
+    from trainctl.launchers.rendezvous_store import SERVER_SHOWN
+
+    inv = inventory(3)
+    spec = LaunchSpec(run_id="r-1", command=("python", "train.py"))
+    commands = launch_plan(inv, spec)
+    shown = LaunchPlan(load_stack("local"), inv, spec, commands=commands).render()
+    assert SERVER_SOURCE not in shown and shlex.quote(SERVER_SOURCE) not in shown
+    node0 = shown.split("# node1")[0]
+    assert SERVER_SHOWN in node0 and f"{SERVER_SHOWN} 10.0.0.10 29400" in node0
+    assert len(shown.splitlines()) == 6  # each node: its name and one command line
+    assert shlex.quote(SERVER_SOURCE) in commands["node0"]  # what runs is the whole source
+    objects = LaunchPlan(load_stack("local"), inv, spec, objects=[{"spec": {"command": [
+        "bash", "-c", f"exec python -c {shlex.quote(SERVER_SOURCE)} 127.0.0.1"]}}]).render()
+    assert SERVER_SOURCE not in objects and SERVER_SHOWN in objects
