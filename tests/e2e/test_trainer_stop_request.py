@@ -123,8 +123,7 @@ def test_sigterm_on_one_tf_worker_stops_both_at_one_step_and_the_resumed_run_end
     procs[1].send_signal(signal.SIGTERM)  # lands in the chief's pause
     codes, output = finish(procs, job, head)
     assert codes == [128 + signal.SIGTERM] * 2, output
-    assert "(a peer's SIGTERM); checkpoint saved" in output, output
-    assert "not every peer reached the stop" not in output, output  # both left through the barrier
+    assert "(a peer's SIGTERM); checkpoint saved" in output and "not every peer reached" not in output, output
     stopped_at = int(output.split("stopping at step ")[1].split()[0])
     assert stopped_at > undisturbed["steps_per_epoch"], output  # not the epoch checkpoint: a later step
 

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from infra.spec import cost
 from namespace_nodes import keys
-from infra.spec.cost import Estimate
+from infra.spec.cost import Estimate, estimate as estimate_cost
 from infra.providers.gcp import gke_cluster_objects, idle_status, private_endpoints, queued_tpu
 from infra.providers.gcp.adoption import bucket_to_adopt
 from infra.providers.gcp.node_kinds import node_kind
@@ -105,7 +104,7 @@ def _summary(inputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def estimate(spec: ClusterSpec) -> Estimate:
-    return cost.estimate(spec)
+    return estimate_cost(spec)
 
 
 def up(spec: ClusterSpec, progress: Progress) -> Inventory:
@@ -246,43 +245,45 @@ def down(stack: str, *, force: bool = False, progress: Progress) -> bool:
     with stack_lock(stack, "down") as remove_lock:
         meta = read_meta(stack)
         workspace_stack = _stack_to_destroy(stack, meta, force)
-        if workspace_stack is None:  # neither trainctl's record nor Pulumi's: a second `down`
-            left = sdir.exists()  # what an `up` that stopped before both left (its key)
-            shutil.rmtree(sdir, ignore_errors=True)
-            remove_lock()
-            private_endpoints.release()
-            return left
-        outputs = workspace_stack.outputs()
-        mark_deleting(stack)
-        kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
-        try:
-            queued_tpu.release(stack, progress)  # not Pulumi's: it goes first, the network it uses after
-            gke_cluster_objects.remove(meta, sdir, progress)  # inside the cluster: before it goes
-            workspace_stack.destroy(on_output=destroy_output(progress))  # the stack goes next: no advice
-        except Exception as exc:
-            if not force:
-                raise
-            progress(f"pulumi destroy failed ({str(exc).strip().splitlines()[-1:]}); "
-                     "deleting what carries the stack's label")
-        if force:
-            from infra.providers.gcp.leftovers import sweep_labelled
-
-            sweep_labelled(stack, meta, progress)
-        if meta and meta.get("spec", {}).get("scheduled_reaper"):
-            from infra.providers.gcp.program.scheduled_reaper import left_by_cloud_functions
-
-            progress(left_by_cloud_functions(ClusterSpec.model_validate(meta["spec"])))
-        if outputs.get("bucket_kept_on_down") and outputs["bucket_kept_on_down"].value:
-            bucket = outputs["bucket"].value
-            progress(f"bucket {bucket} is kept (a named stack's checkpoints outlive it); "
-                     f"delete it with `gcloud storage rm -r {bucket}`")
-        # preserve_config: `pulumi stack rm` otherwise deletes stacks/Pulumi.<stack>.yaml, a
-        # tracked file the user wrote (ephemeral stacks have none, so nothing is left behind).
-        workspace_stack.workspace.remove_stack(stack, force=force, preserve_config=True)
+        # neither trainctl's record nor Pulumi's (a second `down`): only what an `up` that
+        # stopped before both left (its key) is removed
+        removed = sdir.exists() if workspace_stack is None else _destroy(stack, meta, workspace_stack, force, progress)
         shutil.rmtree(sdir, ignore_errors=True)
         remove_lock()
         private_endpoints.release()
-        return True
+        return removed
+
+
+def _destroy(stack: str, meta: dict[str, Any] | None, workspace_stack: Any, force: bool, progress: Progress) -> bool:
+    """What the stack holds, destroyed (the label sweep after it with force); its Pulumi stack removed."""
+    outputs = workspace_stack.outputs()
+    mark_deleting(stack)
+    kill_clients(stack)  # a killed controller's ssh and rsync to the VMs that now go
+    try:
+        queued_tpu.release(stack, progress)  # not Pulumi's: it goes first, the network it uses after
+        gke_cluster_objects.remove(meta, state_dir(stack), progress)  # inside the cluster: before it goes
+        workspace_stack.destroy(on_output=destroy_output(progress))  # the stack goes next: no advice
+    except Exception as exc:
+        if not force:
+            raise
+        progress(f"pulumi destroy failed ({str(exc).strip().splitlines()[-1:]}); "
+                 "deleting what carries the stack's label")
+    if force:
+        from infra.providers.gcp.leftovers import sweep_labelled
+
+        sweep_labelled(stack, meta, progress)
+    if meta and meta.get("spec", {}).get("scheduled_reaper"):
+        from infra.providers.gcp.program.scheduled_reaper import left_by_cloud_functions
+
+        progress(left_by_cloud_functions(ClusterSpec.model_validate(meta["spec"])))
+    if outputs.get("bucket_kept_on_down") and outputs["bucket_kept_on_down"].value:
+        bucket = outputs["bucket"].value
+        progress(f"bucket {bucket} is kept (a named stack's checkpoints outlive it); "
+                 f"delete it with `gcloud storage rm -r {bucket}`")
+    # preserve_config: `pulumi stack rm` otherwise deletes stacks/Pulumi.<stack>.yaml, a
+    # tracked file the user wrote (ephemeral stacks have none, so nothing is left behind).
+    workspace_stack.workspace.remove_stack(stack, force=force, preserve_config=True)
+    return True
 
 
 def _stack_to_destroy(stack: str, meta: dict[str, Any] | None, force: bool) -> Any:
