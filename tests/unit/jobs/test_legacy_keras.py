@@ -6,6 +6,7 @@ warn in the plan, naming the option."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -153,3 +154,18 @@ def test_packages_alone_install_on_nodes_and_in_images(tmp_path) -> None:
     assert "pip install -q --python /opt/trainctl/venv/bin/python tf_keras\n" in built
     with_file = containerfile(ImageSpec(name="x", code=alone.model_copy(update={"requirements": "r.txt"})), "base")
     assert "-r requirements.txt tf_keras\n" in with_file
+
+
+def test_the_tutorials_worker_count_misses_the_chief_as_the_docs_say(tmp_path) -> None:
+    """docs/how-to/tensorflow.md: on n nodes, node 0 is the chief and the rest workers 0..n-2, so
+    the tutorial's len(cluster['worker']) is n - 1; chief + workers counts every replica."""
+    run, inventory, commands, _ = planned(tmp_path, experiment(tmp_path, nodes=3))
+    configs = [json.loads(exported(commands[n.name], "TF_CONFIG") or "{}") for n in inventory.nodes]
+    assert [c["task"] for c in configs] == [{"type": "chief", "index": 0}, {"type": "worker", "index": 0},
+                                            {"type": "worker", "index": 1}]
+    cluster = configs[1]["cluster"]
+    assert cluster == {"chief": ["10.0.0.10:2222"], "worker": ["10.0.0.11:2222", "10.0.0.12:2222"]}
+    assert configs[1]["environment"] == "cloud" and all(c["cluster"] == cluster for c in configs)
+    per_worker_batch_size = 64
+    assert per_worker_batch_size * len(cluster["worker"]) == 128  # the tutorial's: 3 nodes, 2 counted
+    assert per_worker_batch_size * (len(cluster.get("chief", [])) + len(cluster["worker"])) == 192
