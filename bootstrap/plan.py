@@ -52,6 +52,9 @@ class BootstrapSpec(BaseModel):
     code_dir: Path
     excludes: tuple[str, ...] = ()
     requirements: str | None = None  # relative to code_dir
+    # Requirement specifiers installed with the requirements file (trainctl's own additions:
+    # run.legacy_keras's tf_keras), resolved together with it.
+    packages: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()
     python: str = "python3"
     force: tuple[str, ...] = ()
@@ -202,6 +205,16 @@ def drivers_command(node: Node) -> tuple[str, str]:
     return install, "install if nvidia-smi fails"
 
 
+def installs(spec: BootstrapSpec) -> bool:
+    """Whether the environment gets anything installed: a requirements file or packages."""
+    return bool(spec.requirements or spec.packages)
+
+
+def install_args(spec: BootstrapSpec) -> list[str]:
+    """uv pip install's arguments for the requirements file and the packages, one resolution."""
+    return [*(["-r", spec.requirements] if spec.requirements else []), *spec.packages]
+
+
 def env_command(node: Node, spec: BootstrapSpec) -> str:
     p = node_paths(node)
     venv_python = shlex.quote(f"{p['venv']}/bin/python")
@@ -210,11 +223,11 @@ def env_command(node: Node, spec: BootstrapSpec) -> str:
         f'[ -x "$UV" ] || {{ curl -LsSf {UV_INSTALLER} | sh && UV="$HOME/.local/bin/uv"; }}',
         f'[ -x {venv_python} ] || "$UV" venv -q --python {shlex.quote(spec.python)} {shlex.quote(p["venv"])}',
     ]
-    if spec.requirements:
+    if installs(spec):
         # from the code folder: relative paths in the file (a package staged from packageUris,
         # `./libs/x`) mean what they mean on the controller, where uv reads them from its cwd
         lines.append(f'cd {shlex.quote(p["code"])} && "$UV" pip install -q --python {venv_python} '
-                     f'-r {shlex.quote(spec.requirements)}')
+                     f'{join(install_args(spec))}')
     return " && ".join(lines)
 
 
@@ -258,7 +271,7 @@ def requirements_digest(spec: BootstrapSpec, node_env: dict[str, str]) -> str:
         path = spec.code_dir / spec.requirements
         content = path.read_text() if path.is_file() else ""
     uv_env = ",".join(f"{k}={v}" for k, v in sorted(node_env.items()) if k.startswith("UV_"))
-    return _digest("env", spec.python, spec.requirements or "", content, uv_env)
+    return _digest("env", spec.python, spec.requirements or "", content, uv_env, *spec.packages)
 
 
 # What a node's login shell has on PATH (sshd's default): `python3` must mean the same
@@ -280,7 +293,7 @@ def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[l
     and no copies."""
     import shutil
 
-    assert spec.requirements
+    assert installs(spec)
     python = shutil.which(spec.python, path=NODE_PATH) or spec.python
     seed = seed_dir(node_env, spec)
     cache = node_env["UV_CACHE_DIR"]
@@ -297,7 +310,7 @@ def seed_argv(node_env: dict[str, str], spec: BootstrapSpec, uv: str) -> tuple[l
     script = (f"[ -f {quoted}/.complete ] || {{ "
               f"{join([uv, 'venv', '-q', '--allow-existing', '--python', python, str(seed)])} && "
               f"cd {shlex.quote(str(spec.code_dir))} && "
-              f"{join([uv, 'pip', 'install', '-q', '--python', str(seed / 'bin' / 'python'), '-r', spec.requirements])} && "
+              f"{join([uv, 'pip', 'install', '-q', '--python', str(seed / 'bin' / 'python'), *install_args(spec)])} && "
               f"touch {quoted}/.complete; }} || exit 1; "
               f"[ -f {quoted}/.compiled ] || {{ {compile_cache}; touch {quoted}/.compiled; }}")
     return ["sh", "-c", script], env, seed

@@ -30,10 +30,11 @@ _LOCAL_TO_THE_INSTALL = ("-e", "--editable", "-r", "--requirement")
 
 def shares_the_seed(inventory: Inventory, spec: BootstrapSpec) -> bool:
     """Whether every node links its environment to the seed instead of installing its own."""
-    if not (inventory.on_controller and inventory.offline_nodes and spec.requirements) or spec.setup:
+    if not (inventory.on_controller and inventory.offline_nodes and (spec.requirements or spec.packages)) or spec.setup:
         return False
-    path = spec.code_dir / spec.requirements
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines()) if path.is_file() else ()
+    path = spec.code_dir / spec.requirements if spec.requirements else None
+    lines = ((line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+             if path is not None and path.is_file() else ())
     return not any(line.startswith(_LOCAL_TO_THE_INSTALL) for line in lines)
 
 

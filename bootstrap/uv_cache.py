@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bootstrap.plan import BootstrapSpec, seed_argv
+from bootstrap.plan import BootstrapSpec, installs, seed_argv
 from infra.errors import RemoteError
 from infra.providers.inventory import Inventory
 
@@ -56,6 +56,11 @@ def as_cache_owner(argv: list[str], cache: Path) -> tuple[list[str], dict[str, s
             {"HOME": str(cache.parent)})
 
 
+def installed_names(spec: BootstrapSpec) -> str:
+    """What an install installs, for its failure: the requirements file and the packages."""
+    return " and ".join(filter(None, [spec.requirements, *spec.packages]))
+
+
 def install_failure(requirements: str, output: str, log_path: Path) -> str:
     """Why uv could not install the requirements, in its own words (the resolver's `error:` and
     `cause:` lines, or the `×`/`╰─▶` report it draws on a terminal), then where the whole output is."""
@@ -77,9 +82,9 @@ UV_MARKER = re.compile(r"(error:|cause:|hint:|×|╰─▶)\s*", re.IGNORECASE)
 
 def prefetch(inventory: Inventory, spec: BootstrapSpec, log_dir: Path) -> None:
     """Fill the cache before offline nodes install from it (nothing to do for online nodes)."""
-    if not inventory.offline_nodes or not spec.requirements:
+    if not inventory.offline_nodes or not installs(spec):
         return
     log = log_dir / "controller-prefetch.log"
     code, output = fill_uv_cache(inventory.node_env, spec, log)
     if code != 0:
-        raise PrefetchFailed(install_failure(spec.requirements, output, log))
+        raise PrefetchFailed(install_failure(installed_names(spec), output, log))

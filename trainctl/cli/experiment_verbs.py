@@ -99,9 +99,12 @@ def _cluster(exp: Experiment) -> ClusterSpec:
 
 def _show_plan(exp: Experiment, notes: list[str]) -> None:
     from trainctl.cli.run_output import print_cluster, print_experiment
+    from trainctl.jobs.experiment import keras_notes
 
     print_experiment(exp, notes)
     spec = _cluster(exp)
+    for note in keras_notes(exp, spec):
+        out(f"# note: {note}")
     print_cluster(spec, realizers.for_spec(spec).estimate(spec))
 
 

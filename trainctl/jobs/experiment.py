@@ -27,6 +27,8 @@ from infra.providers import realizers
 from trainctl.jobs.collect import Collector, draw_loss
 from trainctl.jobs.data_phase import readable_by_nodes, refuse_unobtainable
 from trainctl.jobs.experiment_spec import Experiment, SweepSection, from_workdir
+from trainctl.jobs.legacy_keras import (keras_3_warning, legacy_keras_env, legacy_keras_note,
+                                        legacy_keras_packages, read_requirements)
 from trainctl.jobs.node_recovery import keep_placement, recovery
 from trainctl.jobs.before_training import check_network, stage_data_inputs
 from trainctl.jobs.run_ledger import keep_ledger, share_ledger
@@ -70,8 +72,21 @@ def new_run_id(name: str) -> str:
 
 
 def bootstrap_spec(exp: Experiment, python: str) -> BootstrapSpec:
-    return BootstrapSpec(code_dir=exp.code_dir, excludes=exp.excludes,
-                         requirements=exp.requirements, setup=exp.setup, python=python)
+    packages = legacy_keras_packages(exp.run.legacy_keras, read_requirements(exp.code_dir, exp.requirements))
+    return BootstrapSpec(code_dir=exp.code_dir, excludes=exp.excludes, requirements=exp.requirements,
+                         packages=packages, setup=exp.setup, python=python)
+
+
+def keras_notes(exp: Experiment, spec: ClusterSpec) -> list[str]:
+    """What the plan says of Keras: what run.legacy_keras sets up, or the warning where the
+    requirements show Keras 3's model.fit failing across the nodes (trainctl/jobs/legacy_keras.py)."""
+    if exp.run.framework != "tensorflow" or (exp.container and exp.container.image):
+        return []  # an image's own environment is not known here
+    requirements = read_requirements(exp.code_dir, exp.requirements)
+    if exp.run.legacy_keras:
+        return [legacy_keras_note(legacy_keras_packages(True, requirements), requirements)]
+    warning = keras_3_warning(requirements, exp.run.env, spec.node_count)
+    return [warning] if warning else []
 
 
 def start_image(exp: Experiment, spec: ClusterSpec, bspec: BootstrapSpec, log: Path,
@@ -129,7 +144,8 @@ def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec
     return LaunchSpec(run_id=run_id, command=exp.run.command, framework=exp.run.framework,
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
                       max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
-                      permanent_exit_codes=exp.restart.permanent_exit_codes, env=exp.run.env,
+                      permanent_exit_codes=exp.restart.permanent_exit_codes,
+                      env={**legacy_keras_env(exp.run.legacy_keras), **exp.run.env},
                       max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands,
                       data=exp.data)
 
@@ -176,6 +192,8 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node)
     refuse_framework_mismatch(spec, lspec.framework)
+    for note in keras_notes(exp, spec):
+        echo(f"[trainctl] note: {note}")
     launcher = launcher_for_cluster(spec)
     needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
     refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)

@@ -36,6 +36,10 @@ class RunSection(Model):
     commands: dict[Role, tuple[str, ...]] = Field(default_factory=dict)
     """A worker pool's own program (e.g. an evaluator that evaluates checkpoints as they appear);
     pools not named here run `command`."""
+    legacy_keras: bool = False
+    """TensorFlow only: Keras 2 as tf.keras, for `model.fit` under a distribution strategy, which
+    Keras 3 (TensorFlow 2.16 and later) fails (keras-team/keras#20585): tf_keras added to the
+    nodes' requirements at the TensorFlow minor they pin, TF_USE_LEGACY_KERAS=1 in the job's env."""
 
     @field_validator("command", mode="before")
     @classmethod
@@ -59,6 +63,13 @@ class RunSection(Model):
                 raise ValueError(f"environment variable name {key!r} is not valid")
         return v
 
+    @model_validator(mode="after")
+    def legacy_keras_is_tensorflow(self) -> RunSection:
+        if self.legacy_keras and self.framework != "tensorflow":
+            raise ValueError(f"legacy_keras sets up tf_keras for TensorFlow's tf.keras; framework "
+                             f"{self.framework} has no Keras to replace (leave legacy_keras out, or use "
+                             "framework: tensorflow)")
+        return self
 
 
 class RestartSection(Model):
@@ -296,6 +307,10 @@ def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
     if exp.network_check and (exp.run.framework != "torch" or exp.container):
         raise ConfigError(f"{path}: network_check runs its all-reduce with torch in the nodes' uv environment; "
                           "it needs run.framework torch and no container")
+    if exp.run.legacy_keras and exp.container and exp.container.image:
+        raise ConfigError(f"{path}: run.legacy_keras installs tf_keras into the environment trainctl builds; "
+                          f"container.image {exp.container.image} is built already: install tf_keras in it and "
+                          "set TF_USE_LEGACY_KERAS=1 in run.env instead")
     if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
         raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
     if exp.sweep and exp.sweep.parallel_mode == "split":

@@ -24,8 +24,9 @@ from typing import Callable
 from pydantic import BaseModel, ConfigDict
 
 from bootstrap.containers import cert_args
-from bootstrap.plan import BootstrapSpec, filter_args
-from bootstrap.uv_cache import controller_uv, fill_uv_cache, install_failure
+from bootstrap.plan import BootstrapSpec, filter_args, installs
+from bootstrap.ssh import join
+from bootstrap.uv_cache import controller_uv, fill_uv_cache, install_failure, installed_names
 from infra.errors import ConfigError, ProvisionError
 from infra.providers.inventory import Registry
 from infra.providers.stack_home import cache_dir
@@ -85,14 +86,14 @@ def containerfile(spec: ImageSpec, base: str) -> str:
     lines = [f"FROM {base}",
              f"ENV VIRTUAL_ENV={IMAGE_VENV} PATH={IMAGE_PATH} PYTHONUNBUFFERED=1",
              f"RUN python3 -m venv --without-pip {IMAGE_VENV}"]
-    if spec.code.requirements:
+    if installs(spec.code):
         uv_env = (f"UV_CACHE_DIR={BUILD_CACHE} UV_LINK_MODE=copy UV_OFFLINE=1 UV_PYTHON_DOWNLOADS=never "
                   f"UV_COMPILE_BYTECODE=1 UV_FIND_LINKS={BUILD_WHEELS}")
         # with the local files it names (wheels staged from packageUris, `./libs/x`), read
         # from its folder as on the nodes: a change to one of them rebuilds this layer
         lines += [f"COPY requirements/ {IMAGE_REQUIREMENTS}/",
                   f"RUN cd {IMAGE_REQUIREMENTS} && {uv_env} {BUILD_UV} pip install -q --python {IMAGE_VENV}/bin/python "
-                  f"-r {REQUIREMENTS_FILE}"]
+                  f"{join([*(['-r', REQUIREMENTS_FILE] if spec.code.requirements else []), *spec.code.packages])}"]
     lines += [f"COPY code/ {IMAGE_CODE}/", f"WORKDIR {IMAGE_CODE}"]
     return "\n".join(lines) + "\n"
 
@@ -190,9 +191,9 @@ def prepare_context(spec: ImageSpec) -> Path:
         raise ImageError(f"copying {src} into the build context: {done.stderr.strip()}")
     req = context / "requirements"
     shutil.rmtree(req, ignore_errors=True)
+    req.mkdir()  # the install's folder, where packages alone (no file) install from too
     if spec.code.requirements:
         source = spec.code.code_dir / spec.code.requirements
-        req.mkdir()
         shutil.copyfile(source, req / REQUIREMENTS_FILE)
         for local in local_requirements(source.read_text()):
             found = spec.code.code_dir / local
@@ -219,7 +220,7 @@ def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _
     base = ensure_base(log)
     context = prepare_context(spec)
     volumes: list[str] = []
-    if spec.code.requirements:
+    if installs(spec.code):
         from infra.providers.offline_uv import offline_uv_env
 
         # the requirements into the controller's uv cache (as bootstrap's prefetch does for
@@ -227,7 +228,7 @@ def build(spec: ImageSpec, log: Path, progress: Callable[[str], None] = lambda _
         uv_env = offline_uv_env(cache_dir())
         code, output = fill_uv_cache(uv_env, spec.code, log)
         if code != 0:
-            raise ImageError(install_failure(spec.code.requirements, output, log))
+            raise ImageError(install_failure(installed_names(spec.code), output, log))
         uv = shutil.which(controller_uv())
         if uv is None:
             raise ConfigError("uv is not installed: run scripts/install.sh")
@@ -257,7 +258,7 @@ def stand_in(name: str, code: BootstrapSpec, log: Path) -> str:
     from infra.providers.simulated_project import stand_in_image
 
     env = None
-    if code.requirements:
+    if installs(code):
         uv_env = offline_uv_env(cache_dir())
         env = seed_argv(uv_env, code, controller_uv())[2]
         env.parent.mkdir(parents=True, exist_ok=True)
@@ -266,7 +267,7 @@ def stand_in(name: str, code: BootstrapSpec, log: Path) -> str:
             fcntl.flock(lock, fcntl.LOCK_EX)
             exit_code, output = fill_uv_cache(uv_env, code, log)
         if exit_code != 0:
-            raise ImageError(install_failure(code.requirements, output, log))
+            raise ImageError(install_failure(installed_names(code), output, log))
     return stand_in_image(name, code.code_dir, env, tuple(filter_args(code)))
 
 
