@@ -20,6 +20,9 @@ STEP_RE = re.compile(r"\bstep (\d+)\b")
 
 
 RESUMED_RE = re.compile(r"\bresumed from\b.*\bstep (\d+)\b")
+# Where a worker group starts, as programs say it first: "[GPU1] Epoch 0 | ...", "Resuming
+# training from snapshot at Epoch 3" (PyTorch's DDP tutorial), "epoch 1/10", "step 0 loss ...".
+START_RE = re.compile(r"\b(epoch|step)\s+(\d+)", re.IGNORECASE)
 # How long a checkpoint took to write or to read back, as the reference trainers print it
 # (trainers/checkpoint.py: saved_line, restored_line).
 SAVED_RE = re.compile(r"\bcheckpoint saved in (\d+(?:\.\d+)?) s\b")
@@ -113,11 +116,16 @@ class LinePrinter:
                 # before its exit code and verdict (permanent, unfixable) were in.
                 self.on_worker_exit(int(match.group(1)))
         if state is not None:
+            if state == "running":  # a new worker group: its programs say again where they start
+                self.outcome.start = None
             self.outcome.agent_state = state
             if self.on_agent_change is not None:
                 self.on_agent_change()
 
     def _progress(self, line: str) -> None:
+        start = START_RE.search(line) if self.outcome.start is None else None
+        if start:
+            self.outcome.start = (start.group(1).lower(), int(start.group(2)), "resum" in line.lower())
         saved = SAVED_RE.search(line)
         if saved:
             self.journal.record("checkpoint_save", float(saved.group(1)))

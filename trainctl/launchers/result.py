@@ -37,6 +37,9 @@ class NodeOutcome:
     agent_state: torchrun_agents.AgentState | None = None  # its torchrun agent's, as it logged it
     worker_exit_code: int | None = None  # its program's last exit code (torchrun's agent: a worker's)
     resumed_step: int | None = None  # the step its program said it resumed from
+    # Where its program said its current worker group started: (epoch or step, number, whether
+    # the line said it resumed), from its first progress or resume line (lines.START_RE).
+    start: tuple[str, int, bool] | None = None
     worker_tail: deque[str] = field(default_factory=lambda: deque(maxlen=10))  # the program's
     agent_tail: deque[str] = field(default_factory=lambda: deque(maxlen=25))  # torchrun's
 
@@ -63,6 +66,35 @@ class LaunchResult:
 
     def permanent(self, codes: tuple[int, ...]) -> bool:
         return self.permanent_failure is not None or bool(self.worker_exit_codes() & set(codes))
+
+    def why_no_rerun(self, permanent_codes: tuple[int, ...]) -> str | None:
+        """Why a rerun of this failed job would fail as it did (what trainctl says), or None."""
+        failure = self.failure()
+        if self.permanent(permanent_codes):
+            return f"exit code {self.permanent_failure or sorted(self.worker_exit_codes())} is permanent: no retry"
+        if failure is not None and failure.unfixable:
+            return f"no retry can fix {failure.error}: no rerun"
+        return self.diverged_starts()
+
+    def diverged_starts(self) -> str | None:
+        """The nodes' programs resumed from different points (one found a checkpoint the others
+        did not: PyTorch's DDP tutorial keeps its snapshot in a relative file only rank 0
+        writes), so their ranks train different epochs until one leaves the others waiting:
+        every rerun resumes them apart again."""
+        starts = {o.node: o.start for o in self.outcomes if o.start is not None}
+        if not any(resumed for _unit, _n, resumed in starts.values()):
+            return None
+        for unit in sorted({unit for unit, _n, _r in starts.values()}):
+            points: dict[int, list[str]] = {}
+            for node, (u, n, _r) in sorted(starts.items()):
+                if u == unit:
+                    points.setdefault(n, []).append(node)
+            if len(points) > 1:
+                where = "; ".join(f"{', '.join(nodes)} at {unit} {n}" for n, nodes in sorted(points.items()))
+                return (f"the nodes' programs resumed from different points ({where}): each read the "
+                        "checkpoint it found on its own disk; keep it where every node reads it (under "
+                        "{job_dir}, the run's job dir in the bucket): no rerun")
+        return None
 
     @property
     def ok(self) -> bool:

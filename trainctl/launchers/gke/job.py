@@ -74,13 +74,9 @@ def run_job(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, log_di
             result, retryable = one.run()
             if result.ok or result.cancelled or attempt >= reruns or not retryable:
                 break
-            if result.permanent(spec.permanent_exit_codes):
-                echo(f"[trainctl] exit code {result.permanent_failure or sorted(result.worker_exit_codes())} "
-                     "is permanent: no retry")
-                break
-            failure = result.failure()
-            if failure is not None and failure.unfixable:
-                echo(f"[trainctl] no retry can fix {failure.error}: no rerun")
+            why = result.why_no_rerun(spec.permanent_exit_codes)
+            if why is not None:
+                echo(f"[trainctl] {why}")
                 break
             attempt += 1
             what = "every slice's job restarted" if len(jobs) > 1 else "job failed"

@@ -195,14 +195,11 @@ def recreation(job: Job, lost: list[str]) -> Future[Recovered]:
 
 
 def rerun_refused(result: LaunchResult, spec: LaunchSpec, stack: str, echo: Callable[[str], None]) -> bool:
-    """Whether a failed job must not be rerun (said why): a permanent exit code, a failure no
-    retry can fix, or a stack that is gone."""
-    failure = result.failure()
-    if result.permanent(spec.permanent_exit_codes):
-        echo(f"[trainctl] exit code {result.permanent_failure or sorted(result.worker_exit_codes())} "
-             "is permanent: no retry")
-    elif failure is not None and failure.unfixable:
-        echo(f"[trainctl] no retry can fix {failure.error}: no rerun")
+    """Whether a failed job must not be rerun (said why): what LaunchResult.why_no_rerun names,
+    or a stack that is gone."""
+    why = result.why_no_rerun(spec.permanent_exit_codes)
+    if why is not None:
+        echo(f"[trainctl] {why}")
     elif not stack_still_up(stack):
         echo(f"[trainctl] stack {stack} was taken down: no retry")
     else:
