@@ -92,8 +92,8 @@ class LaunchResult:
             if len(points) > 1:
                 where = "; ".join(f"{', '.join(nodes)} at {unit} {n}" for n, nodes in sorted(points.items()))
                 return (f"the nodes' programs resumed from different points ({where}): each read the "
-                        "checkpoint it found on its own disk; keep it where every node reads it (under "
-                        "{job_dir}, the run's job dir in the bucket): no rerun")
+                        "checkpoint it found on its own disk; keep it where every node reads it (the "
+                        "run's job dir in the bucket, {job_dir}, through fsspec/gcsfs): no rerun")
         return None
 
     @property
