@@ -49,7 +49,9 @@ def ensure(home: Path, *, api_only: bool = False) -> dict[str, Any]:
         # What the machines behind the VMs are: this machine's namespaces, with no GPU or TPU
         # and no route off this machine; GKE pods run stand-ins for images (nothing is pulled).
         "machines": {"accelerators": False, "route_to_internet": False, "on_this_host": True,
-                     "pulls_images": False, "user_ids": f"{url}/trainctl-sim/v1/users/{{user}}"},
+                     "pulls_images": False, "user_ids": f"{url}/trainctl-sim/v1/users/{{user}}",
+                     # spot preemption on request (gcpsim/apis/compute_spot.py, tpu_nodes.py)
+                     "preempt": f"{url}/trainctl-sim/v1/{{path}}:preempt"},
     }
 
 

@@ -65,7 +65,11 @@ class MachineBackend(Protocol):
 
     def announce_preemption(self, key: str) -> None:
         """`instance/preempted` turns TRUE and the guest's processes get SIGTERM; the API
-        stops or deletes it after the grace period."""
+        stops or deletes it once its guest has shut down, at the latest after the grace period."""
+
+    def shut_down(self, key: str) -> bool:
+        """After a preemption's notice: whether the guest has finished shutting down (every
+        program of it ended but the sshd that keeps the machine up until it is stopped)."""
 
     def announce_maintenance(self, key: str, event: str) -> None:
         """`instance/maintenance-event` becomes `event` (NONE: the maintenance is over)."""
@@ -104,6 +108,9 @@ class ApiOnly:
 
     def announce_preemption(self, key: str) -> None:
         pass
+
+    def shut_down(self, key: str) -> bool:
+        return False  # no guest to watch: the VM goes at the grace period's end
 
     def announce_maintenance(self, key: str, event: str) -> None:
         pass

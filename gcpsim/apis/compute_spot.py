@@ -3,9 +3,15 @@
 POST /trainctl-sim/v1/projects/{p}/zones/{z}/instances/{i}:preempt   {"grace_seconds": 30}
 As GCE does (https://cloud.google.com/compute/docs/instances/spot#preemption-process): the guest
 is told first (the metadata server's instance/preempted turns TRUE and its processes get
-SIGTERM: backend.announce_preemption), and once the grace period has passed (30 s by default,
-the spot notice) the VM is stopped or deleted per scheduling.instanceTerminationAction (STOP
-unless DELETE). GCE records the event as a zone operation of type compute.instances.preempted,
+SIGTERM: backend.announce_preemption), and once its guest OS has shut down (backend.shut_down:
+its programs have ended), at the latest once the grace period has passed, the VM is stopped or
+deleted per scheduling.instanceTerminationAction (STOP unless DELETE). The grace period is a
+most, not a wait: Compute Engine "allows a short time for the guest OS to fully shut down" and
+forces the shutdown only if it has not finished by then
+(https://cloud.google.com/compute/docs/instances/graceful-shutdown-overview); for a Spot VM that
+time is 30 s between ACPI G2 Soft Off and G3 Mechanical Off (the Compute API's
+Scheduling.skipGuestOsShutdown, https://cloud.google.com/compute/docs/reference/rest/v1/instances),
+the default here. GCE records the event as a zone operation of type compute.instances.preempted,
 which `gcloud compute operations list` shows; so does the simulator.
 """
 
@@ -36,9 +42,10 @@ def preempt(sim: Simulator, m: re.Match[str], body: Any) -> Any:
         now = time.time()
         inst["_sim"]["preempt_at"] = now + grace
         machine_backend(world).announce_preemption(machine(world, project["id"], inst).key)
-        operations.start(world, api=API, project=project["id"], kind="instance_preempted", target=path,
-                         scope=f"zones/{m['zone']}", after=grace, now=now,
-                         metadata={"operationType": "compute.instances.preempted", "targetId": inst["id"]})
+        op = operations.start(world, api=API, project=project["id"], kind="instance_preempted", target=path,
+                              scope=f"zones/{m['zone']}", after=grace, now=now,
+                              metadata={"operationType": "compute.instances.preempted", "targetId": inst["id"]})
+        inst["_sim"]["preempt_op"] = op["name"]
         return {"instance": path, "action": _action(inst), "at": inst["_sim"]["preempt_at"]}
 
 
@@ -56,13 +63,16 @@ def _action(inst: dict[str, Any]) -> str:
 
 @ticker
 def reclaim(world: World, now: float) -> None:
-    """Preempted VMs whose grace period is over are stopped or deleted."""
+    """Preempted VMs whose guest has shut down, or whose grace period is over, are stopped or
+    deleted."""
     for project in world.data["projects"].values():
         for key, inst in list(project.get("collections", {}).get("compute.instances", {}).items()):
             due = inst["_sim"].get("preempt_at")
-            if due is None or due > now:
+            if due is None or (due > now and not _shut_down(world, project["id"], inst, now)):
                 continue
+            due = min(due, now)
             inst["_sim"]["preempt_at"] = None
+            inst["_sim"].pop("preempt_op", None)
             if inst["_sim"].get("deleting") or inst["status"] == "TERMINATED":
                 continue
             if _action(inst) == "STOP":
@@ -76,3 +86,14 @@ def reclaim(world: World, now: float) -> None:
                                  after=wait, now=due, then="compute.instance.deleted",
                                  args={"project": project["id"], "key": key},
                                  metadata={"operationType": "delete", "targetId": inst["id"]})
+
+
+def _shut_down(world: World, project: str, inst: dict[str, Any], now: float) -> bool:
+    """The preempted VM's guest has shut down before its grace period ended: GCE stops it then
+    (the preemption's operation is done at the same moment)."""
+    if not machine_backend(world).shut_down(f"{project}/{inst['_sim']['zone']}/{inst['name']}"):
+        return False
+    op = operations.find(world, inst["_sim"].get("preempt_op") or "")
+    if op is not None:
+        operations.finish(world, op, now)
+    return True

@@ -16,9 +16,9 @@ https://cloud.google.com/tpu/docs/reference/rest/v2/projects.locations.nodes
   - patch (updateMask: description, tags, labels, metadata, network_config.enable_external_ips):
     metadata and tags reach the machines (backend.set_metadata);
   - spot preemption on request: POST /trainctl-sim/v1/projects/{p}/locations/{z}/nodes/{n}:preempt
-    {"grace_seconds": 30}: every worker is told (backend.announce_preemption), then the node is
-    PREEMPTED and its machines stop; a preempted TPU cannot be started, only deleted
-    (https://cloud.google.com/tpu/docs/preemptible).
+    {"grace_seconds": 30}: every worker is told (backend.announce_preemption), then (once every
+    worker has shut down, at the latest after the grace) the node is PREEMPTED and its machines
+    stop; a preempted TPU cannot be started, only deleted (https://cloud.google.com/tpu/docs/preemptible).
 Service account scopes are kept as sent (no normalisation found in the API's documentation).
 Delay keys: tpu_create, tpu_stop, tpu_start, tpu_delete, tpu_update.
 """
@@ -318,12 +318,14 @@ def get_guest_attributes(call: Call) -> Any:
 
 @ticker
 def advance(world: World, now: float) -> None:
-    """Nodes reach their next state; preempted spot nodes whose grace is over stop."""
+    """Nodes reach their next state; preempted spot nodes stop once every worker has shut down,
+    at the latest when their grace is over (as a Spot VM does: compute_spot.py)."""
     for project in world.data["projects"].values():
         for node in project.get("collections", {}).get("tpu.nodes", {}).values():
             settle(node, now)
             due = node["_sim"].get("preempt_at")
-            if due is not None and due <= now:
+            if due is not None and (due <= now or all(backend(world).shut_down(m.key)
+                                                      for m in machines(world, project["id"], node))):
                 node["_sim"]["preempt_at"] = None
                 if node["state"] != "DELETING":
                     node["state"] = "PREEMPTED"

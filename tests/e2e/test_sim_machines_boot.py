@@ -128,6 +128,19 @@ def test_preemption_sets_the_flag_and_sends_sigterm_to_the_workload_but_sshd_sta
     assert sim_machines.ssh(vm, flag) == "TRUE"
 
 
+def test_a_preempted_machine_has_shut_down_once_its_programs_have_ended_not_before(sim_machines):  # noqa: F811
+    """What lets the API stop a preempted VM before its grace period is over (compute_spot.py):
+    a program that ignores the shutdown's SIGTERM holds it (on GCE, until G3 Mechanical Off)."""
+    vm, = sim_machines.boot(sim_machines.machine("vm0", spot=True))
+    sim_machines.ssh(vm, "nohup bash -c 'trap \"\" TERM; touch /tmp/stubborn; "
+                         "while [ ! -e /tmp/go ]; do sleep 0.1; done' >/dev/null 2>&1 &")
+    wait_for(lambda: sim_machines.ssh(vm, "test -e /tmp/stubborn && echo set || true"), what="the workload's trap set")
+    sim_machines.backend.announce_preemption(vm.key)
+    assert not sim_machines.backend.shut_down(vm.key)
+    sim_machines.ssh(vm, "touch /tmp/go")
+    assert wait_for(lambda: sim_machines.backend.shut_down(vm.key), what="the guest's shutdown over")
+
+
 def test_machines_see_the_shared_uv_cache_but_neither_the_simulators_home_nor_a_writable_usr(sim_machines):  # noqa: F811
     from infra.providers.stack_home import cache_dir
 

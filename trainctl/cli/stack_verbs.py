@@ -138,7 +138,9 @@ def preempt(node: Annotated[str, typer.Argument(help="node name")], stack: LiveS
                                                       "the stop (GCE: about 30)")] = 30.0,
             unavailable_for: Annotated[float, typer.Option(
                 min=0, help="seconds the zone then has no capacity for it (a stockout)")] = 0.0) -> None:
-    """Reclaim a spot node as GCE does (local stacks): for trying recovery by hand."""
+    """Reclaim a spot node as GCE does, for trying recovery by hand: on local stacks, and on GCP
+    stacks brought up with --simulate (through the simulator their endpoints record names). On a
+    stack that reaches Google, refused: Google has no API that preempts a VM."""
     action = realizers.for_stack(stack).preempt(stack, node, grace=grace, progress=say,
                                                 unavailable_for=unavailable_for)
     say(f"{node} preempted ({action})")

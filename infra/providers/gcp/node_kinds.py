@@ -67,6 +67,11 @@ class NodeKind(ABC):
     def check_repairable(self) -> None:
         """Refuse a repair before it takes the stack's lock or reads its state."""
 
+    def preempt_path(self, node: str) -> str:
+        """The API path of what a preemption of `node` reclaims (its VM; a TPU worker's slice)."""
+        raise unsupported("gcp", "preempt", "a GKE stack's nodes belong to its node pool, which Google "
+                                            "preempts and replaces itself")
+
     @abstractmethod
     def bring_back(self, status: dict[str, str | None], lost: list[str], progress: Progress) -> list[str]:
         """Make the `lost` nodes (not RUNNING per `status`) recreatable or running again; returns
@@ -103,6 +108,9 @@ class VmNodes(NodeKind):
         except NotFound:
             return []
         return key_lines(attrs.query_value.items)
+
+    def preempt_path(self, node: str) -> str:
+        return f"projects/{self.spec.project}/zones/{self.spec.zone}/instances/{node}"
 
     def bring_back(self, status: dict[str, str | None], lost: list[str], progress: Progress) -> list[str]:
         from google.cloud import compute_v1
@@ -143,6 +151,13 @@ class TpuSlice(NodeKind):
             state = TPU_AS_INSTANCE.get(node.state.name, node.state.name)
             out.update({n: state for n in nodes if n.startswith(f"{path.rsplit('/', 1)[-1]}-w")})
         return out
+
+    def preempt_path(self, node: str) -> str:
+        """The slice `node` is a worker of (`<node id>-w<i>`): the whole slice is preempted."""
+        for path in self.slice_paths():
+            if node.startswith(f"{path.rsplit('/', 1)[-1]}-w"):
+                return path
+        raise ConfigError(f"stack {self.spec.name} has no TPU worker {node!r}")
 
     def host_keys(self, missing: list[str]) -> dict[str, list[str]]:
         """Every worker's, whichever are missing: the API answers for a whole slice at once."""

@@ -44,6 +44,10 @@ class Machines(BaseModel):
     on_this_host: bool = False  # the nodes are namespaces of this machine (they share its files)
     pulls_images: bool = True  # False: GKE pods run stand-ins for images, nothing is pulled
     user_ids: str | None = None  # on this host: where to ask the uid of a machine user ({user})
+    # Where a spot VM or TPU is preempted on request (a simulator's test endpoint; Google has
+    # none): {path} is its API path (projects/P/zones/Z/instances/I, projects/P/locations/Z/nodes/N),
+    # POSTed {"grace_seconds": s}; it answers the action taken ({"action": "STOP"}).
+    preempt: str | None = None
 
 
 class PrivateEndpoints(BaseModel):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from namespace_nodes import keys
 from infra.spec.cost import Estimate, estimate as estimate_cost
-from infra.providers.gcp import gke_cluster_objects, idle_status, private_endpoints, queued_tpu
+from infra.providers.gcp import gke_cluster_objects, idle_status, preemption, private_endpoints, queued_tpu
 from infra.providers.gcp.adoption import bucket_to_adopt
 from infra.providers.gcp.node_kinds import node_kind
 from infra.providers.gcp.prerequisites import check_google_credentials, check_prerequisites
@@ -334,7 +334,9 @@ def reap(*, project: str | None, dry_run: bool, progress: Progress) -> list[str]
 
 def preempt(stack: str, node: str, *, grace: float, progress: Progress,
             action: str | None = None, unavailable_for: float = 0.0) -> str:
-    raise unsupported("gcp", "preempt", "Google reclaims spot VMs itself; no API asks it to")
+    """Through the stack's endpoints where they preempt on request; else refused (preemption.py)."""
+    return preemption.preempt(stack, spec(stack), node, grace=grace, progress=progress, action=action,
+                              unavailable_for=unavailable_for)
 
 
 def instance_status(stack: str, nodes: list[str]) -> dict[str, str | None]:

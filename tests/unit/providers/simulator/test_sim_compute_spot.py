@@ -55,3 +55,21 @@ def test_only_a_running_spot_vm_can_be_preempted(csim):
     spot_vm(csim, "STOP")
     preempt(csim, 30)
     assert preempt(csim, 30)[0] == 400  # already being reclaimed
+
+
+def test_a_preempted_spot_vm_whose_guest_has_shut_down_stops_then_not_at_the_grace_s_end(csim, monkeypatch):
+    """The 30 s are a most (GCE forces the shutdown only when the guest OS has not finished by
+    then): a guest whose programs ended on the SIGTERM is stopped at once, and the preemption's
+    operation is done with it."""
+    csim.network()
+    spot_vm(csim, "STOP")
+    shut: set[str] = set()
+    monkeypatch.setattr(csim.backend, "shut_down", lambda key: key in shut, raising=False)
+    assert preempt(csim, 30)[0] == 200
+    assert status(csim) == (200, "RUNNING")  # its programs still run their shutdown
+    shut.add(KEY)
+    assert status(csim) == (200, "TERMINATED")
+    assert csim.backend.called("stop") == [KEY]
+    ops = csim.http("GET", csim.compute(f"zones/{ZONE}/operations"))[1]["items"]
+    (op,) = [op for op in ops if op["operationType"] == "compute.instances.preempted"]
+    assert op["status"] == "DONE"

@@ -168,3 +168,17 @@ def test_types_and_runtimes_are_listed_from_the_catalog(csim):
     assert "v2-alpha-tpuv5-lite" in versions
     got = client.get_accelerator_type(name=f"{PARENT}/acceleratorTypes/v5litepod-16")
     assert got.accelerator_configs[0].topology == "4x4"
+
+
+def test_a_preempted_spot_tpu_is_preempted_once_every_worker_has_shut_down(csim, monkeypatch):
+    csim.network(region=TPU_REGION)
+    create(csim, accelerator="v5litepod-16", spot=True)
+    shut: set[str] = set()
+    monkeypatch.setattr(csim.backend, "shut_down", lambda key: key in shut, raising=False)
+    assert csim.http("POST", f"/trainctl-sim/v1/{PARENT}/nodes/tpu:preempt", {"grace_seconds": 30})[0] == 200
+    client = csim.client(tpu_v2.TpuClient)
+    shut.update(f"{PROJECT}/{TPU_ZONE}/tpu-w{i}" for i in range(3))
+    assert client.get_node(name=f"{PARENT}/nodes/tpu").state == tpu_v2.Node.State.READY  # w3 still shutting down
+    shut.add(f"{PROJECT}/{TPU_ZONE}/tpu-w3")
+    assert client.get_node(name=f"{PARENT}/nodes/tpu").state == tpu_v2.Node.State.PREEMPTED
+    assert len(csim.backend.called("stop")) == 4
