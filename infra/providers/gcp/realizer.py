@@ -287,9 +287,8 @@ def _destroy(stack: str, meta: dict[str, Any] | None, workspace_stack: Any, forc
 
 
 def _stack_to_destroy(stack: str, meta: dict[str, Any] | None, force: bool) -> Any:
-    """The Pulumi stack `down` destroys; None where the backend has none and trainctl recorded
-    none (nothing is there). Recorded, or forced, it is made where missing: an `up` may have
-    stopped before Pulumi made it, and `--force` sweeps the labels whatever the backend holds."""
+    """The Pulumi stack `down` destroys; None where neither the backend nor trainctl has one. Made
+    where missing if recorded (an `up` stopped early) or forced (the label sweep needs none)."""
     from pulumi.automation import StackNotFoundError
 
     try:
