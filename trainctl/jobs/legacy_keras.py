@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
+from trainctl.jobs.job_environment import requirements_of
 
 # The distributions that install the `tensorflow` module.
 TF_DISTRIBUTIONS = frozenset({"tensorflow", "tensorflow-cpu", "tensorflow-gpu", "tensorflow-intel",
@@ -31,23 +33,9 @@ KERAS_3_FROM = (2, 16)
 _PROBES = [Version(f"2.{minor}.{patch}") for minor in range(0, 60) for patch in range(0, 10)]
 
 
-def requirement_lines(text: str) -> list[Requirement]:
-    """The named requirements of a requirements file (options, paths and URLs left out)."""
-    found = []
-    for line in text.splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith(("#", "-", ".", "/")):
-            continue
-        try:
-            found.append(Requirement(line))
-        except InvalidRequirement:
-            continue
-    return found
-
-
 def read_requirements(code_dir: Path, requirements: str | None) -> list[Requirement]:
     path = code_dir / requirements if requirements else None
-    return requirement_lines(path.read_text()) if path is not None and path.is_file() else []
+    return requirements_of(path.read_text()) if path is not None and path.is_file() else []
 
 
 def named(requirements: list[Requirement], names: frozenset[str] | set[str]) -> Requirement | None:

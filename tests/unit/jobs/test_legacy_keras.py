@@ -21,7 +21,8 @@ from tests.unit.jobs.test_worker_pools import pooled
 from trainctl.jobs.experiment import prepare_run
 from trainctl.jobs.experiment_file import load_experiment
 from trainctl.jobs.image import ImageSpec, containerfile
-from trainctl.jobs.legacy_keras import keras_3_warning, legacy_keras_packages, requirement_lines
+from trainctl.jobs.job_environment import requirements_of
+from trainctl.jobs.legacy_keras import keras_3_warning, legacy_keras_packages
 
 TF_221 = "tensorflow-cpu==2.21.*\nnumpy>=1.26\n"
 
@@ -111,8 +112,8 @@ def test_run_plan_shows_the_option_and_what_it_sets_up(tmp_path) -> None:
     ("tensorflow\nTF-Keras", ()),
 ])
 def test_tf_keras_follows_the_minor_the_requirements_pin(requirements, expected) -> None:
-    assert legacy_keras_packages(True, requirement_lines(requirements)) == expected
-    assert legacy_keras_packages(False, requirement_lines(requirements)) == ()
+    assert legacy_keras_packages(True, requirements_of(requirements)) == expected
+    assert legacy_keras_packages(False, requirements_of(requirements)) == ()
 
 
 @pytest.mark.parametrize("requirements, nodes, env, warns", [
@@ -127,7 +128,7 @@ def test_tf_keras_follows_the_minor_the_requirements_pin(requirements, expected)
     ("numpy", 2, {}, False),  # no TensorFlow named: nothing knowable
 ])
 def test_the_keras_3_warning_needs_a_keras_3_tensorflow_and_several_nodes(requirements, nodes, env, warns) -> None:
-    warning = keras_3_warning(requirement_lines(requirements), env, nodes)
+    warning = keras_3_warning(requirements_of(requirements), env, nodes)
     assert (warning is not None) == warns
     if warning:
         assert "run.legacy_keras: true" in warning and "keras-team/keras#20585" in warning
