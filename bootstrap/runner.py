@@ -14,6 +14,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from bootstrap import cpu_torch
 from bootstrap.node_runner import NodeResult, NodeRunner, Plans, Reporter, TreeSource
 from bootstrap.plan import BootstrapSpec, check_inputs, plan, rsync_argv, tree_digest, tree_listing
 from bootstrap.remote_stop import Interrupt
@@ -89,6 +90,7 @@ def bootstrap(inventory: Inventory, spec: BootstrapSpec, log_dir: Path, *,
               report: Reporter = no_report) -> list[NodeResult]:
     log_dir.mkdir(parents=True, exist_ok=True)
     check_inputs(spec)  # before the first rsync starts
+    spec = cpu_torch.for_nodes(inventory, spec)
     selected = inventory.select(nodes)
     synced = SyncedNodes(inventory.stack)
     workers = max(1, min(concurrency, len(selected)))

@@ -92,9 +92,10 @@ def _bootstrap_spec(code: Path, requirements: str | None, setup: tuple[str, ...]
 
 
 def _print_bootstrap_plan(inventory: Inventory, spec: BootstrapSpec, selected: list[Node]) -> None:
+    from bootstrap.cpu_torch import for_nodes
     from bootstrap.plan import plan
 
-    for node_plan in plan(inventory, spec, selected):
+    for node_plan in plan(inventory, for_nodes(inventory, spec), selected):
         out(f"# {node_plan.node.name} ({node_plan.node.ssh_host}, {node_plan.node.accelerator!s})")
         for step in node_plan.steps:
             command = step.command if isinstance(step.command, str) else " ".join(step.command)
