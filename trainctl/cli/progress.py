@@ -33,22 +33,34 @@ class NodeBoard:
         self.started: dict[tuple[str, str], float] = {}
         self.lock = threading.Lock()
         self.live: Live | None = None
+        self.shown = False
 
     def __enter__(self) -> NodeBoard:
+        # The console (rich) loads at the first report, not here: a bootstrap's first rsyncs
+        # start before any report, and 40-60 ms of imports here came before them.
+        return self
+
+    def _show(self) -> None:
+        """A live table on a terminal, lines elsewhere: decided once, under the lock."""
+        if self.shown:
+            return
+        self.shown = True
         if console().is_terminal:
             from rich.live import Live
 
             self.live = Live(self.render(), console=console(), refresh_per_second=8, transient=False)
             self.live.__enter__()
-        return self
 
     def __exit__(self, *exc: object) -> None:
+        with self.lock:
+            self._show()
         if self.live:
             self.live.update(self.render())
             self.live.__exit__(None, None, None)
 
     def __call__(self, node: str, step: str, status: str, detail: str = "") -> None:
         with self.lock:
+            self._show()
             key = (node, step)
             if status == "running":
                 self.started[key] = time.monotonic()
