@@ -84,10 +84,12 @@ def trainctl(nodes: list[Node], src: Path, cwd: Path) -> None:
 
 
 def paired(a, b, prepare, samples: int) -> tuple[float, float]:
-    """Median seconds of a and of b, run alternately, each after prepare()."""
+    """Median seconds of a and of b, run alternately, each after prepare(); the order turns each
+    sample (a b, b a, ...): on this machine the later of two runs in a row was measured ~10%
+    slower, whichever it was."""
     times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(samples):
-        for i, fn in enumerate((a, b)):
+    for sample in range(samples):
+        for i, fn in (((0, a), (1, b)) if sample % 2 == 0 else ((1, b), (0, a))):
             prepare()
             start = time.perf_counter()
             fn()
