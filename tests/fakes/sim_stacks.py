@@ -209,8 +209,12 @@ def _shared_daemon(config: pytest.Config) -> _Daemon:
 @pytest.fixture(scope="module")
 def simulated_gcp(request: pytest.FixtureRequest) -> Iterator[SimulatedGcp]:
     """The simulator daemon, found or started as `--simulate` does it (simulated_project.start_project); the
-    process environment it changes (endpoint, PATH, Pulumi backend) is restored after the module."""
-    saved = dict(os.environ)
+    process environment it changes (endpoint, PATH, Pulumi backend) and the endpoints this process
+    reaches Google through are restored after the module: a later module in the same worker
+    reaches Google as before (a GCP stack there is not simulated)."""
+    from infra.providers.gcp import private_endpoints
+
+    saved, saved_endpoints = dict(os.environ), private_endpoints.in_use()
     shared = _shared_daemon(request.config)
     os.environ["TRAINCTL_HOME"] = str(shared.trainctl_home)
     try:
@@ -219,6 +223,7 @@ def simulated_gcp(request: pytest.FixtureRequest) -> Iterator[SimulatedGcp]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        private_endpoints._in_use = saved_endpoints
 
 
 def _project_id() -> str:
