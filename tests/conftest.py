@@ -66,13 +66,20 @@ def work_unit(nodeid: str) -> str:
 @pytest.fixture(autouse=True)
 def environment_restored():
     """Each test starts from the environment the one before it started from: a test, or the CLI
-    it runs in-process (`--simulate` points the process at a simulator), may change os.environ,
-    and a later test on the same worker must not inherit that."""
+    it runs in-process (`--simulate` points the process at a simulator), may change os.environ
+    and the endpoints the process reaches Google through (private_endpoints: set by `--simulate`
+    and by any verb that resumes a simulated stack), and a later test on the same worker must not
+    inherit that: it would see a GCP stack as simulated."""
     saved = dict(os.environ)
+    endpoints = sys.modules.get("infra.providers.gcp.private_endpoints")
+    saved_endpoints = endpoints.in_use() if endpoints is not None else None
     yield
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+    endpoints = sys.modules.get("infra.providers.gcp.private_endpoints")
+    if endpoints is not None:
+        endpoints._in_use = saved_endpoints  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)

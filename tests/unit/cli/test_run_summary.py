@@ -26,6 +26,7 @@ def test_a_simulated_projects_spot_saving_says_it_is_simulated_not_the_local_sta
     from trainctl.jobs.stack_run import RunReport
 
     spot = load_stack("gpu-l4-spot")
+    monkeypatch.setattr(private_endpoints, "_in_use", None)
     assert realizers.capabilities(spot).unbilled is None  # Google bills it
     assert "local stack" in realizers.capabilities(load_stack("local")).unbilled
     simulated = private_endpoints.PrivateEndpoints(api="http://127.0.0.1:9", machines=private_endpoints.Machines(

@@ -117,6 +117,9 @@ def test_local_repair_of_a_stack_that_is_not_up_names_it(trainctl_home) -> None:
         realizers.realizer("local").repair("s", ["n0"], lambda _l: None)
 
 
-def test_preempting_a_gcp_node_says_why_not(trainctl_home) -> None:
+def test_preempting_a_gcp_node_says_why_not(trainctl_home, monkeypatch) -> None:
+    from infra.providers.gcp import private_endpoints
+
+    monkeypatch.setattr(private_endpoints, "_in_use", None)  # Google itself, not a simulator
     with pytest.raises(ConfigError, match="`preempt` is not available on gcp stacks: Google reclaims"):
         realizers.for_stack("gpu-l4-spot").preempt("gpu-l4-spot", "n0", grace=1, progress=lambda _m: None)
