@@ -65,32 +65,20 @@ def work_unit(nodeid: str) -> str:
 
 @pytest.fixture(autouse=True)
 def environment_restored():
-    """Each test starts from the environment the one before it started from: a test, or the CLI
-    it runs in-process (`--simulate` points the process at a simulator), may change os.environ
-    and the endpoints the process reaches Google through (private_endpoints: set by `--simulate`
-    and by any verb that resumes a simulated stack), and a later test on the same worker must not
-    inherit that: it would see a GCP stack as simulated."""
-    saved = dict(os.environ)
-    endpoints = sys.modules.get("infra.providers.gcp.private_endpoints")
-    saved_endpoints = endpoints.in_use() if endpoints is not None else None
+    """Each test starts from the state the one before it started from: a test, or the CLI it runs
+    in-process, may change os.environ and the endpoints the process reaches Google through
+    (`--simulate`), or latch an interrupt (a budget or TTL reached outside `trainctl run`, which
+    the CLI clears with every run): a later test on the same worker must not inherit them."""
+    from infra.providers.gcp import private_endpoints
+    from trainctl.launchers import interrupts
+
+    saved, saved_endpoints = dict(os.environ), private_endpoints.in_use()
     yield
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
-    endpoints = sys.modules.get("infra.providers.gcp.private_endpoints")
-    if endpoints is not None:
-        endpoints._in_use = saved_endpoints  # type: ignore[attr-defined]
-
-
-@pytest.fixture(autouse=True)
-def interrupt_latch_cleared():
-    """A budget or TTL reached outside `trainctl run` (a unit test of Spending) latches an interrupt
-    in the process (trainctl.launchers.interrupts); the CLI clears it with every run, and so does
-    each test here, or a later test on the same worker is interrupted at its next phase check."""
-    yield
-    interrupts = sys.modules.get("trainctl.launchers.interrupts")
-    if interrupts is not None:
-        interrupts._pending = None  # type: ignore[attr-defined]
+    private_endpoints._in_use = saved_endpoints
+    interrupts._pending = None
 
 
 @pytest.hookimpl(optionalhook=True)  # defined only where pytest-xdist is loaded
