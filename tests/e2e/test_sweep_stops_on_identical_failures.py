@@ -41,8 +41,12 @@ sweep:
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     sweep_id = run_id_of(result.stdout)
     assert "job failed; rerun" not in result.stdout  # neither a job rerun...
-    tracebacks = re.findall(r"^\[node\d r\d\]:ModuleNotFoundError: No module named 'wandb'$", result.stdout, re.M)
-    assert len(tracebacks) == FIRST_TRIALS * 2  # ...nor a rerun inside a trial: once per rank and trial
+    # ...nor a rerun inside a trial: each node's program ran at most once per trial. Not exactly
+    # once: the first rank's unfixable failure stops the attempt, and the other rank may be
+    # stopped before it has printed its own traceback.
+    failing = re.findall(r"^\[(node\d) r\d\]:ModuleNotFoundError: No module named 'wandb'$", result.stdout, re.M)
+    assert FIRST_TRIALS <= len(failing), result.stdout[-3000:]
+    assert all(failing.count(node) <= FIRST_TRIALS for node in ("node0", "node1")), failing
     assert f"[sweep] its first {FIRST_TRIALS} trials failed the same way: starting no more" in result.stdout
     assert "sweep stopped" in result.stderr and "module wandb is not installed on the nodes" in result.stderr
     with open(tmp_path / "runs" / sweep_id / "trials.csv") as fh:
