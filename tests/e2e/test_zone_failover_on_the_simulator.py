@@ -2,9 +2,10 @@
 straight to the zone the refusal names, runs the program there on both real machines, keeps the
 attempts in the run's folder, and leaves nothing in any zone. Where the cluster goes is what is
 asserted, so its program is a one-liner (TensorFlow's launch: no torchrun) that says where it runs
-and writes the metrics the run collects; training is proved by the runs that train. The same when the stockout comes later: a spot node
-preempted in a zone that then has no capacity left brings the whole cluster to the zone the
-refusal names, and the run resumes there from its checkpoint."""
+and writes the metrics the run collects; training is proved by the runs that train. The same when
+the stockout comes later: a spot node preempted (`trainctl preempt`) in a zone that then has no
+capacity left brings the whole cluster to the zone the refusal names, and the run resumes there
+from its checkpoint."""
 
 from __future__ import annotations
 
@@ -85,46 +86,23 @@ def sim_admin(simulator: str, verb: str, path: str, body: object) -> dict:
         return json.load(answer)
 
 
-def test_a_spot_run_preempted_in_a_zone_then_stocked_out_moves_whole_to_the_zone_the_stockout_names(  # noqa: F811
+def test_a_spot_node_preempted_by_trainctl_in_a_zone_then_stocked_out_moves_the_cluster_whole(  # noqa: F811
         simulated_home, tmp_path):
+    """`trainctl preempt` reaches the simulator through the stack's endpoints record; the node's
+    programs end on the shutdown's SIGTERM, so its VM is reclaimed then, and the recovery does not
+    sit out the grace period (GCE's is at most that long: 32 of a recovery's 34 s went to waiting
+    it out, before: issue 48). The grace is longer than any bound below, so no clock decides the
+    outcome: a VM that waited it out fails the wait for its reclaim. The spot capacity is gone
+    from a and b by then, so the recovery finds a's refusal naming c and moves the cluster whole."""
     runs = tmp_path / "runs"
     exp = experiment(tmp_path, "--epochs 4 --epoch-sleep 2", nodes=2, name="moved", extra=SPOT)
     exp.write_text(exp.read_text().replace("stack: local", "stack: gpu-l4-spot").replace(
         "overrides: {nodes: 2}", f"overrides: {{nodes: 2, zones: [{A}, {B}, {C}]}}"))
     run, run_id, node, simulator = started(exp, runs, simulated_home, r"epoch 2/4")
-    sim_admin(simulator, "POST", f"zones/{A}/instances/{node}:preempt", {"grace_seconds": 2})
-    # the spot capacity is gone from a and b once the node is reclaimed: a's refusal names c
-    sim_admin(simulator, "PUT", "stockouts", [{"zone": z, "machine_type": "g2-standard-8"} for z in (A, B)])
-    run.wait_for(rf"zone {A}: no capacity .*moving the whole cluster", timeout=300)
-    output = run.finish(timeout=600)
-    assert run.proc.returncode == 0, output[-4000:]
-    assert "the cluster moved: bootstrapping all 2 node(s)" in output
-    placement = json.loads((runs / run_id / "placement.json").read_text())
-    assert [(p["zone"], p["outcome"], p.get("recovery", False)) for p in placement] == [
-        (A, "up", False), (A, "no capacity", True), (C, "up", True)]  # b was not tried
-    result = json.loads((runs / run_id / "logs" / "launch" / "result.json").read_text())
-    assert [(r["nodes"], r.get("moved_to")) for r in result["recoveries"]] == [([node], C)]
-    assert result["recoveries"][0]["resumed_from_step"] is not None  # from the bucket's checkpoint
-    assert json.loads((runs / run_id / "metrics.json").read_text())["steps"] > 0
-    ledger = json.loads((runs / run_id / "ledger.json").read_text())
-    assert any(e["kind"] == "preemption" and f"moved to zone {C}" in e["note"] for e in ledger["events"])
-    assert _leftovers(simulated_home) == []
-
-
-def test_trainctl_preempt_reclaims_a_simulated_spot_node_and_the_recovery_waits_no_grace_period(  # noqa: F811
-        simulated_home, tmp_path):
-    """`trainctl preempt` reaches the simulator through the stack's endpoints record; the node's
-    programs end on the shutdown's SIGTERM, so its VM is reclaimed then, and the recovery does not
-    sit out the grace period (GCE's is at most that long: 32 of a recovery's 34 s went to waiting it out,
-    before: issue 48). The grace is longer than any bound below, so no clock decides the outcome:
-    a VM that waited it out fails the wait for its reclaim."""
-    runs = tmp_path / "runs"
-    exp = experiment(tmp_path, "--epochs 4 --epoch-sleep 2", nodes=2, name="byhand", extra=SPOT)
-    exp.write_text(exp.read_text().replace("stack: local", "stack: gpu-l4-spot"))
-    run, run_id, node, simulator = started(exp, runs, simulated_home, r"epoch 2/4")
     instance = f"{simulator}/compute/v1/projects/my-project/zones/{A}/instances/{node}"
     before = _instance(instance)
     assert before is not None
+    sim_admin(simulator, "PUT", "stockouts", [{"zone": z, "machine_type": "g2-standard-8"} for z in (A, B)])
     grace = 1800
     done = trainctl("preempt", node, "--stack", run_id, "--grace", str(grace), timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -135,12 +113,22 @@ def test_trainctl_preempt_reclaims_a_simulated_spot_node_and_the_recovery_waits_
         return now is None or now["status"] != "RUNNING" or now["id"] != before["id"]
 
     wait_for(reclaimed, timeout=grace / 3, what="the VM reclaimed once its programs ended (not after its grace period)")
+    run.wait_for(rf"zone {A}: no capacity .*moving the whole cluster", timeout=grace / 3)
     output = run.finish(timeout=grace / 3)
     assert run.proc.returncode == 0, output[-4000:]
+    assert "the cluster moved: bootstrapping all 2 node(s)" in output
     assert "recovered from 1 preemption(s):" in output
+    placement = json.loads((runs / run_id / "placement.json").read_text())
+    assert [(p["zone"], p["outcome"], p.get("recovery", False)) for p in placement] == [
+        (A, "up", False), (A, "no capacity", True), (C, "up", True)]  # b was not tried
     result = json.loads((runs / run_id / "logs" / "launch" / "result.json").read_text())
     (recovery,) = result["recoveries"]
+    assert (recovery["nodes"], recovery.get("moved_to")) == ([node], C)
+    assert recovery["resumed_from_step"] is not None  # from the bucket's checkpoint
     assert recovery["seconds"] < grace, (recovery, output[-4000:])
+    assert json.loads((runs / run_id / "metrics.json").read_text())["steps"] > 0
+    ledger = json.loads((runs / run_id / "ledger.json").read_text())
+    assert any(e["kind"] == "preemption" and f"moved to zone {C}" in e["note"] for e in ledger["events"])
     assert _leftovers(simulated_home) == []
 
 
