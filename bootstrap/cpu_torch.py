@@ -7,19 +7,22 @@ environment); the CPU builds are a `+cpu` local version published on PyTorch's o
 Nodes without a route off the machine (the local stack, a simulated project's VMs) install from
 the controller's cache and its wheelhouse (`UV_FIND_LINKS`): there the requirement is narrowed
 to the newest `+cpu` wheel the wheelhouse holds that it admits, as one more package of the same
-resolution. A requirement that admits none of them is left as the user wrote it.
+resolution. A requirement that admits none of them is left as the user wrote it. Nodes that
+reach PyPI themselves ask uv for the CPU index instead (`install_env`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from bootstrap.plan import BootstrapSpec
-from infra.providers.inventory import Inventory
+if TYPE_CHECKING:  # bootstrap.plan imports this module
+    from bootstrap.plan import BootstrapSpec
+    from infra.providers.inventory import Inventory
 
 
 def wheelhouse_cpu_torches(folder: str | None) -> list[Version]:
@@ -66,3 +69,14 @@ def for_nodes(inventory: Inventory, spec: BootstrapSpec) -> BootstrapSpec:
     if not admitted:
         return spec
     return spec.model_copy(update={"packages": (*spec.packages, f"torch=={admitted[0]}")})
+
+
+def install_env(inventory: Inventory) -> dict[str, str]:
+    """The environment of the nodes' installs. Online nodes that all compute on the CPU get
+    uv's own switch to PyTorch's CPU index for the PyTorch packages (`UV_TORCH_BACKEND=cpu`: uv's
+    PyTorch guide, "Automatic backend selection"; out of preview since uv 0.7.14); offline ones
+    cannot reach that index and get the wheelhouse's build (`for_nodes`). A backend the stack's
+    node_env names is kept."""
+    if inventory.offline_nodes or any(n.accelerator.kind != "cpu" for n in inventory.nodes):
+        return dict(inventory.node_env)
+    return {"UV_TORCH_BACKEND": "cpu", **inventory.node_env}

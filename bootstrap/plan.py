@@ -28,6 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from bootstrap import containers
+from bootstrap.cpu_torch import install_env
 from bootstrap.gpunet import gpunet_command
 from bootstrap.shared_env import link_command, shares_the_seed
 from bootstrap.ssh import join, openssh_command, shell_env
@@ -361,7 +362,8 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
         return [NodePlan(node, [*_first_steps(inventory, node), *container_steps(inventory, node, spec.image)],
                          forced=frozenset(spec.force))
                 for node in nodes or list(inventory.nodes)]
-    env_fp = requirements_digest(spec, inventory.node_env)
+    node_env = install_env(inventory)
+    env_fp = requirements_digest(spec, node_env)
     seed = seed_dir(inventory.node_env, spec) if shares_the_seed(inventory, spec) else None
     if seed is not None:  # a node that had an environment of its own gets the link in its place
         env_fp = _digest("shared", env_fp)
@@ -369,7 +371,7 @@ def plan(inventory: Inventory, spec: BootstrapSpec, nodes: list[Node] | None = N
     # Setup reruns when its commands or the environment change; after a code change only with
     # --force setup (a setup that builds from the code says so explicitly).
     setup_fp = _digest("setup", *spec.setup, env_fp)
-    prefix = shell_env(inventory.node_env)
+    prefix = shell_env(node_env)
     plans = []
     for node in nodes or list(inventory.nodes):
         steps = _first_steps(inventory, node)
