@@ -17,6 +17,7 @@ from infra.errors import ConfigError, ProvisionError, TrainctlError
 from namespace_nodes.netns import CommandFailed
 from trainctl.cli import experiment_verbs, node_verbs, project_verbs, stack_verbs
 from trainctl.cli.output import console, fail
+from trainctl.cli.streams import outlive_readers
 
 # Wide enough that the longest option help stays on the option's line.
 PIPE_HELP_WIDTH = 160
@@ -42,6 +43,7 @@ app.add_typer(experiment_verbs.verbs)
 
 
 def main() -> None:
+    outlive_readers()
     try:
         _main()
     finally:

@@ -181,8 +181,10 @@ def stop_after_failure(attempt: Attempt, sessions: list[Future], on_lost: OnLost
 
 def stop_everywhere(attempt: Attempt, sessions: list[Future], said: str) -> None:
     attempt.stopping.set()
-    attempt.echo(said)
-    _stop_until_ended(attempt.inventory, attempt.spec.run_id, attempt.nodes, sessions)
+    try:
+        attempt.echo(said)
+    finally:  # the stop happens whatever became of the output
+        _stop_until_ended(attempt.inventory, attempt.spec.run_id, attempt.nodes, sessions)
 
 
 def watch(attempt: Attempt, sessions: list[Future], cancel: threading.Event | None, on_lost: OnLost) -> None:
