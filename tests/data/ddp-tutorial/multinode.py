@@ -65,9 +65,9 @@ def train(total_epochs: int, save_every: int, batch_size: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="simple distributed training job")
-    parser.add_argument("total_epochs", type=int, help="Total epochs to train the model")
-    parser.add_argument("save_every", type=int, help="How often to save a snapshot")
-    parser.add_argument("--batch_size", default=32, type=int, help="Input batch size on each device")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("total_epochs", type=int, help="epochs in all")
+    parser.add_argument("save_every", type=int, help="rank 0 saves the snapshot every this many epochs")
+    parser.add_argument("--batch_size", default=32, type=int, help="samples per batch on each rank")
     args = parser.parse_args()
     train(args.total_epochs, args.save_every, args.batch_size)
