@@ -141,7 +141,7 @@ def refuse_unshareable(stack: str, can: Capabilities) -> None:
     """Bad input, before anything is created (exit 2): a stack whose nodes cannot share a folder."""
     if can.shared_folder is not None:
         return
-    if can.target == "gke":
+    if not can.needs_bootstrap:  # Kubernetes pods of an image, not nodes trainctl prepares
         raise ConfigError(f"shared_dir: stack {stack} runs the job as GKE pods; trainctl does not mount "
                           "a shared folder into them (the Cloud Storage FUSE CSI driver would: "
                           "https://cloud.google.com/kubernetes-engine/docs/how-to/cloud-storage-fuse-csi-driver-ephemeral"
