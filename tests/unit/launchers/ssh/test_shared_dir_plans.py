@@ -17,7 +17,7 @@ from infra.providers.protocol import Capabilities
 from trainctl.launchers.shared_dir import (INSTALL_GCSFUSE, SharedDir, link_commands, mount_command, preamble,
                                            refuse_unshareable)
 from trainctl.launchers.spec import LaunchSpec
-from trainctl.launchers.ssh.commands import node_command
+from trainctl.launchers.ssh.commands import node_command, plan as launch_plan
 
 from tests.unit.launchers.ssh.test_plans import inventory
 
@@ -125,3 +125,16 @@ def test_each_target_says_how_its_nodes_share_a_folder():
     private_endpoints.use(private_endpoints.PrivateEndpoints(
         api="http://127.0.0.1:9", machines=private_endpoints.Machines(route_to_internet=False, on_this_host=True)))
     assert realizers.capabilities(load_stack("gpu-t4x2")).shared_folder is None
+
+
+def test_every_worker_of_a_tpu_slice_mounts_the_same_bucket_folder_before_its_program():
+    from tests.unit.launchers.ssh.test_tpu_launch_plan import tpu_inventory
+
+    inv = tpu_inventory("v5litepod-16", 4)
+    commands = launch_plan(inv, LaunchSpec(run_id="r-1", command=("python", "train.py"), shared_dir=TUTORIAL))
+    for node in inv.nodes:
+        folder = f"/w/{node.rank}/shared/r-1"
+        command = commands[node.name]
+        assert mount_command(inv, node, "r-1") in command
+        assert "--only-dir r-1/shared" in command and f" bkt {folder};" in command  # one bucket folder for all
+        assert command.index(f"ln -sfn {folder}/snapshot.pt snapshot.pt") < command.index("exec ")
