@@ -101,6 +101,10 @@ class Inventory(BaseModel):
     # The nodes are namespaces of the controller's own machine (the local stack, a simulated
     # project's VMs and pods): they share its cores and see its filesystem.
     on_controller: bool = False
+    # A folder of the controller's machine that every node sees at this same path (the local
+    # stack's state, which its namespaces share): runs' shared_dir folders live under it. None:
+    # nodes share no machine's files (GCP: the bucket is mounted instead).
+    shared_root: str | None = None
     kubeconfig: str | None = None  # path, GKE only
     # The Google service account the cluster's Kubernetes service account acts as (Workload
     # Identity): pods write checkpoints to the bucket with its grant. GKE only.

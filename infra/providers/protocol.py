@@ -107,6 +107,10 @@ class Capabilities:
     # Why the provider bills nothing for the nodes (None: it bills them at its prices): the local
     # stack's namespaces, a simulated project's machines on this host.
     unbilled: str | None = None
+    # How a run's shared_dir reaches every node: "host", a folder of this machine (the local
+    # stack's namespaces share its tree); "bucket", the run's bucket folder mounted with Cloud
+    # Storage FUSE; None: neither can (GKE pods; machines with no route to Google's storage).
+    shared_folder: Literal["host", "bucket"] | None = None
 
 
 @dataclass(frozen=True)

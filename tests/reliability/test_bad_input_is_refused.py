@@ -145,6 +145,12 @@ CASES = {
                                              "would both be collected to runs/<run-id>/model"),
     "artifacts from the working directory of GKE pods": (
         RUN, {E: experiment(stack="gke-l4", artifacts=["workdir:snapshot.pt"])}, "runs the job as GKE pods"),
+    "a shared folder for GKE pods": (RUN, {E: experiment(stack="gke-l4", shared_dir={"links": ["snapshot.pt"]})},
+                                     "shared_dir: stack gke-l4 runs the job as GKE pods"),
+    "a shared_dir link escaping the working directory": (
+        RUN, {E: experiment(shared_dir={"links": ["../snapshot.pt"]})}, "must be a relative path inside the program's"),
+    "{shared_dir} in a command without shared_dir": (
+        RUN, {E: experiment(run={"command": "python t.py --ckpt {shared_dir}/c"})}, "the experiment has no shared_dir"),
     "stack argument escaping the state folder": (["down", "--stack", "../../etc"], {}, "--stack '../../etc' must be 1-41 characters"),
     "run id escaping the runs folder": (["logs", "../../etc"], {}, "run id '../../etc'"),
     "run id with a shell in it": (["launch", "--run-id", "x;reboot", "--plan", "--", "python", "t.py"], {},

@@ -32,7 +32,9 @@ def fetch_from_chief(inventory: Inventory, run_id: str, image: str | None, paths
     into.mkdir(parents=True, exist_ok=True)
     # --relative keeps what follows '/./' in each source: a/b.pt lands in into/a/b.pt
     sources = [f"{node.ssh_host}:{workdir}/./{path}" for path in paths]
-    argv = ["rsync", "-a", "--relative", "-e", join(openssh_command(inventory, node)), *sources, f"{into}/"]
+    # --copy-unsafe-links: a shared_dir link (snapshot.pt -> the run's shared folder) arrives as
+    # the file it points to, not as a link to a path of the node's
+    argv = ["rsync", "-a", "--relative", "--copy-unsafe-links", "-e", join(openssh_command(inventory, node)), *sources, f"{into}/"]
     done = subprocess.run(argv, capture_output=True, text=True, errors="replace")
     if done.returncode not in (0, SOME_NOT_FOUND):
         raise RemoteError(f"copying {', '.join(paths)} from {node.name}:{workdir} failed "

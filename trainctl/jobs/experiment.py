@@ -41,6 +41,7 @@ from trainctl.launchers.interrupts import (
     uninterruptible,
 )
 from trainctl.launchers.cluster_env import job_dir
+from trainctl.launchers.shared_dir import refuse_unshareable
 from trainctl.launchers.spec import LaunchSpec
 from trainctl.launchers.run_logs import RESULT_FILE
 from trainctl.launchers.registry import launcher_for_cluster
@@ -147,7 +148,7 @@ def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec
                       permanent_exit_codes=exp.restart.permanent_exit_codes,
                       env={**legacy_keras_env(exp.run.legacy_keras), **exp.run.env},
                       max_recoveries=exp.restart.max_recoveries, role_commands=exp.run.commands,
-                      data=exp.data)
+                      data=exp.data, shared_dir=exp.shared_dir)
 
 
 def spot_saving(spec: ClusterSpec, train_seconds: float) -> float:
@@ -197,6 +198,8 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     launcher = launcher_for_cluster(spec)
     needs_bootstrap = realizers.capabilities(spec).needs_bootstrap
     refuse_workdir_artifacts_in_pods(exp, needs_bootstrap)
+    if exp.shared_dir is not None:
+        refuse_unshareable(exp.stack, realizers.capabilities(spec))
     refuse_unobtainable(exp.data, over_ssh=needs_bootstrap, reaches_google=realizers.capabilities(spec).reaches_google,
                         image=exp.container is not None)
     if exp.sweep:

@@ -14,6 +14,7 @@ from bootstrap.data_inputs import DataInput, overlapping
 from infra.spec.cluster import Role, validate_name
 from infra.spec.stack_config import ConfigError, format_validation_error
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+from trainctl.launchers.shared_dir import SharedDir
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -229,6 +230,11 @@ class Experiment(Model):
     """gs:// prefixes copied to (or mounted on) every node before training (see `data[].*`)."""
     network_check: NetworkCheckSection | None = None
     """The network pre-flight before training; off unless named (see `network_check.*`)."""
+    shared_dir: SharedDir | None = None
+    """One folder for the run that every node reads and writes: a host folder on the local stack,
+    the run's `gs://<bucket>/<run-id>/shared` mounted with Cloud Storage FUSE on GCP VMs and TPU
+    VMs; in TRAINCTL_SHARED_DIR and `{shared_dir}`, with `links` from the working directory
+    (see `shared_dir.*`). Unset: none."""
 
     # Where the file was read from; code paths are relative to it.
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -311,6 +317,7 @@ def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
         raise ConfigError(f"{path}: run.legacy_keras installs tf_keras into the environment trainctl builds; "
                           f"container.image {exp.container.image} is built already: install tf_keras in it and "
                           "set TF_USE_LEGACY_KERAS=1 in run.env instead")
+    refuse_unusable_shared_dir(exp, path)
     if exp.requirements and not (exp.code_dir / exp.requirements).is_file():
         raise ConfigError(f"{path}: requirements: {exp.code_dir / exp.requirements} does not exist")
     if exp.sweep and exp.sweep.parallel_mode == "split":
@@ -319,3 +326,13 @@ def build_experiment(data: dict[str, Any], path: Path) -> Experiment:
             raise ConfigError(f"{path}: sweep.max_parallel_trials {exp.sweep.max_parallel_trials} must "
                               f"divide the node count {nodes} (parallel_mode split)")
     return exp
+
+
+def refuse_unusable_shared_dir(exp: Experiment, path: Path) -> None:
+    commands = [exp.run.command, *exp.run.commands.values()]
+    if exp.shared_dir is None and any("{shared_dir}" in arg for command in commands for arg in command):
+        raise ConfigError(f"{path}: run.command names {{shared_dir}}, but the experiment has no shared_dir "
+                          "(add `shared_dir: {}` for one folder of the run on every node)")
+    if exp.shared_dir is not None and exp.container is not None:
+        raise ConfigError(f"{path}: shared_dir is made on the nodes, outside a container's file system; "
+                          "with container, write checkpoints to the job dir ({job_dir}) through fsspec/gcsfs")

@@ -38,9 +38,11 @@ def thread_share(inventory: Inventory, spec: LaunchSpec, nodes: int) -> dict[str
     return {"OMP_NUM_THREADS": share, "TF_NUM_INTRAOP_THREADS": share}
 
 
-def expand(command: tuple[str, ...], inventory: Inventory, run_id: str) -> list[str]:
+def expand(command: tuple[str, ...], inventory: Inventory, run_id: str, shared: str | None = None) -> list[str]:
+    """`{job_dir}`, `{run_id}` and (where the run has one) `{shared_dir}`, this node's path of it."""
     values = {"job_dir": job_dir(inventory, run_id), "run_id": run_id}
-    return [arg.replace("{job_dir}", values["job_dir"]).replace("{run_id}", run_id) for arg in command]
+    expanded = [arg.replace("{job_dir}", values["job_dir"]).replace("{run_id}", run_id) for arg in command]
+    return expanded if shared is None else [arg.replace("{shared_dir}", shared) for arg in expanded]
 
 
 def torchrun_target(user: list[str]) -> list[str]:

@@ -92,8 +92,10 @@ class LaunchResult:
             if len(points) > 1:
                 where = "; ".join(f"{', '.join(nodes)} at {unit} {n}" for n, nodes in sorted(points.items()))
                 return (f"the nodes' programs resumed from different points ({where}): each read the "
-                        "checkpoint it found on its own disk; keep it where every node reads it (the "
-                        "run's job dir in the bucket, {job_dir}, through fsspec/gcsfs): no rerun")
+                        "checkpoint it found on its own disk; keep it where every node reads it: the "
+                        "experiment's `shared_dir:` gives every node the run's folder, and its `links` "
+                        "put a relative file there (`shared_dir: {links: [snapshot.pt]}` for PyTorch's "
+                        "DDP tutorial), or write it to the job dir ({job_dir}) through fsspec/gcsfs: no rerun")
         return None
 
     @property

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bootstrap.data_inputs import DataInput
 from infra.spec.cluster import Role
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
+from trainctl.launchers.shared_dir import SharedDir
 
 
 class LaunchSpec(BaseModel):
@@ -31,6 +32,8 @@ class LaunchSpec(BaseModel):
     image: str | None = None
     # The experiment's data inputs: GKE pods mount them (SSH nodes had them staged before launch).
     data: tuple[DataInput, ...] = ()
+    # One folder for the run on every node (trainctl/launchers/shared_dir.py); None: none.
+    shared_dir: SharedDir | None = None
 
     @field_validator("run_id")
     @classmethod

@@ -44,9 +44,13 @@ class NodeKind(ABC):
     def capabilities(self) -> Capabilities:
         """Recreated nodes get new internal addresses; nodes reach Google. Pods run stand-ins for
         images where the stack's endpoints say its machines pull none; machines on this host (a
-        simulated project's) are billed by no one."""
+        simulated project's) are billed by no one. A run's shared folder is its bucket folder
+        mounted with Cloud Storage FUSE on VMs that can install gcsfuse and reach Cloud Storage:
+        not where the endpoints record says the machines have no route (a simulated project's)."""
         reach = private_endpoints.of_stack(self.spec.name)
+        fuse = self.reached_over_ssh and (reach is None or reach.machines.route_to_internet)
         return Capabilities(target=self.target, needs_bootstrap=self.reached_over_ssh,
+                            shared_folder="bucket" if fuse else None,
                             repair_keeps_addresses=False, reaches_google=True, machine_types=True,
                             stands_in_images=not self.reached_over_ssh and reach is not None
                             and not reach.machines.pulls_images,

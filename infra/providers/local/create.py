@@ -213,6 +213,7 @@ def _write_inventory(run: Creation, host_keys: dict[str, list[str]]) -> Inventor
         node_env=_node_env(addr, cache_dir()),
         offline_nodes=True,
         on_controller=True,
+        shared_root=str(sdir / "shared"),
         registry=run.registry,
     )
     Path(inventory.known_hosts).write_text("\n".join(inventory.known_hosts_lines()) + "\n")

@@ -47,7 +47,7 @@ def capabilities(spec: ClusterSpec) -> Capabilities:
     """Local nodes are namespaces of this machine, reached over SSH, with no route off it; a
     repaired node comes back at its address."""
     return Capabilities(target="ssh", needs_bootstrap=True, repair_keeps_addresses=True,
-                        reaches_google=False, machine_types=False,
+                        reaches_google=False, machine_types=False, shared_folder="host",
                         unbilled="local stack: its nodes are namespaces of this machine, nothing is billed")
 
 

@@ -34,6 +34,7 @@ def test_ranks_resumed_from_different_epochs_are_not_rerun(tmp_path):
                   for i in (1, 2)]]
     why = LaunchResult("r", outcomes).why_no_rerun(())
     assert why is not None and "resumed from different points (node1, node2 at epoch 0; node0 at epoch 1)" in why
+    assert "`shared_dir: {links: [snapshot.pt]}`" in why  # the experiment option that fixes it
     assert "{job_dir}" in why and why.endswith("no rerun")
 
 

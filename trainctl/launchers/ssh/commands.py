@@ -36,6 +36,7 @@ from trainctl.launchers.nccl_env import nccl_env, nccl_preamble
 from trainctl.launchers.cluster_env import (cluster_spec, command_for, expand, job_env, members, task_of,
                                             tf_config, thread_share, torch_group, torchrun_target,
                                             tpu_type)
+from trainctl.launchers.shared_dir import SHARED_DIR_ENV, node_folder, preamble
 from trainctl.launchers.spec import LaunchSpec
 
 
@@ -65,7 +66,8 @@ def torchrun_args(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: i
     rdzv_conf = rendezvous_store.RDZV_CONF
     if joiners:
         rdzv_conf += f",join_timeout={JOINERS_TIMEOUT_SECONDS}"
-    target = torchrun_target(expand(command_for(spec, inventory, node), inventory, spec.run_id))
+    target = torchrun_target(expand(command_for(spec, inventory, node), inventory, spec.run_id,
+                                    shared_folder(inventory, node, spec)))
     return [
         program_tool(node, spec, "torchrun"),
         f"--nnodes={len(group)}",
@@ -114,7 +116,7 @@ def tpu_env(node: Node, spec: LaunchSpec) -> dict[str, str]:
 
 def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]:
     """The user's command as is, with `python` meaning the node environment's interpreter."""
-    user = expand(command_for(spec, inventory, node), inventory, spec.run_id)
+    user = expand(command_for(spec, inventory, node), inventory, spec.run_id, shared_folder(inventory, node, spec))
     if user[0] in ("python", "python3"):
         user = [program_tool(node, spec, "python"), *user[1:]]
     return user
@@ -135,6 +137,10 @@ def job_workdir(node: Node, run_id: str, image: str | None) -> str:
     """Where the program runs on the node: the code folder bootstrap synced, or in an image
     (which holds the code) the run's own folder on the node."""
     return node_run_dir(node, run_id) if image else node_paths(node)["code"]
+
+
+def shared_folder(inventory: Inventory, node: Node, spec: LaunchSpec) -> str | None:
+    return node_folder(inventory, node, spec.run_id) if spec.shared_dir else None
 
 
 def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: int = 0,
@@ -158,6 +164,8 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         "PATH": f"{p['venv']}/bin:/usr/local/bin:/usr/bin:/bin",
         DATA_DIR_ENV: data_dir(node),  # where the experiment's data: inputs were staged
     }
+    if spec.shared_dir:
+        env[SHARED_DIR_ENV] = node_folder(inventory, node, spec.run_id)
     # A multislice worker's slice is the inventory's, whatever runs the program (on a simulated
     # TPU stack, torchrun on the CPU that stands in for the chips).
     env.update(megascale_env(inventory, node))
@@ -185,7 +193,8 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
         env.update(containers.container_env(node))
         argv = containers.run_argv(node, spec.image, inside, [run_dir], argv)
     workdir = job_workdir(node, spec.run_id, spec.image)
-    return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && {nccl_preamble(node)}{shell_env(env)}"
+    shared = preamble(inventory, node, spec.run_id, spec.shared_dir)
+    return (f"mkdir -p {shlex.quote(run_dir)} && cd {shlex.quote(workdir)} && {shared}{nccl_preamble(node)}{shell_env(env)}"
             f"echo $$ > {shlex.quote(run_dir + '/launcher.pid')}; exec {join(argv)}")
 
 
