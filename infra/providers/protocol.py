@@ -107,6 +107,9 @@ class Capabilities:
     # Why the provider bills nothing for the nodes (None: it bills them at its prices): the local
     # stack's namespaces, a simulated project's machines on this host.
     unbilled: str | None = None
+    # The frameworks (trainctl/launchers/spec.py `Framework`) jobs of this target cannot run yet,
+    # each with why: a run naming one is refused before anything is created.
+    refused_frameworks: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
