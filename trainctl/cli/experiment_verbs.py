@@ -38,7 +38,7 @@ CodeOpt = Annotated[Optional[Path], typer.Option(help="job specs: the trainer's 
                                                       "wheels; without any, the spec's folder)")]
 RequirementsOpt = Annotated[Optional[str], typer.Option(help="job specs: requirements file, relative to "
                                                              "the code (default: its requirements.txt)")]
-FrameworkOpt = Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
+FrameworkOpt = Annotated[Optional[str], typer.Option(help="job specs: torch, tensorflow or jax "
                                                           "(default: from the training image)")]
 RunPlanOpt = Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
                                                          "mapping) and run nothing")]
