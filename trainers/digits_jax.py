@@ -10,7 +10,9 @@ every process (`jax.distributed`), the same code on CPU nodes and on TPU VM slic
   XLA inserts the all-reduce the replicated update needs.
 - Checkpoints (parameters, momentum, position): process 0 writes them atomically to the job dir
   each epoch (trainers/checkpoint.py, the numpy codec the TensorFlow trainer uses); every process
-  resumes from the latest complete one, so a rerun job continues from its last epoch.
+  resumes from the latest complete one at the batch it names. A SIGTERM on any process makes all
+  of them stop at the same step, process 0 saving it, and exit 143, as the other trainers do; so
+  a stopped and rerun job trains the same batches in the same order as an undisturbed one.
 Final metrics and weights land in the job dir, as the other trainers' do.
 """
 
@@ -26,10 +28,12 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from trainers import checkpoint, storage
 from trainers.digits_data import default_job_dir, split
+from trainers.stop_request import EXIT_CODE
 
 MOMENTUM = 0.9
 
@@ -93,7 +97,8 @@ def accuracy(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if os.environ.get("JAX_COORDINATOR_ADDRESS"):
+    distributed = bool(os.environ.get("JAX_COORDINATOR_ADDRESS"))
+    if distributed:
         jax.distributed.initialize()
     pid, procs = jax.process_index(), jax.process_count()
     mesh = Mesh(np.array(jax.devices()), ("data",))
@@ -110,14 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     velocity = jax.jit(lambda ps: [jnp.zeros_like(p) for p in ps], out_shardings=replicated)(params)
 
     ckpt_dir = storage.join(args.job_dir, "checkpoints")
-    start_epoch, step, history = 0, 0, []
+    start_epoch, start_batch, partial_loss, step, history = 0, 0, 0.0, 0, []
     restoring = time.monotonic()
     state = checkpoint.load_latest(ckpt_dir, checkpoint.NPZ)
     if state is not None:
         put = jax.jit(lambda ps: ps, out_shardings=replicated)
         params, velocity = put(state["params"]), put(state["velocity"])
-        start_epoch, step, history = state["epoch"], state["step"], state["history"]
-        print(f"{me}: resumed from epoch {start_epoch} (step {step}); "
+        start_epoch, start_batch, partial_loss = state["epoch"], state["batch"], state["epoch_loss"]
+        step, history = state["step"], state["history"]
+        print(f"{me}: resumed from epoch {start_epoch} batch {start_batch} (step {step}); "
               f"{checkpoint.restored_line(time.monotonic() - restoring)}", flush=True)
 
     def to_global(rows: np.ndarray) -> tuple[jax.Array, jax.Array]:
@@ -126,24 +132,39 @@ def main(argv: list[str] | None = None) -> int:
         return (jax.make_array_from_process_local_data(batched, x_train[mine], (global_batch, 64)),
                 jax.make_array_from_process_local_data(batched, y_train[mine], (global_batch,)))
 
+    def save(epoch: int, batch: int, epoch_loss: float) -> None:
+        """Process 0 writes the position: `batch` batches of `epoch` done, their summed loss."""
+        if pid != 0:
+            return
+        saving = time.monotonic()
+        checkpoint.save(ckpt_dir, step, {"params": local(params), "velocity": local(velocity), "epoch": epoch,
+                                         "batch": batch, "epoch_loss": epoch_loss, "step": step,
+                                         "history": history}, checkpoint.NPZ)
+        print(f"{me}: {checkpoint.saved_line(time.monotonic() - saving)}", flush=True)
+
     started = time.time()
     for epoch in range(start_epoch, args.epochs):
         # Every process draws the same order from the epoch's seed and takes its share of each batch.
         order = np.random.default_rng(args.seed + epoch).permutation(len(x_train))
-        total = 0.0
-        for b in range(steps_per_epoch):
+        skip = start_batch if epoch == start_epoch else 0
+        total = partial_loss if skip else 0.0
+        for b in range(skip, steps_per_epoch):
             x, y = to_global(order[b * global_batch:(b + 1) * global_batch])
             params, velocity, loss = train_step(params, velocity, x, y, lr=args.lr)
             total, step = total + float(loss.addressable_data(0)), step + 1
+            # A SIGTERM on any process (a stop, a spot VM's reclaim) reaches JAX's preemption
+            # service, which picks a step every process reaches (jax.experimental.multihost_utils
+            # reached_preemption_sync_point): there all stop, holding the same weights.
+            if distributed and multihost_utils.reached_preemption_sync_point(step):
+                save(epoch, b + 1, total)
+                print(f"{me}: stopping at step {step} (SIGTERM)", flush=True)
+                return EXIT_CODE
         acc = accuracy(local(params), x_test, y_test)
         history.append({"epoch": epoch + 1, "train_loss": total / steps_per_epoch, "test_accuracy": acc, "step": step})
         if pid == 0:
             print(f"epoch {epoch + 1}/{args.epochs} loss {total / steps_per_epoch:.4f} test_acc {acc:.4f} "
                   f"step {step}", flush=True)
-            saving = time.monotonic()
-            checkpoint.save(ckpt_dir, step, {"params": local(params), "velocity": local(velocity),
-                                             "epoch": epoch + 1, "step": step, "history": history}, checkpoint.NPZ)
-            print(f"{me}: {checkpoint.saved_line(time.monotonic() - saving)}", flush=True)
+        save(epoch + 1, 0, 0.0)
 
     weights = local(params)
     acc = accuracy(weights, x_test, y_test)

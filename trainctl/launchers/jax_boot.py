@@ -17,6 +17,7 @@ import functools
 import os
 import runpy
 import sys
+import traceback
 
 # Environment trainctl sets beside JAX's own JAX_COORDINATOR_ADDRESS (trainctl/launchers/jax_env.py).
 NUM_PROCESSES = "TRAINCTL_JAX_NUM_PROCESSES"
@@ -68,6 +69,30 @@ def run(argv):
         runpy.run_path(argv[0], run_name="__main__")
 
 
+def failed(code, why=None):
+    """Leaves at once with the program's failure, skipping the interpreter's exit handlers:
+    JAX's own (jax/_src/api.py `clean_up`, registered with atexit, calls distributed.shutdown())
+    waits in a shutdown barrier for every peer, up to 300 s (shutdown_timeout_seconds), while the
+    peers wait in a collective for this process. Seen on a simulated TPU stack: a worker whose
+    program raised sat there over 6 minutes, its run going on. Leaving at once, its node's exit
+    reaches the launcher, which fails the run and stops the others."""
+    if why is None:
+        traceback.print_exc()
+    elif why:
+        print(why, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     install(os.environ)
-    run(sys.argv[1:])
+    try:
+        run(sys.argv[1:])
+    except SystemExit as leaving:
+        if leaving.code not in (None, 0):
+            code = leaving.code
+            failed(code, "") if isinstance(code, int) else failed(1, code)
+        raise
+    except BaseException:
+        failed(1)

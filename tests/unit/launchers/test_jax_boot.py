@@ -1,11 +1,15 @@
 """The boot wrapper's defaults for jax.distributed.initialize: what trainctl set fills only what
 the program's call leaves out, whether the program passes arguments by position or by name; with
-nothing set (outside a job) the program runs as it would alone. The wrapper inside a real JAX
+nothing set (outside a job) the program runs as it would alone; a program that fails leaves at
+once. The wrapper inside a real JAX
 across nodes: tests/e2e/test_jax_on_the_local_stack.py."""
 
 from __future__ import annotations
 
-from trainctl.launchers import jax_boot
+import subprocess
+import sys
+
+from trainctl.launchers import jax_boot, jax_env
 
 ENV = {jax_boot.NUM_PROCESSES: "3", jax_boot.PROCESS_ID: "2", jax_boot.INIT_TIMEOUT: "3600"}
 
@@ -30,3 +34,25 @@ def test_what_the_program_passes_wins_by_name_or_by_position():
 def test_outside_a_job_nothing_is_changed():
     assert jax_boot.defaults({}) == {}
     jax_boot.install({})  # returns before importing JAX, which this interpreter lacks
+
+
+def booted(tmp_path, program: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "prog.py").write_text(program)
+    return subprocess.run([sys.executable, "-c", jax_env.BOOT_SOURCE, "prog.py", "a", "b"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_program_runs_as_python_runs_a_script(tmp_path):
+    done = booted(tmp_path, "import sys\nprint(sys.argv, __name__)\n")
+    assert done.returncode == 0 and done.stdout == "['prog.py', 'a', 'b'] __main__\n", done.stderr
+
+
+def test_a_failing_program_leaves_at_once_without_the_exit_handlers_that_wait_for_peers(tmp_path):
+    # JAX's shutdown is such a handler: it waits for every peer (jax_boot.failed)
+    program = "import atexit\natexit.register(print, 'exit handler ran')\n"
+    raised = booted(tmp_path, program + "raise RuntimeError('boom')\n")
+    assert raised.returncode == 1 and "RuntimeError: boom" in raised.stderr
+    assert "exit handler ran" not in raised.stdout
+    stopped = booted(tmp_path, program + "raise SystemExit(143)\n")
+    assert (stopped.returncode, stopped.stdout, stopped.stderr) == (143, "", "")
+    assert booted(tmp_path, program).stdout == "exit handler ran\n"  # a program that succeeds ends as usual
