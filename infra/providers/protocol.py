@@ -111,6 +111,9 @@ class Capabilities:
     # stack's namespaces share its tree); "bucket", the run's bucket folder mounted with Cloud
     # Storage FUSE; None: neither can (GKE pods; machines with no route to Google's storage).
     shared_folder: Literal["host", "bucket"] | None = None
+    # The frameworks (trainctl/launchers/spec.py `Framework`) jobs of this target cannot run yet,
+    # each with why: a run naming one is refused before anything is created.
+    refused_frameworks: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

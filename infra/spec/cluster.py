@@ -66,6 +66,8 @@ class PoolSpec(SpecModel):
 
 TORCH_HAS_NO_PS = ("PyTorch has no parameter servers: this cluster's ps pool would sit idle; "
                    "remove the ps pool (DDP needs only chief and workers), or run TensorFlow")
+JAX_HAS_NO_PS = ("JAX has no parameter servers: its processes are all peers of one jax.distributed "
+                 "group, and this cluster's ps pool would sit idle; remove the ps pool, or run TensorFlow")
 
 
 class ClusterSpec(SpecModel):
@@ -239,6 +241,8 @@ class ClusterSpec(SpecModel):
         """Why `framework` cannot run on this cluster's nodes as declared, or None."""
         if framework == "torch" and any(p.role == "ps" for p in self.pools):
             return TORCH_HAS_NO_PS
+        if framework == "jax" and any(p.role == "ps" for p in self.pools):
+            return JAX_HAS_NO_PS
         if framework != "tensorflow" or self.tpu is None:
             return None
         if self.tpu.slices > 1:

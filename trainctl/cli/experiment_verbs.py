@@ -38,7 +38,7 @@ CodeOpt = Annotated[Optional[Path], typer.Option(help="job specs: the trainer's 
                                                       "wheels; without any, the spec's folder)")]
 RequirementsOpt = Annotated[Optional[str], typer.Option(help="job specs: requirements file, relative to "
                                                              "the code (default: its requirements.txt)")]
-FrameworkOpt = Annotated[Optional[str], typer.Option(help="job specs: torch or tensorflow "
+FrameworkOpt = Annotated[Optional[str], typer.Option(help="job specs: torch, tensorflow or jax "
                                                           "(default: from the training image)")]
 RunPlanOpt = Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
                                                          "mapping) and run nothing")]
@@ -98,14 +98,17 @@ def _cluster(exp: Experiment) -> ClusterSpec:
 
 
 def _show_plan(exp: Experiment, notes: list[str]) -> None:
-    from trainctl.cli.run_output import print_cluster, print_experiment
-    from trainctl.jobs.experiment import keras_notes
+    from trainctl.cli.run_output import print_cluster, print_experiment, print_jax_launch
+    from trainctl.jobs.experiment import keras_notes, refuse_framework_mismatch
 
-    print_experiment(exp, notes)
     spec = _cluster(exp)
+    refuse_framework_mismatch(spec, exp.run.framework)
+    print_experiment(exp, notes)
     for note in keras_notes(exp, spec):
         out(f"# note: {note}")
     print_cluster(spec, realizers.for_spec(spec).estimate(spec))
+    if exp.run.framework == "jax":
+        print_jax_launch(spec, exp)
 
 
 def _board(exp: Experiment, inventory: Inventory) -> NodeBoard:

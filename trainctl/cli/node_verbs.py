@@ -111,7 +111,7 @@ def launch(
     stack: LiveStackOpt = "local",
     nproc_per_node: Annotated[int, typer.Option(help="processes per node")] = 1,
     max_restarts: Annotated[int, typer.Option(help="torchrun restarts of the worker group")] = DEFAULT_MAX_RESTARTS,
-    framework: Annotated[str, typer.Option(help="torch (torchrun) or tensorflow (TF_CONFIG)")] = "torch",
+    framework: Annotated[str, typer.Option(help="torch (torchrun), tensorflow (TF_CONFIG) or jax (jax.distributed)")] = "torch",
     job_retries: Annotated[int, typer.Option(help="reruns of the whole job from its checkpoints")] = DEFAULT_JOB_RETRIES,
     show_plan: Annotated[bool, typer.Option("--plan", help="print each node's command (GKE: the "
                                                            "manifests); run nothing")] = False,

@@ -34,6 +34,20 @@ def print_cluster(spec: ClusterSpec, cost: Estimate) -> None:
     out(f"# estimated ${cost.per_hour:.2f}/hour")
 
 
+def print_jax_launch(spec: ClusterSpec, exp: Experiment) -> None:
+    """What each JAX process will be told once the nodes exist (`launch --plan` on the live stack
+    prints the exact commands)."""
+    from bootstrap.ssh import shell_env
+    from trainctl.launchers.jax_env import BOOT_SHOWN, planned
+
+    group = sum(p.count for p in spec.pools if p.role in ("chief", "worker")) if spec.pools else spec.node_count
+    program = " ".join(exp.run.command)
+    if exp.run.command[0] in ("python", "python3"):
+        program = f"python -c {BOOT_SHOWN} {' '.join(exp.run.command[1:])}"
+    for rank, env in enumerate(planned(group)):
+        out(f"# rank {rank}: {shell_env(env)}{program}")
+
+
 def show_report(exp: Experiment, report: RunReport) -> None:
     _show_phases(report)
     if report.trials:

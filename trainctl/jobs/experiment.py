@@ -178,9 +178,13 @@ def refuse_workdir_artifacts_in_pods(exp: Experiment, over_ssh: bool) -> None:
 
 
 def refuse_framework_mismatch(spec: ClusterSpec, framework: str) -> None:
+    """Refuses, before anything exists, a framework the cluster's nodes or its target cannot run."""
     problem = spec.framework_problem(framework)
     if problem:
         raise ConfigError(problem)
+    refused = realizers.capabilities(spec).refused_frameworks.get(framework)
+    if refused:
+        raise ConfigError(f"stack {spec.name}: framework {framework} cannot run on a {spec.kind} stack: {refused}")
 
 
 def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[str], None]) -> StackRun:

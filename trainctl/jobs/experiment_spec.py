@@ -15,6 +15,7 @@ from infra.spec.cluster import Role, validate_name
 from infra.spec.stack_config import ConfigError, format_validation_error
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.launchers.shared_dir import SharedDir
+from trainctl.launchers.spec import Framework
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -25,8 +26,10 @@ class Model(BaseModel):
 
 
 class RunSection(Model):
-    framework: Literal["torch", "tensorflow"] = "torch"
-    """`torch` runs `command` under torchrun; `tensorflow` runs it on every node with TF_CONFIG."""
+    framework: Framework = "torch"
+    """`torch` runs `command` under torchrun; `tensorflow` runs it on every node with TF_CONFIG;
+    `jax` runs it on every node, `jax.distributed.initialize()` told its coordinator, process
+    count and process id by trainctl."""
     command: tuple[str, ...] = Field(min_length=1)
     """The program and its arguments, relative to the code folder; a string is split as a shell
     would, but never run by one."""

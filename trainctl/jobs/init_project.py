@@ -28,7 +28,7 @@ overrides:
 code: .                      # synced to every node (.gitignore is honoured)
 # requirements: requirements.txt
 run:
-  framework: torch           # torchrun across the nodes; tensorflow sets TF_CONFIG
+  framework: torch           # torchrun across the nodes; tensorflow sets TF_CONFIG; jax: jax.distributed
   command: python train.py --job-dir {job_dir}
 ttl_hours: 2
 artifacts:

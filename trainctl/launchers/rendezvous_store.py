@@ -47,10 +47,14 @@ def hosting(python: str, host: str, port: int, torchrun: list[str]) -> list[str]
 
 
 def abbreviated(shown: Any) -> Any:
-    """A command line, or a Kubernetes object's strings, with the server's quoted source named
-    instead (SERVER_SHOWN): what `launch --plan` prints."""
+    """A command line, or a Kubernetes object's strings, with the sources trainctl runs as
+    `python -c` (this server's, JAX's boot wrapper) named instead: what `launch --plan` prints."""
     if isinstance(shown, str):
-        return shown.replace(shlex.quote(SERVER_SOURCE), SERVER_SHOWN).replace(SERVER_SOURCE, SERVER_SHOWN)
+        from trainctl.launchers.jax_env import BOOT_SHOWN, BOOT_SOURCE
+
+        for source, name in ((SERVER_SOURCE, SERVER_SHOWN), (BOOT_SOURCE, BOOT_SHOWN)):
+            shown = shown.replace(shlex.quote(source), name).replace(source, name)
+        return shown
     if isinstance(shown, dict):
         return {k: abbreviated(v) for k, v in shown.items()}
     if isinstance(shown, list):

@@ -4,7 +4,7 @@ GKE Job): the command, the framework, the restart policy, the environment, an im
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -14,12 +14,19 @@ from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.launchers.shared_dir import SharedDir
 
 
+# The frameworks a job may name, declared once: the experiment file, `launch --framework` and
+# every launcher read this. How each one runs on SSH nodes: trainctl/launchers/ssh/commands.py;
+# a target that cannot run one says why in its capabilities (Capabilities.refused_frameworks).
+Framework = Literal["torch", "tensorflow", "jax"]
+FRAMEWORKS: tuple[Framework, ...] = get_args(Framework)
+
+
 class LaunchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     run_id: str
     command: tuple[str, ...] = Field(min_length=1)
-    framework: Literal["torch", "tensorflow"] = "torch"
+    framework: Framework = "torch"
     nproc_per_node: int = Field(1, ge=1, le=64)
     max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0, le=100)
     job_retries: int = Field(DEFAULT_JOB_RETRIES, ge=0, le=20)

@@ -41,6 +41,9 @@ class NodeKind(ABC):
     def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
 
+    # What jobs of this kind cannot run yet (Capabilities.refused_frameworks).
+    refused_frameworks: ClassVar[dict[str, str]] = {}
+
     def capabilities(self) -> Capabilities:
         """Recreated nodes get new internal addresses; nodes reach Google. Pods run stand-ins for
         images where the stack's endpoints say its machines pull none; machines on this host (a
@@ -51,6 +54,7 @@ class NodeKind(ABC):
         fuse = self.reached_over_ssh and (reach is None or reach.machines.route_to_internet)
         return Capabilities(target=self.target, needs_bootstrap=self.reached_over_ssh,
                             shared_folder="bucket" if fuse else None,
+                            refused_frameworks=self.refused_frameworks,
                             repair_keeps_addresses=False, reaches_google=True, machine_types=True,
                             stands_in_images=not self.reached_over_ssh and reach is not None
                             and not reach.machines.pulls_images,
@@ -209,6 +213,10 @@ class GkeNodePool(NodeKind):
 
     target = "gke"
     reached_over_ssh = False
+    refused_frameworks = {
+        "jax": "a GKE Job's pods get no jax.distributed coordinator, process count or id from trainctl "
+               "yet (only torchrun's rendezvous and TF_CONFIG); run JAX on a TPU VM or GPU VM stack "
+               "(kind: tpu or vm), or framework torch here"}
 
     def check_tools(self) -> None:
         if shutil.which("gke-gcloud-auth-plugin") is None:

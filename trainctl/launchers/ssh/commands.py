@@ -6,6 +6,8 @@ torch:       torchrun on every node, c10d rendezvous on rank 0's internal addres
              LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 tensorflow:  the program on every node with TF_CONFIG as AI Platform sets it (rank 0 is the
              chief, the others workers 0..n-2), so MultiWorkerMirroredStrategy works unchanged.
+jax:         the program on every node of the group, `jax.distributed.initialize()` given the
+             coordinator on rank 0, the process count and id (jax_env.py), GPU, CPU and TPU VMs alike.
 TPU VMs:     PyTorch/XLA runs the same command on every worker (PJRT_DEVICE=TPU). TensorFlow
              drives a single-host TPU in-process (TPU_NAME=local); on a multi-host slice only
              worker 0 runs the program, and TPUClusterResolver reaches the TF servers that the
@@ -29,8 +31,9 @@ from bootstrap.remote_stop import stop_marked
 from bootstrap.ssh import join, shell_env
 from infra.errors import ConfigError
 from infra.providers.inventory import Inventory, Node
-from infra.spec.cluster import TORCH_HAS_NO_PS
+from infra.spec.cluster import JAX_HAS_NO_PS, TORCH_HAS_NO_PS
 from trainctl.launchers import rendezvous_store, torchrun_agents
+from trainctl.launchers.jax_env import booted, jax_env
 from trainctl.launchers.megascale import megascale_env
 from trainctl.launchers.nccl_env import nccl_env, nccl_preamble
 from trainctl.launchers.cluster_env import (cluster_spec, command_for, expand, job_env, members, task_of,
@@ -104,6 +107,8 @@ def tpu_env(node: Node, spec: LaunchSpec) -> dict[str, str]:
     assert tpu is not None
     if spec.framework == "torch":
         return {"PJRT_DEVICE": "TPU"}
+    if spec.framework == "jax":  # JAX loads libtpu and finds the chips itself
+        return {}
     if not tpu.multi_host:
         return {"TPU_NAME": "local", "NEXT_PLUGGABLE_DEVICE_USE_C_API": "true",
                 "TF_PLUGGABLE_DEVICE_LIBRARY_PATH": "/lib/libtpu.so"}
@@ -117,6 +122,8 @@ def tpu_env(node: Node, spec: LaunchSpec) -> dict[str, str]:
 def direct_args(inventory: Inventory, node: Node, spec: LaunchSpec) -> list[str]:
     """The user's command as is, with `python` meaning the node environment's interpreter."""
     user = expand(command_for(spec, inventory, node), inventory, spec.run_id, shared_folder(inventory, node, spec))
+    if spec.framework == "jax":
+        return booted(program_tool(node, spec, "python"), user)
     if user[0] in ("python", "python3"):
         user = [program_tool(node, spec, "python"), *user[1:]]
     return user
@@ -188,6 +195,8 @@ def node_command(inventory: Inventory, node: Node, spec: LaunchSpec, attempt: in
             env.update(tpu_env(node, spec))
         elif spec.framework == "tensorflow":
             env["TF_CONFIG"] = json.dumps(tf_config(inventory, node), separators=(",", ":"))
+        if spec.framework == "jax":
+            env.update(jax_env(inventory, node))
     if spec.image:
         inside = sorted(k for k in env if k != "PATH")  # the image's own PATH leads to its venv
         env.update(containers.container_env(node))
@@ -210,8 +219,8 @@ def stop_command(run_id: str, grace: float = STOP_GRACE_SECONDS) -> str:
 def plan(inventory: Inventory, spec: LaunchSpec, attempt: int = 0, joiners: bool = False) -> dict[str, str]:
     """Each node's command. `joiners`: some nodes start later than the others (recreated ones,
     still being bootstrapped), and the others' agents wait for them that much longer."""
-    if spec.framework == "torch" and members(inventory, "ps"):
-        raise ConfigError(TORCH_HAS_NO_PS)
+    if spec.framework in ("torch", "jax") and members(inventory, "ps"):
+        raise ConfigError(TORCH_HAS_NO_PS if spec.framework == "torch" else JAX_HAS_NO_PS)
     return {node.name: node_command(inventory, node, spec, attempt, joiners)
             for node in program_nodes(inventory, spec)}
 

@@ -1,7 +1,10 @@
 """Network: a VPC with one subnet and least-privilege firewall rules.
 
 Ingress is closed by the VPC's implied deny; two rules open exactly what training needs:
-SSH from the configured source ranges, and all traffic between the cluster's own nodes.
+SSH from the configured source ranges, and all traffic between the cluster's own nodes (the
+launchers' fixed ports among it: torchrun's rendezvous 29400, TF_CONFIG's 2222, JAX's coordinator
+8482, MEGASCALE's 8081; and the collectives' ephemeral ones, which gloo, NCCL and JAX pick at run
+time, so no narrower rule would do).
 """
 
 from __future__ import annotations

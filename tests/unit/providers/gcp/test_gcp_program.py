@@ -15,6 +15,7 @@ from infra.providers.gcp.realizer import plan
 from infra.providers.gcp.program.cluster import service_account_id
 from infra.providers.gcp.program.scheduled_reaper import REAPER_PERMISSIONS, build_account_id, reaper_role_id, source_object_name
 from infra.providers.inventory import Inventory
+from trainctl.launchers.jax_env import JAX_COORDINATOR_PORT
 from infra.spec.stack_config import available_stacks, load_stack, spec_from_pulumi_config
 
 GCP_STACKS = [s for s in available_stacks() if load_stack(s).provider == "gcp"]
@@ -58,6 +59,8 @@ def test_firewalls_are_least_privilege(evaluated):
     for rule in rules.values():
         assert "0.0.0.0/0" not in rule.get("sourceRanges", [])
         assert rule["direction"] == "INGRESS"
+    # JAX's coordinator port as trainctl launches it: node to node, and from nowhere else
+    assert [n for n, r in rules.items() if admits_tcp(r, JAX_COORDINATOR_PORT)] == [f"{spec.name}-fw-internal"]
     if spec.kind == "gke":
         assert set(rules) == {f"{spec.name}-fw-internal"}
     else:
@@ -65,6 +68,15 @@ def test_firewalls_are_least_privilege(evaluated):
         assert ssh["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
         assert ssh["sourceRanges"] == list(spec.ssh.source_ranges) and ssh["targetTags"] == [tag]
         assert len(rules) == 2
+
+
+def admits_tcp(rule: dict, port: int) -> bool:
+    """Whether a firewall rule's allows take TCP to `port` (no ports: all of them)."""
+    def covers(spec: str) -> bool:
+        low, _, high = spec.partition("-")
+        return int(low) <= port <= int(high or low)
+    return any(a["protocol"] in ("tcp", "all") and (not a.get("ports") or any(covers(p) for p in a["ports"]))
+               for a in rule["allows"])
 
 
 def test_bucket_is_private_with_lifecycle(evaluated):
