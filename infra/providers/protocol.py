@@ -107,6 +107,9 @@ class Capabilities:
     # Why the provider bills nothing for the nodes (None: it bills them at its prices): the local
     # stack's namespaces, a simulated project's machines on this host.
     unbilled: str | None = None
+    # What runs a detached run's controller on this target (infra/providers/controllers.py), in
+    # words; None: there is none yet, and `run --detach` is refused before anything is made.
+    controller: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from infra.providers import realizers
-from trainctl.cli.options import SimulateOpt
+from trainctl.cli.options import RunsDirOpt, SimulateOpt, runs_root
 from trainctl.cli.output import out, say, show, table
 
 verbs = typer.Typer()
@@ -27,9 +27,15 @@ def init(directory: Annotated[Path, typer.Argument(help="your repository (defaul
 
 
 @verbs.command(name="ls")
-def ls_() -> None:
-    """Live stacks and experiments: age, TTL left, estimated cost so far."""
+def ls_(runs_dir: RunsDirOpt = None) -> None:
+    """Live stacks and experiments: age, TTL left, estimated cost so far; detached runs with
+    their controller, state and age."""
+    from trainctl.cli.detached_verbs import show_detached
+
+    detached = show_detached(runs_dir or runs_root())
     rows = realizers.live()
+    if not rows and detached:
+        return
     if not rows:  # stdout stays empty: no stack
         say("No stack is up. Start one with `trainctl up --stack local`, "
             "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")

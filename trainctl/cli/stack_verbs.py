@@ -116,9 +116,11 @@ def status(stack: LiveStackOpt = "local",
            runs_dir: RunsDirOpt = None) -> None:
     """Show the stack's nodes and whether each answers over SSH (host key verified), or a run's state."""
     if run:
+        from trainctl.cli.detached_verbs import run_status
         from trainctl.launchers.run_logs import outcome
 
-        out(outcome(runs_dir or runs_root(), run))
+        runs_dir = runs_dir or runs_root()
+        out(run_status(runs_dir, run) or outcome(runs_dir, run))
         return
     from rich.text import Text
 
