@@ -76,7 +76,7 @@ def test_a_detached_run_outlives_its_submitter_collects_and_leaves_nothing(tmp_p
     assert set(json.loads((runs / run_id / "timings.json").read_text())) == {"up", "bootstrap", "train",
                                                                               "collect", "down"}
     assert nothing_left(run_id) == []
-    listed = trainctl("ls", "--runs-dir", str(runs))
+    listed = trainctl("ls")
     assert run_id in listed.stdout and "succeeded" in listed.stdout, listed.stdout + listed.stderr
 
 
@@ -86,7 +86,7 @@ def test_cancel_mid_run_stops_collects_and_tears_everything_down(tmp_path, train
     run_id = submitted(exp, runs)
     follow = Streamed("logs", run_id, "--follow", "--runs-dir", str(runs))
     follow.wait_for(r"epoch 2/600")
-    listed = trainctl("ls", "--runs-dir", str(runs))
+    listed = trainctl("ls")
     assert run_id in listed.stdout and "running" in listed.stdout, listed.stdout + listed.stderr
     cancelled = trainctl("cancel", run_id, "--runs-dir", str(runs))
     assert cancelled.returncode == 0 and cancelled.stdout.strip() == "cancelled", cancelled.stderr[-2000:]

@@ -99,16 +99,20 @@ def run_ended(runs_dir: Path, run_id: str) -> Callable[[], bool] | None:
     return ended
 
 
-def show_detached(runs_dir: Path) -> bool:
-    """`ls`'s table of detached runs (each controller asked whether it still runs); whether any."""
-    from trainctl.jobs.detached import observe
-    from trainctl.jobs.detached_record import detached_runs
+def show_detached() -> bool:
+    """`ls`'s table of detached runs submitted from this home; a run not ended has its controller
+    asked whether it still runs (a lost one is torn down). Whether there were any."""
+    from trainctl.jobs.detached_record import remembered
 
-    found = [observe(runs_dir, r.run_id, say) or r for r in detached_runs(runs_dir)]
+    found = remembered()
     if not found:
         return False
+    if any(not record.terminal for _, record in found):
+        from trainctl.jobs.detached import observe
+
+        found = [(d, r if r.terminal else observe(d, r.run_id, say) or r) for d, r in found]
     rows = table("run", "controller", "target", "state", "age")
-    for r in found:
+    for _, r in found:
         rows.add_row(r.run_id, r.controller, r.provider, r.state, f"{r.age_h():.2f} h")
-    show(f"detached runs ({runs_dir})", rows)
+    show("detached runs", rows)
     return True

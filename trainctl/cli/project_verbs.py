@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from infra.providers import realizers
-from trainctl.cli.options import RunsDirOpt, SimulateOpt, runs_root
+from trainctl.cli.options import SimulateOpt
 from trainctl.cli.output import out, say, show, table
 
 verbs = typer.Typer()
@@ -27,12 +27,12 @@ def init(directory: Annotated[Path, typer.Argument(help="your repository (defaul
 
 
 @verbs.command(name="ls")
-def ls_(runs_dir: RunsDirOpt = None) -> None:
+def ls_() -> None:
     """Live stacks and experiments: age, TTL left, estimated cost so far; detached runs with
     their controller, state and age."""
     from trainctl.cli.detached_verbs import show_detached
 
-    detached = show_detached(runs_dir or runs_root())
+    detached = show_detached()
     rows = realizers.live()
     if not rows and detached:
         return

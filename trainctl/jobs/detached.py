@@ -48,6 +48,7 @@ def submit(experiment: Path, spec: ClusterSpec, run_id: str, runs_dir: Path, ser
     now = time.time()
     record = DetachedRecord(run_id=run_id, provider=spec.provider, controller=controller_name(run_id),
                             state="submitted", submitted=now, updated=now).write(runs_dir)
+    records.remember(runs_dir, run_id)
     try:
         inventory = ctl.start(record.controller, lambda m: echo(f"[trainctl] {m}"))
         serve = [sys.executable, "-m", "trainctl.cli", "controller-serve", str(experiment.resolve()),

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from infra.errors import ConfigError
+from infra.providers.stack_home import trainctl_home
 
 RECORD_FILE = "detached.json"
 CANCEL_FILE = "cancel-requested"
@@ -67,10 +68,26 @@ def read(runs_dir: Path, run_id: str) -> DetachedRecord | None:
         raise ConfigError(f"{path} is not a detached run's record ({exc})") from None
 
 
-def detached_runs(runs_dir: Path) -> list[DetachedRecord]:
-    """Every detached run kept under `runs_dir`."""
-    found = [read(runs_dir, p.parent.name) for p in sorted(runs_dir.glob(f"*/{RECORD_FILE}"))]
-    return [r for r in found if r is not None]
+def remember(runs_dir: Path, run_id: str) -> None:
+    """Note where the run's record is, for `ls` from any folder (runs live in their project)."""
+    index = trainctl_home() / "detached"
+    index.mkdir(parents=True, exist_ok=True)
+    (index / run_id).write_text(str(runs_dir.resolve()))
+
+
+def remembered() -> list[tuple[Path, DetachedRecord]]:
+    """(runs dir, record) of every detached run submitted from this home whose folder is still
+    there; entries whose run folder was deleted are forgotten."""
+    index = trainctl_home() / "detached"
+    found = []
+    for entry in sorted(index.iterdir()) if index.is_dir() else []:
+        runs_dir = Path(entry.read_text())
+        record = read(runs_dir, entry.name) if (runs_dir / entry.name).is_dir() else None
+        if record is None:
+            entry.unlink(missing_ok=True)
+        else:
+            found.append((runs_dir, record))
+    return found
 
 
 def ask_cancel(runs_dir: Path, run_id: str) -> None:
