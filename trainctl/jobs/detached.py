@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable
 from infra.errors import ConfigError, ProvisionError, RunCancelled, TrainctlError
 from infra.providers import controllers, realizers
 from infra.providers.inventory import Inventory
-from infra.providers.stack_home import stack_still_up
+from infra.providers.stack_home import state_dir
 from infra.spec.cluster import ClusterSpec
 from trainctl.jobs import detached_record as records
 from trainctl.jobs.detached_record import DetachedRecord
@@ -159,7 +159,7 @@ def observe(runs_dir: Path, run_id: str, echo: Callable[[str], None]) -> Detache
     if record.terminal:
         return record
     echo(f"[trainctl] run {run_id}: its controller {record.controller} is gone; tearing the run down")
-    if stack_still_up(run_id):
+    if state_dir(run_id).is_dir():  # up, or its own `down` cut short with the controller
         realizers.for_stack(run_id).down(run_id, force=False, progress=lambda m: echo(f"[trainctl] {m}"))
     controllers.controller(record.provider).remove(record.controller, lambda m: echo(f"[trainctl] {m}"))
     return record.moved(runs_dir, "lost", detail=f"controller {record.controller} was lost; the run's stack "
@@ -170,11 +170,11 @@ def _controller_alive(record: DetachedRecord) -> bool:
     """Whether the controller's machine is up and its trainctl process still runs (asked on the
     controller itself, over SSH)."""
     ctl = controllers.controller(record.provider)
+    if record.state == "submitted":  # its submitter is making it, or waiting for it to take the run
+        return record.controller in ctl.names()
     inventory = ctl.inventory(record.controller)
-    if inventory is None or not ctl.exists(record.controller):
+    if inventory is None or not ctl.exists(record.controller) or record.pid is None:
         return False
-    if record.pid is None:  # taken, not yet started: the submitter is waiting for it
-        return True
     try:
         return _on_controller(inventory, f"kill -0 {record.pid}", detach=False) == 0
     except Exception:  # paramiko's errors are many: a machine that runs but did not answer is not lost
