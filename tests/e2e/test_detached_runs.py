@@ -106,10 +106,13 @@ def test_a_killed_controller_is_found_by_status_and_its_run_torn_down(tmp_path, 
     run_id = submitted(quick_experiment(tmp_path, "--epochs 600 --epoch-sleep 0.5", name="orphan"), runs)
     follow = Streamed("logs", run_id, "--follow", "--runs-dir", str(runs))
     follow.wait_for(r"epoch 2/600")
+    os.killpg(follow.proc.pid, signal.SIGINT)  # `status` alone is to find the loss (a follower would too)
+    follow.finish()
     netns.kill_netns_processes(Names(f"ctl-{run_id}").node_netns(0))  # the controller's machine dies
     status = trainctl("status", "--run", run_id, "--runs-dir", str(runs))
     state = json.loads(status.stdout)
     assert state["state"] == "lost" and "was lost" in state["detached"]["detail"], state
-    assert "is gone; tearing the run down" in status.stderr
-    follow.finish()
+    assert "is gone; tearing the run down" in status.stderr and f"stack {run_id}" in status.stderr, status.stderr
     assert nothing_left(run_id) == []
+    listed = trainctl("ls")
+    assert run_id in listed.stdout and "lost" in listed.stdout, listed.stdout + listed.stderr

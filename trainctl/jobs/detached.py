@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 ACCEPT_SECONDS = 120.0  # python, pydantic and the stack file read on the controller's first start
 CANCEL_POLL_SECONDS = 0.5
 SSH_SECONDS = 30.0
+PROBE_SECONDS = 5.0  # as `trainctl status` probes nodes: a machine that went away is not waited on
 
 
 def controller_name(run_id: str) -> str:
@@ -71,13 +72,13 @@ def _serving(argv: list[str], run_dir: Path) -> str:
     return f"exec env {env} {shlex.join(argv)} >>{log} 2>&1 </dev/null"
 
 
-def _on_controller(inventory: Inventory, line: str, *, detach: bool = True) -> int:
+def _on_controller(inventory: Inventory, line: str, *, detach: bool = True, seconds: float = SSH_SECONDS) -> int:
     """Run `line` on the controller over SSH (its pinned host key); detached: started in a
     session of its own, the call returning at once."""
     from bootstrap.ssh import open_connection
 
     command = f"setsid -f {line} </dev/null >/dev/null 2>&1" if detach else line
-    with open_connection(inventory, inventory.rank0, deadline=time.monotonic() + SSH_SECONDS) as conn:
+    with open_connection(inventory, inventory.rank0, deadline=time.monotonic() + seconds) as conn:
         return conn.run(command, hide=True, warn=True, in_stream=False).exited
 
 
@@ -155,15 +156,17 @@ def observe(runs_dir: Path, run_id: str, echo: Callable[[str], None]) -> Detache
     record = records.read(runs_dir, run_id)
     if record is None or record.terminal or _controller_alive(record):
         return record
-    record = records.read(runs_dir, run_id) or record  # it may have ended meanwhile
-    if record.terminal:
-        return record
-    echo(f"[trainctl] run {run_id}: its controller {record.controller} is gone; tearing the run down")
-    if state_dir(run_id).is_dir():  # up, or its own `down` cut short with the controller
-        realizers.for_stack(run_id).down(run_id, force=False, progress=lambda m: echo(f"[trainctl] {m}"))
-    controllers.controller(record.provider).remove(record.controller, lambda m: echo(f"[trainctl] {m}"))
-    return record.moved(runs_dir, "lost", detail=f"controller {record.controller} was lost; the run's stack "
-                                                  "was torn down (taking a run over is not built yet)")
+    with records.locked(runs_dir, run_id):  # one observer tears it down; the others wait and read
+        record = records.read(runs_dir, run_id) or record  # it may have ended meanwhile
+        if record.terminal:
+            return record
+        echo(f"[trainctl] run {run_id}: its controller {record.controller} is gone; tearing the run down")
+        if state_dir(run_id).is_dir() and realizers.for_stack(run_id).down(  # up, or its `down` cut short
+                run_id, force=False, progress=lambda m: echo(f"[trainctl] {m}")):
+            echo(f"[trainctl] stack {run_id} removed")
+        controllers.controller(record.provider).remove(record.controller, lambda m: echo(f"[trainctl] {m}"))
+        return record.moved(runs_dir, "lost", detail=f"controller {record.controller} was lost; the run's "
+                                                      "stack was torn down (taking a run over is not built yet)")
 
 
 def _controller_alive(record: DetachedRecord) -> bool:
@@ -176,7 +179,7 @@ def _controller_alive(record: DetachedRecord) -> bool:
     if inventory is None or not ctl.exists(record.controller) or record.pid is None:
         return False
     try:
-        return _on_controller(inventory, f"kill -0 {record.pid}", detach=False) == 0
+        return _on_controller(inventory, f"kill -0 {record.pid}", detach=False, seconds=PROBE_SECONDS) == 0
     except Exception:  # paramiko's errors are many: a machine that runs but did not answer is not lost
         return ctl.exists(record.controller)
 

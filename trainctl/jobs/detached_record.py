@@ -8,11 +8,14 @@ sees half a record.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Iterator
 
 from infra.errors import ConfigError
 from infra.providers.stack_home import trainctl_home
@@ -88,6 +91,14 @@ def remembered() -> list[tuple[Path, DetachedRecord]]:
         else:
             found.append((runs_dir, record))
     return found
+
+
+@contextlib.contextmanager
+def locked(runs_dir: Path, run_id: str) -> Iterator[None]:
+    """Held by whoever changes a run it does not own (a lost run's teardown): one at a time."""
+    with open(runs_dir / run_id / ".detached.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 def ask_cancel(runs_dir: Path, run_id: str) -> None:
