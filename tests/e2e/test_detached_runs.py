@@ -78,6 +78,8 @@ def test_a_detached_run_outlives_its_submitter_collects_and_leaves_nothing(tmp_p
     assert nothing_left(run_id) == []
     listed = trainctl("ls")
     assert run_id in listed.stdout and "succeeded" in listed.stdout, listed.stdout + listed.stderr
+    report = trainctl("report", run_id, "--runs-dir", str(runs))  # the controller kept the run's ledger
+    assert report.returncode == 0 and "goodput" in report.stdout + report.stderr, report.stderr[-2000:]
 
 
 def test_cancel_mid_run_stops_collects_and_tears_everything_down(tmp_path, trainctl_home):
