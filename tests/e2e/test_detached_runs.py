@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import Streamed, leftovers, trainctl
+from conftest import Streamed, kill_on_node1, leftovers, trainctl
 from quick_runs import quick_experiment, quick_model_is_whole
 
 pytestmark = pytest.mark.e2e
@@ -80,6 +80,18 @@ def test_a_detached_run_outlives_its_submitter_collects_and_leaves_nothing(tmp_p
     assert run_id in listed.stdout and "succeeded" in listed.stdout, listed.stdout + listed.stderr
     report = trainctl("report", run_id, "--runs-dir", str(runs))  # the controller kept the run's ledger
     assert report.returncode == 0 and "goodput" in report.stdout + report.stderr, report.stderr[-2000:]
+
+
+def test_a_worker_killed_under_the_controller_is_rerun_as_in_an_attached_run(tmp_path, trainctl_home):
+    runs = tmp_path / "runs"
+    run_id = submitted(quick_experiment(tmp_path, "--epochs 6 --epoch-sleep 0.5", name="rerun"), runs)
+    follow = Streamed("logs", run_id, "--follow", "--runs-dir", str(runs))
+    follow.wait_for(r"epoch 2/6")
+    kill_on_node1(run_id, "[q]uick_trainer.py")  # the program on node1 dies: the job's retry rule applies
+    output = follow.finish(timeout=300)
+    state = json.loads(trainctl("status", "--run", run_id, "--runs-dir", str(runs)).stdout)
+    assert state["state"] == "succeeded" and state["ok"] is True and state["attempts"] == 2, (state, output[-3000:])
+    assert nothing_left(run_id) == []
 
 
 def test_cancel_mid_run_stops_collects_and_tears_everything_down(tmp_path, trainctl_home):
