@@ -17,6 +17,7 @@ from trainctl.cli.placement_output import show_placement
 if TYPE_CHECKING:
     from infra.spec.budget import Budget
     from infra.spec.cluster import ClusterSpec
+    from infra.providers.protocol import Capabilities
     from infra.spec.cost import Estimate
 
 verbs = typer.Typer()
@@ -82,6 +83,15 @@ def plan(stack: StackOpt = "local",
     if spec.budget and spec.budget.max_usd and cost.per_hour > 0:
         result(f"budget max_usd ${spec.budget.max_usd:g} pays for {spec.budget.max_usd / cost.per_hour:.2f} h "
                "of this stack; `trainctl run` stops, checkpointed, before it is spent")
+    result(_detached_line(realizer.capabilities(spec)))
+
+
+def _detached_line(can: Capabilities) -> str:
+    """What `run --detach` would cost beside the stack: its controller (docs/how-to/detached-runs.md)."""
+    if can.controller is None:
+        return "run --detach: not available on this target (it has no controller yet)"
+    billed = " (nothing billed)" if can.unbilled else ""
+    return f"run --detach: its controller is {can.controller}{billed}, one per run, removed when the run ends"
 
 
 @verbs.command()

@@ -96,3 +96,19 @@ def test_the_controller_machine_boots_without_publishing_a_key_and_holds_the_hos
     published = node_boot_script("node0", tmp_path / "root", tmp_path / "tmp", tmp_path / "sshd_config",
                                  tmp_path / "sshd.log", tmp_path / "key.pub")
     assert "guest-attributes/hostkeys/" in published  # the stack's nodes still publish theirs
+
+
+def test_plan_says_what_detaching_costs_beside_the_stack(tmp_path, trainctl_home):
+    done = trainctl("plan", "--stack", "local", env={"TRAINCTL_HOME": str(trainctl_home)})
+    assert done.returncode == 0, done.stderr
+    assert ("run --detach: its controller is a namespace node of its own on this machine (nothing billed), "
+            "one per run, removed when the run ends") in done.stdout
+
+
+def test_plan_of_a_target_without_a_controller_says_detaching_is_not_available():
+    from infra.providers import realizers
+    from infra.spec.stack_config import load_stack
+    from trainctl.cli.stack_verbs import _detached_line
+
+    assert _detached_line(realizers.capabilities(load_stack("gpu-t4x2"))) == (
+        "run --detach: not available on this target (it has no controller yet)")
