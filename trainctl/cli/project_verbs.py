@@ -65,5 +65,22 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
     reaped = realizers.reap(project, dry_run, say)
     for name in reaped:  # the result, one name a line; how it went is on stderr
         out(f"{name}{' (expired; --dry-run: kept)' if dry_run else ' removed'}")
-    if not reaped:
+    lost = [] if dry_run or project else _lost_detached_runs()
+    for run_id in lost:
+        out(f"{run_id} (detached; its controller was lost) torn down")
+    if not reaped and not lost:
         say("nothing expired")
+
+
+def _lost_detached_runs() -> list[str]:
+    """Detached runs submitted from here whose controller is gone, torn down (what `status` and
+    `ls` do for each run they show)."""
+    from trainctl.jobs.detached_record import remembered
+
+    running = [(runs_dir, r.run_id) for runs_dir, r in remembered() if not r.terminal]
+    if not running:
+        return []
+    from trainctl.jobs.detached import observe
+
+    return [run_id for runs_dir, run_id in running
+            if (found := observe(runs_dir, run_id, say)) is not None and found.state == "lost"]

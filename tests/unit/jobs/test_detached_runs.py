@@ -112,3 +112,16 @@ def test_plan_of_a_target_without_a_controller_says_detaching_is_not_available()
 
     assert _detached_line(realizers.capabilities(load_stack("gpu-t4x2"))) == (
         "run --detach: not available on this target (it has no controller yet)")
+
+
+def test_reap_tears_down_a_detached_run_whose_controller_is_gone(tmp_path, trainctl_home):
+    runs = tmp_path / "runs"
+    a_record(runs).moved(runs, "running", pid=37)  # its controller's machine never existed here
+    records.remember(runs, "quick-abc123")
+    done = trainctl("reap", env={"TRAINCTL_HOME": str(trainctl_home)})
+    assert done.returncode == 0, done.stderr
+    assert "quick-abc123 (detached; its controller was lost) torn down" in done.stdout
+    lost = records.read(runs, "quick-abc123")
+    assert lost is not None and lost.state == "lost" and "ctl-quick-abc123 was lost" in lost.detail
+    again = trainctl("reap", env={"TRAINCTL_HOME": str(trainctl_home)})
+    assert "quick-abc123" not in again.stdout  # found once, recorded: nothing left to reap
