@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 ACCEPT_SECONDS = 120.0  # python, pydantic and the stack file read on the controller's first start
 CANCEL_POLL_SECONDS = 0.5
 SSH_SECONDS = 30.0
+# Past this a submission nobody took is abandoned: its submitter gave up by then (or was killed).
+SUBMIT_SECONDS = 20.0 + SSH_SECONDS + ACCEPT_SECONDS  # the controller's start, the SSH, the taking
 PROBE_SECONDS = 5.0  # as `trainctl status` probes nodes: a machine that went away is not waited on
 
 
@@ -174,7 +176,7 @@ def _controller_alive(record: DetachedRecord) -> bool:
     controller itself, over SSH)."""
     ctl = controllers.controller(record.provider)
     if record.state == "submitted":  # its submitter is making it, or waiting for it to take the run
-        return record.controller in ctl.names()
+        return record.controller in ctl.names() and time.time() - record.submitted < SUBMIT_SECONDS
     inventory = ctl.inventory(record.controller)
     if inventory is None or not ctl.exists(record.controller) or record.pid is None:
         return False

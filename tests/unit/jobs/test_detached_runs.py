@@ -125,3 +125,14 @@ def test_reap_tears_down_a_detached_run_whose_controller_is_gone(tmp_path, train
     assert lost is not None and lost.state == "lost" and "ctl-quick-abc123 was lost" in lost.detail
     again = trainctl("reap", env={"TRAINCTL_HOME": str(trainctl_home)})
     assert "quick-abc123" not in again.stdout  # found once, recorded: nothing left to reap
+
+
+def test_a_submission_nobody_took_is_abandoned_once_its_submitter_gave_up(tmp_path, trainctl_home):
+    from infra.providers.local.controller_node import controller_dir
+    from trainctl.jobs.detached import observe
+
+    runs = tmp_path / "runs"
+    record = a_record(runs)  # submitted long ago (epoch second 1000), by a submitter killed mid-way
+    controller_dir(record.controller).mkdir(parents=True)  # what it made of the controller
+    lost = observe(runs, record.run_id, print)
+    assert lost is not None and lost.state == "lost" and not controller_dir(record.controller).exists()
