@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import time
 import shutil
 from pathlib import Path
 
@@ -34,6 +35,7 @@ HOLDER_PID = "/run/host-namespaces.pid"
 # nothing else: sshd closes every descriptor above stderr when it starts.
 HOLD_HOST_NAMESPACES = f"sleep infinity & echo $! > {HOLDER_PID}"
 ANSWER_SECONDS = 20.0
+GONE_SECONDS = 5.0  # SIGKILLed processes leave in milliseconds
 
 
 def controller_dir(name: str) -> Path:
@@ -146,6 +148,9 @@ def remove(name: str, progress: Progress) -> bool:
         # PID 1 is the controller's own sshd, seen from inside, where SIGKILL to it is ignored
         # (pid_namespaces(7)); SIGTERM, which sshd handles, ends it and its PID namespace.
         _kill(pid, signal.SIGTERM if pid == 1 else signal.SIGKILL)
+    deadline = time.monotonic() + GONE_SECONDS  # from outside: returns once they are gone
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return existed
 
 
