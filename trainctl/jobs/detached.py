@@ -127,7 +127,8 @@ def _serve(load: Callable[[], Experiment], record: DetachedRecord, runs_dir: Pat
             exp = load()
             record = record.moved(runs_dir, "running", pid=os.getpid())
             run_experiment(exp, runs_dir=runs_dir, run_id=run_id, echo=echo,
-                           controls=lambda run: _watch_cancel(runs_dir, run_id, run.spending.stop))
+                           controls=lambda run: _watch_cancel(runs_dir, run_id, run.spending.stop,
+                                                              lambda: _trained(run.report.phases), echo))
             state = "succeeded"
         except RunCancelled as exc:
             state, detail = "cancelled", str(exc)
@@ -142,14 +143,27 @@ def _serve(load: Callable[[], Experiment], record: DetachedRecord, runs_dir: Pat
             record.moved(runs_dir, state, detail=detail)
 
 
-def _watch_cancel(runs_dir: Path, run_id: str, stop: Callable[[str], None]) -> None:
-    """Stop the run once a cancel is asked for (`trainctl cancel`, from any machine)."""
+def _trained(phases: dict[str, float]) -> bool:
+    """Whether the run's job (or sweep) is over: what is left, collect and down, goes on."""
+    return "train" in phases or "sweep" in phases
+
+
+def _watch_cancel(runs_dir: Path, run_id: str, stop: Callable[[str], None], trained: Callable[[], bool],
+                  echo: Callable[[str], None]) -> threading.Thread:
+    """Stop the run once a cancel is asked for (`trainctl cancel`, from any machine); once its
+    job is over the cancel only waits for the collect and teardown under way, which stopping
+    would cut short."""
     def watch() -> None:
         while not records.cancel_asked(runs_dir, run_id):
             time.sleep(CANCEL_POLL_SECONDS)
-        stop("cancelled by `trainctl cancel`")
+        if trained():
+            echo("[trainctl] cancel asked after the job ended: collecting and tearing down as planned")
+        else:
+            stop("cancelled by `trainctl cancel`")
 
-    threading.Thread(target=watch, name="cancel-watch", daemon=True).start()
+    watcher = threading.Thread(target=watch, name="cancel-watch", daemon=True)
+    watcher.start()
+    return watcher
 
 
 def observe(runs_dir: Path, run_id: str, echo: Callable[[str], None]) -> DetachedRecord | None:

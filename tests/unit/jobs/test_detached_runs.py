@@ -136,3 +136,16 @@ def test_a_submission_nobody_took_is_abandoned_once_its_submitter_gave_up(tmp_pa
     controller_dir(record.controller).mkdir(parents=True)  # what it made of the controller
     lost = observe(runs, record.run_id, print)
     assert lost is not None and lost.state == "lost" and not controller_dir(record.controller).exists()
+
+
+def test_a_cancel_stops_the_job_but_never_cuts_short_the_collect_after_it(tmp_path):
+    from trainctl.jobs.detached import _watch_cancel
+
+    a_record(tmp_path, "running")
+    records.ask_cancel(tmp_path, "quick-abc123")
+    for trained, stopped in ((False, ["cancelled by `trainctl cancel`"]), (True, [])):
+        stops: list[str] = []
+        said: list[str] = []
+        _watch_cancel(tmp_path, "quick-abc123", stops.append, lambda: trained, said.append).join(timeout=60)
+        assert stops == stopped
+        assert bool(said) == trained  # after the job: said, and left to finish
