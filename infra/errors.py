@@ -5,6 +5,7 @@
                      (and namespace_nodes.netns.CommandFailed, the node machinery's own)
   RemoteError     1  work on the nodes failed (bootstrap, a job, a teardown of a job)
   BudgetReached   4  a run or sweep stopped (checkpointed) so as not to exceed its budget's max_usd
+  RunCancelled  130  a run stopped on request (`trainctl cancel`), what it trained collected
   interrupted   130  Ctrl-C, SIGTERM, SIGHUP (not an exception class: KeyboardInterrupt)
 Anything else is a bug in trainctl and keeps its traceback.
 """
@@ -46,3 +47,11 @@ class BudgetReached(TrainctlError):
 
     exit_code = 4
     title = "stopped at its budget"
+
+
+class RunCancelled(TrainctlError):
+    """A run stopped on request (`trainctl cancel` of a detached run): its job stopped on every
+    node, what it trained collected, its stack torn down; the user's interrupt, said in words."""
+
+    exit_code = 130
+    title = "cancelled"

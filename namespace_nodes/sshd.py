@@ -79,7 +79,9 @@ def cgroup_mounts(mountinfo: str) -> list[str]:
 
 
 def node_boot_script(hostname: str, private_root: Path, private_tmp: Path, config: Path,
-                     log: Path, host_key_pub: Path) -> str:
+                     log: Path, host_key_pub: Path | None, before_sshd: tuple[str, ...] = ()) -> str:
+    """The machine's boot; `host_key_pub` None: it publishes no host key (a machine without a
+    metadata server, whose key its maker pinned when it wrote it)."""
     q = shlex.quote
     cgroups = " && ".join(cgroup_mounts(Path("/proc/self/mountinfo").read_text()))
     return "; ".join([
@@ -92,7 +94,8 @@ def node_boot_script(hostname: str, private_root: Path, private_tmp: Path, confi
         "mount -t tmpfs -o mode=0755 tmpfs /var/log",
         f"mount --bind {q(str(private_root))} /root",
         f"mount --bind {q(str(private_tmp))} /tmp",
-        PUBLISH_HOST_KEY.format(pub=q(str(host_key_pub))),
+        *([PUBLISH_HOST_KEY.format(pub=q(str(host_key_pub)))] if host_key_pub else []),
+        *before_sshd,
         f"exec {SSHD} -D -f {q(str(config))} -E {q(str(log))}",
     ])
 
@@ -110,17 +113,27 @@ def boot_node(netns: str, hostname: str, private_root: Path, private_tmp: Path, 
     start_supervised(netns, hostname, script, log.with_suffix(".boot.log"))
 
 
-def start_supervised(netns: str, hostname: str, script: str, console: Path) -> None:
+# The boot chain's file descriptors 8 and 9 on this machine's own network and mount namespaces,
+# for a machine that acts on this machine (the detached-run controller: its "cloud API").
+HOST_NAMESPACE_FDS = 'exec 8</proc/self/ns/net 9</proc/self/ns/mnt; exec "$@"'
+
+
+def start_supervised(netns: str, hostname: str, script: str, console: Path, *,
+                     hold_host_namespaces: bool = False, while_exists: Path | None = None) -> None:
     """Run a machine's boot script as PID 1 of its own PID, mount and UTS namespace inside
     `netns`, booting it again whenever it ends; its output (the machine's console) goes to
-    `console`. Detached from this process."""
+    `console`. Detached from this process. With `hold_host_namespaces` the boot script inherits
+    HOST_NAMESPACE_FDS; with `while_exists`, it boots again only while that path exists (a
+    machine that removes itself from inside, where it cannot see this loop to end it)."""
     machine = ("unshare --mount --propagation private --pid --uts --fork --kill-child --mount-proc "
                '/bin/sh -c "$1"')
-    supervisor = (f'while :; do {machine}; code=$?; echo "$(date -Is) node stopped (exit $code): '
+    booting = f"[ -e {shlex.quote(str(while_exists))} ]" if while_exists else ":"
+    supervisor = (f'while {booting}; do {machine}; code=$?; echo "$(date -Is) node stopped (exit $code): '
                   f'booting it again in {RESTART_DELAY_S} s"; sleep {RESTART_DELAY_S}; done')
     with open(console, "ab") as out:
+        holder = ["/bin/sh", "-c", HOST_NAMESPACE_FDS, "host-namespaces"] if hold_host_namespaces else []
         subprocess.run(
-            ["setsid", "-f", "ip", "netns", "exec", netns, "/bin/sh", "-c", supervisor,
+            ["setsid", "-f", *holder, "ip", "netns", "exec", netns, "/bin/sh", "-c", supervisor,
              f"node-{hostname}", script],
             check=True, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
 

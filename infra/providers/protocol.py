@@ -114,6 +114,9 @@ class Capabilities:
     # The frameworks (trainctl/launchers/spec.py `Framework`) jobs of this target cannot run yet,
     # each with why: a run naming one is refused before anything is created.
     refused_frameworks: Mapping[str, str] = field(default_factory=dict)
+    # What runs a detached run's controller on this target (infra/providers/controllers.py), in
+    # words; None: there is none yet, and `run --detach` is refused before anything is made.
+    controller: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import typer
 
 from infra.errors import ConfigError, ProvisionError, TrainctlError
 from namespace_nodes.netns import CommandFailed
-from trainctl.cli import experiment_verbs, node_verbs, project_verbs, stack_verbs
+from trainctl.cli import detached_verbs, experiment_verbs, node_verbs, project_verbs, stack_verbs
 from trainctl.cli.output import console, fail
 from trainctl.cli.streams import outlive_readers
 
@@ -40,6 +40,7 @@ app.add_typer(project_verbs.verbs)
 app.add_typer(stack_verbs.verbs)
 app.add_typer(node_verbs.verbs)
 app.add_typer(experiment_verbs.verbs)
+app.add_typer(detached_verbs.verbs)
 
 
 def main() -> None:

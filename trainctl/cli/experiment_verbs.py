@@ -40,6 +40,8 @@ RequirementsOpt = Annotated[Optional[str], typer.Option(help="job specs: require
                                                              "the code (default: its requirements.txt)")]
 FrameworkOpt = Annotated[Optional[str], typer.Option(help="job specs: torch, tensorflow or jax "
                                                           "(default: from the training image)")]
+DetachOpt = Annotated[bool, typer.Option("--detach", help="hand the run to a controller that is not this "
+                                                        "process (docs/how-to/detached-runs.md); prints its id")]
 RunPlanOpt = Annotated[bool, typer.Option("--plan", help="print the experiment (a job spec's "
                                                          "mapping) and run nothing")]
 
@@ -58,7 +60,7 @@ def run(ctx: typer.Context, experiment: ExperimentArg, keep: KeepOpt = False, ru
         master_image_uri: gcloud.MasterImageUri = None, region: gcloud.Region = None,
         worker_pool_spec: gcloud.WorkerPoolSpec = None, args_: gcloud.Args = None,
         python_package_uris: gcloud.PythonPackageUris = None, display_name: gcloud.DisplayName = None,
-        budget: BudgetOpt = None,
+        budget: BudgetOpt = None, detach: DetachOpt = False,
         simulate: SimulateOpt = False, simulated_project: SimulatedProjectOpt = None) -> None:
     """Run an experiment from nothing to nothing: up, bootstrap, launch, collect, down."""
     from trainctl.cli.run_output import show_report
@@ -82,11 +84,31 @@ def run(ctx: typer.Context, experiment: ExperimentArg, keep: KeepOpt = False, ru
     if simulate or simulated_project is not None:
         simulate_if_asked(_cluster(exp), simulate, simulated_project)
     runs_dir = runs_dir or runs_root()
+    if detach:
+        from trainctl.cli.detached_verbs import detach as detach_run
+
+        _detachable(experiment, exp, given, keep, resume, simulate or simulated_project is not None)
+        detach_run(experiment, exp, stack, budget, runs_dir)
+        return
     if resume and not (runs_dir / resume / "optuna.db").exists():
         raise ConfigError(f"--resume {resume}: no sweep study at {runs_dir / resume / 'optuna.db'}")
     report = run_experiment(exp, runs_dir=runs_dir, keep=keep, echo=out, board=functools.partial(_board, exp),
                             resume=resume, data_board=_data_board)
     show_report(exp, report)
+
+
+def _detachable(experiment: Path, exp: Experiment, given: dict, keep: bool, resume: str | None,
+                simulated: bool) -> None:
+    """What --detach carries to the controller: an experiment file, --stack and --budget."""
+    from infra.spec.stack_config import read_yaml_mapping
+    from trainctl.jobs.job_spec import is_job_spec
+
+    refused = [name for name, on in (("--keep", keep), ("--resume", resume), ("--simulate", simulated),
+                                     ("job-spec flags", bool(given)),
+                                     ("a job spec", is_job_spec(read_yaml_mapping(experiment, "experiment file")))) if on]
+    if refused:
+        raise ConfigError(f"--detach takes an experiment file with --stack and --budget; not with "
+                          f"{', '.join(refused)} (run those attached)")
 
 
 def _cluster(exp: Experiment) -> ClusterSpec:
@@ -214,7 +236,10 @@ def logs(run_id: Annotated[str, typer.Argument(callback=run_id_argument, help="r
     """Print a run's per-node logs (of a running or finished run)."""
     from trainctl.launchers.run_logs import print_logs
 
-    print_logs(runs_dir or runs_root(), run_id, out, node=node, follow=follow)
+    from trainctl.cli.detached_verbs import run_ended
+
+    runs_dir = runs_dir or runs_root()
+    print_logs(runs_dir, run_id, out, node=node, follow=follow, ended=run_ended(runs_dir, run_id))
 
 
 @verbs.command()

@@ -28,8 +28,14 @@ def init(directory: Annotated[Path, typer.Argument(help="your repository (defaul
 
 @verbs.command(name="ls")
 def ls_() -> None:
-    """Live stacks and experiments: age, TTL left, estimated cost so far."""
+    """Live stacks and experiments: age, TTL left, estimated cost so far; detached runs with
+    their controller, state and age."""
+    from trainctl.cli.detached_verbs import show_detached
+
+    detached = show_detached()
     rows = realizers.live()
+    if not rows and detached:
+        return
     if not rows:  # stdout stays empty: no stack
         say("No stack is up. Start one with `trainctl up --stack local`, "
             "or run an experiment: `trainctl run examples/digits-ddp.yaml`.")
@@ -59,5 +65,22 @@ def reap(project: Annotated[Optional[str], typer.Option(help="GCP project to swe
     reaped = realizers.reap(project, dry_run, say)
     for name in reaped:  # the result, one name a line; how it went is on stderr
         out(f"{name}{' (expired; --dry-run: kept)' if dry_run else ' removed'}")
-    if not reaped:
+    lost = [] if dry_run or project else _lost_detached_runs()
+    for run_id in lost:
+        out(f"{run_id} (detached; its controller was lost) torn down")
+    if not reaped and not lost:
         say("nothing expired")
+
+
+def _lost_detached_runs() -> list[str]:
+    """Detached runs submitted from here whose controller is gone, torn down (what `status` and
+    `ls` do for each run they show)."""
+    from trainctl.jobs.detached_record import remembered
+
+    running = [(runs_dir, r.run_id) for runs_dir, r in remembered() if not r.terminal]
+    if not running:
+        return []
+    from trainctl.jobs.detached import observe
+
+    return [run_id for runs_dir, run_id in running
+            if (found := observe(runs_dir, run_id, say)) is not None and found.state == "lost"]

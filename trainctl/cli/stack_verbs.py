@@ -17,6 +17,7 @@ from trainctl.cli.placement_output import show_placement
 if TYPE_CHECKING:
     from infra.spec.budget import Budget
     from infra.spec.cluster import ClusterSpec
+    from infra.providers.protocol import Capabilities
     from infra.spec.cost import Estimate
 
 verbs = typer.Typer()
@@ -82,6 +83,15 @@ def plan(stack: StackOpt = "local",
     if spec.budget and spec.budget.max_usd and cost.per_hour > 0:
         result(f"budget max_usd ${spec.budget.max_usd:g} pays for {spec.budget.max_usd / cost.per_hour:.2f} h "
                "of this stack; `trainctl run` stops, checkpointed, before it is spent")
+    result(_detached_line(realizer.capabilities(spec)))
+
+
+def _detached_line(can: Capabilities) -> str:
+    """What `run --detach` would cost beside the stack: its controller (docs/how-to/detached-runs.md)."""
+    if can.controller is None:
+        return "run --detach: not available on this target (it has no controller yet)"
+    billed = " (nothing billed)" if can.unbilled else ""
+    return f"run --detach: its controller is {can.controller}{billed}, one per run, removed when the run ends"
 
 
 @verbs.command()
@@ -116,9 +126,11 @@ def status(stack: LiveStackOpt = "local",
            runs_dir: RunsDirOpt = None) -> None:
     """Show the stack's nodes and whether each answers over SSH (host key verified), or a run's state."""
     if run:
+        from trainctl.cli.detached_verbs import run_status
         from trainctl.launchers.run_logs import outcome
 
-        out(outcome(runs_dir or runs_root(), run))
+        runs_dir = runs_dir or runs_root()
+        out(run_status(runs_dir, run) or outcome(runs_dir, run))
         return
     from rich.text import Text
 

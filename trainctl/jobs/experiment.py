@@ -309,11 +309,16 @@ def tear_down(run: StackRun, keep: bool) -> None:
 
 def run_experiment(exp: Experiment, *, runs_dir: Path = Path("runs"), keep: bool = False,
                    echo: Callable[[str], None] = print, board: Callable[[Inventory], Any] | None = None,
-                   resume: str | None = None, data_board: Callable[[Inventory], Any] | None = None) -> RunReport:
+                   resume: str | None = None, data_board: Callable[[Inventory], Any] | None = None,
+                   run_id: str | None = None, controls: Callable[[StackRun], Any] | None = None) -> RunReport:
     """Run one experiment on a fresh stack and remove the stack afterwards, whatever happens.
-    `resume` reuses a sweep's id: its study continues without redoing finished trials."""
-    run_id = resume or new_run_id(exp.name)
+    `resume` reuses a sweep's id: its study continues without redoing finished trials; `run_id`
+    is the id a detached run was given when submitted. `controls` is handed the prepared run
+    (a detached run's controller stops it through its spending clock)."""
+    run_id = resume or run_id or new_run_id(exp.name)
     run = prepare_run(exp, run_id, runs_dir, echo)
+    if controls is not None:
+        controls(run)
     drawer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="draw")
     builder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="image")
     echo(f"[trainctl] run {run_id}: {run.spec.node_count} node(s) on stack {exp.stack} "

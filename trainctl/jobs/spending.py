@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from infra.errors import BudgetReached, ConfigError
+from infra.errors import BudgetReached, ConfigError, RunCancelled, TrainctlError
 from infra.providers import realizers
 from infra.spec.budget import STOP_RESERVE_SECONDS, Budget, affordable, refuse_over_hourly, spend_seconds, spent
 from infra.spec.cluster import ClusterSpec
@@ -38,6 +38,7 @@ class Spending:
         self.usd_at_stop: float | None = None  # what was spent when the stop began
         self.collect_reserve = 0.0  # seconds kept back for collecting the artifacts (collect_reserve.py)
         self.collect_said = ""
+        self.stop_reason: str | None = None  # a stop asked for (`stop`), not the budget's
 
     @property
     def elapsed(self) -> float:
@@ -112,6 +113,18 @@ class Spending:
         if not launching:
             interrupt_main("budget reached")
 
+    def stop(self, reason: str) -> None:
+        """Stop the run as its budget's end stops it, for `reason` (a detached run's cancel):
+        a running job through the launcher's cancel, then collected; before that, interrupted."""
+        with self._lock:
+            self.stop_reason = reason
+            self.usd_at_stop = self.usd
+            self.reached.set()
+            launching = self._launching > 0
+        self.echo(f"[trainctl] {reason}: " + ("stopping the job, then collecting" if launching else "stopping"))
+        if not launching:
+            interrupt_main(reason)
+
     def decline(self, what: str, seconds: float) -> None:
         """Say that `what`, expected to take `seconds`, is not started: it would overspend."""
         self.declined.append(what)
@@ -119,8 +132,10 @@ class Spending:
         self.echo(f"[trainctl] budget: not starting {what}: another {seconds:.0f} s at ${self.per_hour:.4f}/hour "
                   f"after ${self.usd:.4f} spent would leave max_usd ${self.budget.max_usd:g} too little for the stop")
 
-    def stopped(self, run_id: str) -> BudgetReached:
+    def stopped(self, run_id: str) -> TrainctlError:
         """What is said at the end: when the stop began, and what the stack cost by the end."""
+        if self.stop_reason is not None:
+            return RunCancelled(f"{run_id} {self.stop_reason}: ${self.usd:.4f} spent with the teardown")
         assert self.budget is not None and self.budget.max_usd is not None  # only stopped with a limit
         began = "" if self.usd_at_stop is None else f"stopping at ${self.usd_at_stop:.4f}, "
         held = f"; not started: {', '.join(self.declined)}" if self.declined else ""

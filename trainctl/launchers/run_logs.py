@@ -28,9 +28,10 @@ def outcome(runs_dir: Path, run_id: str) -> str:
 
 
 def print_logs(runs_dir: Path, run_id: str, out: Callable[[str], None], *, node: str | None = None,
-               follow: bool = False) -> None:
+               follow: bool = False, ended: Callable[[], bool] | None = None) -> None:
     """Everything logged so far; with follow, what comes next too, until the run's result is
-    written (as `tail -f` would, but ending with the run)."""
+    written, or `ended` says so (a detached run, which collects and tears down after its
+    result), as `tail -f` would, but ending with the run."""
     base = runs_dir / run_id / "logs"
     if not base.is_dir():
         raise ConfigError(f"no logs for run {run_id!r} under {runs_dir}")
@@ -51,7 +52,8 @@ def print_logs(runs_dir: Path, run_id: str, out: Callable[[str], None], *, node:
 
     drain()
     done = result_path(runs_dir, run_id)
-    while follow and not done.exists():
+    finished = ended or done.exists
+    while follow and not finished():
         time.sleep(POLL_SECONDS)
         drain()
     if follow:

@@ -48,7 +48,8 @@ def capabilities(spec: ClusterSpec) -> Capabilities:
     repaired node comes back at its address."""
     return Capabilities(target="ssh", needs_bootstrap=True, repair_keeps_addresses=True,
                         reaches_google=False, machine_types=False, shared_folder="host",
-                        unbilled="local stack: its nodes are namespaces of this machine, nothing is billed")
+                        unbilled="local stack: its nodes are namespaces of this machine, nothing is billed",
+                        controller="a namespace node of its own on this machine")
 
 
 def up(spec: ClusterSpec, progress: Progress = lambda _: None) -> Inventory:
