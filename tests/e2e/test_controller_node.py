@@ -36,6 +36,10 @@ def test_the_controller_is_its_own_machine_reached_by_its_pinned_key_and_leaves_
         own_ns = f"/run/netns/tc-{NAME}-n0"
         assert run_on(inventory, f"test -e {own_ns}")[0] != 0  # its /run is its own
         assert run_on(inventory, ctl.on_target(f"test -e {own_ns} && cat /proc/1/comm", "/"))[1] == "sshd"
+        # a folder in this machine's /tmp (a checkout, a run folder) is the target's, not the
+        # controller's private /tmp: a clean clone under /tmp could not start its controller
+        (tmp_path / "here").write_text("this machine's /tmp")
+        assert run_on(inventory, ctl.on_target("cat here", str(tmp_path))) == (0, "this machine's /tmp")
         impostor = keys.write_ed25519_keypair(tmp_path / "other_key", "impostor")
         wrong = inventory.model_copy(update={
             "nodes": (inventory.rank0.model_copy(update={"host_keys": (impostor,)}),),

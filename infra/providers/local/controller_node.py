@@ -124,8 +124,11 @@ def on_target(command: str, cwd: str) -> str:
     /run/netns (shared), so the namespaces it names appear on this machine as `ip netns` makes
     them here."""
     fds = f"/proc/$(cat {HOLDER_PID})/fd"
-    inner = 'mount -t proc proc /proc && exec /bin/sh -c "$0"'
-    return (f"nsenter --net={fds}/8 --mount={fds}/9 --wd={shlex.quote(cwd)} -- "
+    # `cd` once inside: nsenter's --wd opens its folder before it enters the mount namespace,
+    # where this machine's /tmp and /root are the controller's private ones (a checkout or a
+    # run folder there was "No such file or directory")
+    inner = f'mount -t proc proc /proc && cd {shlex.quote(cwd)} && exec /bin/sh -c "$0"'
+    return (f"nsenter --net={fds}/8 --mount={fds}/9 -- "
             f"unshare --mount --propagation unchanged /bin/sh -c {shlex.quote(inner)} {shlex.quote(command)}")
 
 
