@@ -159,7 +159,7 @@ CASES = {
     "environment name that is shell": (RUN, {E: experiment(run={"command": "x", "env": {"A;reboot": "1"}})},
                                        "environment variable name 'A;reboot' is not valid"),
     "empty command": (RUN, {E: experiment(run={"command": ""})}, "run.command"),
-    "unknown framework": (["launch", "--framework", "jax", "--plan", "--", "python", "t.py"], {}, "framework"),
+    "unknown framework": (["launch", "--framework", "mxnet", "--plan", "--", "python", "t.py"], {}, "framework"),
     "launch without a command": (["launch", "--stack", "local"], {}, "nothing to launch"),
     "exec without a command": (["exec", "--stack", "local"], {}, "nothing to run"),
     "node count that is a word, on the command line": (["up", "--nodes", "many"], {}, "Invalid value for '--nodes': Input should be a valid integer"),
