@@ -141,8 +141,10 @@ def missing_artifacts(exp: Experiment, missing: list[str]) -> str | None:
     return f"artifacts not found: {', '.join(missing)}"
 
 
-def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec:
-    return LaunchSpec(run_id=run_id, command=exp.run.command, framework=exp.run.framework,
+def launch_spec(exp: Experiment, run_id: str, procs_per_node: int, stack: ClusterSpec | None = None) -> LaunchSpec:
+    """The experiment's launch; a GKE stack's queue and priority class apply where it names none."""
+    return LaunchSpec(queue=exp.queue or (stack.queue if stack else None),
+                      priority_class=exp.priority_class or (stack.priority_class if stack else None),run_id=run_id, command=exp.run.command, framework=exp.run.framework,
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
                       max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
                       permanent_exit_codes=exp.restart.permanent_exit_codes,
@@ -195,8 +197,11 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     spec = readable_by_nodes(spec, exp.data)
     spending = budgeted(exp, spec, echo)
     bspec = bootstrap_spec(exp, spec.python)
-    lspec = launch_spec(exp, run_id, spec.procs_per_node)
+    lspec = launch_spec(exp, run_id, spec.procs_per_node, spec)
     refuse_framework_mismatch(spec, lspec.framework)
+    if (exp.queue or exp.priority_class) and spec.kind != "gke":
+        raise ConfigError(f"experiment {exp.name}: queue and priority_class apply to GKE stacks only "
+                          f"(stack {exp.stack} is kind {spec.kind})")
     for note in keras_notes(exp, spec):
         echo(f"[trainctl] note: {note}")
     launcher = launcher_for_cluster(spec)
