@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import uuid
-from collections import Counter
 from typing import Any
 
 from gcpsim.kubernetes.jobs import JobController
@@ -211,28 +210,29 @@ class JobSetController(JobController):
                     self.start_job(job)
 
     def fits(self, cluster_queue: Obj, js: Obj) -> bool:
-        quota: Counter[str] = Counter()
+        quota: dict[str, float] = {}
         for group in cluster_queue["spec"].get("resourceGroups", []):
             for flavor in group.get("flavors", []):
                 for resource in flavor.get("resources", []):
-                    quota[resource["name"]] += _quantity(resource["nominalQuota"])
-        used: Counter[str] = Counter()
+                    quota[resource["name"]] = quota.get(resource["name"], 0.0) + _quantity(resource["nominalQuota"])
+        used: dict[str, float] = {}
         for (res, _, _), other in self.objects.items():
             if res == "jobsets" and other is not js and not other["spec"].get("suspend") and not self.finished(other) \
                     and other["metadata"].get("annotations", {}).get("gcpsim/admitted-by") == cluster_queue["metadata"]["name"]:
-                used.update(_requests(other))
-        return all(quota[name] - used[name] >= amount for name, amount in _requests(js).items())
+                for name, amount in _requests(other).items():
+                    used[name] = used.get(name, 0.0) + amount
+        return all(quota.get(name, 0.0) - used.get(name, 0.0) >= amount for name, amount in _requests(js).items())
 
 
-def _requests(js: Obj) -> Counter[str]:
-    total: Counter[str] = Counter()
+def _requests(js: Obj) -> dict[str, float]:
+    total: dict[str, float] = {}
     for rjob in js["spec"]["replicatedJobs"]:
         job = rjob["template"]["spec"]
         pods = int(rjob.get("replicas", 1)) * int(job.get("parallelism") or 1)
         for container in job["template"]["spec"]["containers"]:
             resources = container.get("resources") or {}
             for name, value in {**(resources.get("limits") or {}), **(resources.get("requests") or {})}.items():
-                total[name] += pods * _quantity(value)
+                total[name] = total.get(name, 0.0) + pods * _quantity(value)
     return total
 
 

@@ -74,9 +74,10 @@ class JobSetAttempt(SliceSetAttempt):
     def on_job(self, event: str, job: Any) -> None:
         """A child Job of this attempt's JobSet (by its uid label): the first one seen by a name is
         the one; a Job of an earlier attempt's set is not."""
-        labels = (job.metadata.labels or {}) if job is not None else {}
-        name = job.metadata.name if job is not None else None
-        if name not in self.names or labels.get(JOBSET_UID_LABEL) != self.set_uid:
+        if job is None:
+            return
+        name: str = job.metadata.name
+        if name not in self.names or (job.metadata.labels or {}).get(JOBSET_UID_LABEL) != self.set_uid:
             return
         last = self.jobs.get(name)
         if last is not None and job.metadata.uid != last.metadata.uid:
