@@ -192,16 +192,15 @@ def refuse_framework_mismatch(spec: ClusterSpec, framework: str) -> None:
 def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[str], None]) -> StackRun:
     """Validate everything before anything exists; then the run's folder."""
     budget = {"budget": exp.budget} if exp.budget else {}
+    # The experiment's queue and priority override the stack's; the stack's checks refuse them off GKE.
+    kueue = {k: v for k, v in (("queue", exp.queue), ("priority_class", exp.priority_class)) if v}
     spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
-                      overrides={**exp.overrides, **budget, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+                      overrides={**exp.overrides, **budget, **kueue, "ephemeral": True, "ttl_hours": exp.ttl_hours})
     spec = readable_by_nodes(spec, exp.data)
     spending = budgeted(exp, spec, echo)
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node, spec)
     refuse_framework_mismatch(spec, lspec.framework)
-    if (exp.queue or exp.priority_class) and spec.kind != "gke":
-        raise ConfigError(f"experiment {exp.name}: queue and priority_class apply to GKE stacks only "
-                          f"(stack {exp.stack} is kind {spec.kind})")
     for note in keras_notes(exp, spec):
         echo(f"[trainctl] note: {note}")
     launcher = launcher_for_cluster(spec)
