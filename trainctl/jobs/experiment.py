@@ -201,6 +201,12 @@ def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[st
     bspec = bootstrap_spec(exp, spec.python)
     lspec = launch_spec(exp, run_id, spec.procs_per_node, spec)
     refuse_framework_mismatch(spec, lspec.framework)
+    if lspec.queue:
+        # The run's cluster is its own, new one: no admin installed Kueue on it.
+        raise ConfigError(f"experiment {exp.name}: queue {lspec.queue!r} names a Kueue LocalQueue, and `trainctl run` "
+                          "stands up a cluster of its own, which has no Kueue (trainctl does not install it yet): "
+                          "on a live GKE stack whose cluster has Kueue and JobSet, name the queue in the stack file "
+                          "and run `trainctl launch --stack <stack> -- <command>`")
     for note in keras_notes(exp, spec):
         echo(f"[trainctl] note: {note}")
     launcher = launcher_for_cluster(spec)

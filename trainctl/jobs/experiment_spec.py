@@ -237,7 +237,8 @@ class Experiment(Model):
     """The network pre-flight before training; off unless named (see `network_check.*`)."""
     queue: str | None = None
     """GKE: the Kueue LocalQueue that admits the run's job (a JobSet labelled
-    `kueue.x-k8s.io/queue-name`); overrides the stack's `queue`."""
+    `kueue.x-k8s.io/queue-name`); overrides the stack's `queue`. `trainctl run` refuses it for
+    now: the cluster it stands up has no Kueue (docs/how-to/kueue-and-jobset.md)."""
     priority_class: str | None = None
     """GKE: the PriorityClass of the run's pods; overrides the stack's `priority_class`."""
     shared_dir: SharedDir | None = None

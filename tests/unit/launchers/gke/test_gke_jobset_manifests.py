@@ -111,3 +111,12 @@ def test_the_experiment_queue_overrides_the_stack_and_a_vm_stack_refuses_one():
         load_stack("gpu-t4x2", overrides={"queue": "q"})
     with pytest.raises(ValidationError, match="a Kubernetes object name"):
         Experiment(name="e", run={"command": "python t.py"}, queue="Team_A")
+
+
+def test_a_run_that_stands_up_its_own_cluster_refuses_a_queue_before_anything_is_created(tmp_path):
+    from trainctl.jobs.experiment import prepare_run
+
+    exp = Experiment(name="e", stack="gke-l4", run={"command": "python t.py"}, queue="team-a")
+    with pytest.raises(ConfigError, match="stands up a cluster of its own, which has no Kueue"):
+        prepare_run(exp, "e-1", tmp_path / "runs", print)
+    assert not (tmp_path / "runs").exists()
