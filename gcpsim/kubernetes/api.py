@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import parse_qsl, urlsplit
 
-from gcpsim.kubernetes.jobs import JobController, PodRunner
+from gcpsim.kubernetes.crds import CustomResources
+from gcpsim.kubernetes.jobs import PodRunner
 from gcpsim.kubernetes.objects import KINDS, KubeError, Obj, parse_selector
 from gcpsim.kubernetes.store import Request
 
@@ -37,10 +38,19 @@ ROUTES = [
     (re.compile(r"/apis/apps/v1/namespaces/([^/]+)/(daemonsets)/([^/]+)"), "object"),
     (re.compile(r"/apis/networking\.gke\.io/v1()/(gkenetworkparamsets|networks)/([^/]+)"), "object"),
     (re.compile(r"/api/v1/namespaces/([^/]+)/(pods)/([^/]+)/log"), "log"),
+    (re.compile(r"/apis/?"), "discovery"),
+    # What an admin installs (crds.py): served once its CustomResourceDefinition exists.
+    (re.compile(r"/apis/apiextensions\.k8s\.io/v1()/(customresourcedefinitions)"), "collection"),
+    (re.compile(r"/apis/jobset\.x-k8s\.io/v1alpha2/namespaces/([^/]+)/(jobsets)"), "collection"),
+    (re.compile(r"/apis/jobset\.x-k8s\.io/v1alpha2/namespaces/([^/]+)/(jobsets)/([^/]+)(/status)?"), "object"),
+    (re.compile(r"/apis/kueue\.x-k8s\.io/v1beta[12]/namespaces/([^/]+)/(localqueues)"), "collection"),
+    (re.compile(r"/apis/kueue\.x-k8s\.io/v1beta[12]/namespaces/([^/]+)/(localqueues)/([^/]+)"), "object"),
+    (re.compile(r"/apis/kueue\.x-k8s\.io/v1beta[12]()/(clusterqueues|resourceflavors)"), "collection"),
+    (re.compile(r"/apis/kueue\.x-k8s\.io/v1beta[12]()/(clusterqueues|resourceflavors)/([^/]+)"), "object"),
 ]
 
 
-class KubernetesApi(JobController):
+class KubernetesApi(CustomResources):
     """The API of one cluster, listening until `close()`."""
 
     def __init__(self, pods: PodRunner, token: str, *, host: str = "127.0.0.1", port: int = 0,
@@ -153,6 +163,14 @@ class KubernetesApi(JobController):
             _send(h, 200, answer)
         else:
             raise KubeError(405, "MethodNotAllowed", f"{method} is not supported here")
+
+    def _discovery(self, h: BaseHTTPRequestHandler, request: Request, method: str) -> None:
+        if method != "GET":
+            raise KubeError(405, "MethodNotAllowed", f"{method} is not supported here")
+        with self.cond:
+            body = self.discovery()
+        request.status = 200
+        _send(h, 200, body)
 
     def _log(self, h: BaseHTTPRequestHandler, request: Request, method: str, ns: str, _resource: str,
              name: str) -> None:

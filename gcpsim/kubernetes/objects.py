@@ -26,8 +26,14 @@ KINDS = {"serviceaccounts": ("v1", "ServiceAccount", "V1ServiceAccount"),
          "daemonsets": ("apps/v1", "DaemonSet", "V1DaemonSet"),
          # GKE's multi-networking custom resources: no client model, their CRD's schema (gke_networks.py)
          "gkenetworkparamsets": ("networking.gke.io/v1", "GKENetworkParamSet", ""),
-         "networks": ("networking.gke.io/v1", "Network", "")}
-GROUP = {"jobs": "jobs.batch", "daemonsets": "daemonsets.apps",  # how a Status message names the resource
+         "networks": ("networking.gke.io/v1", "Network", ""),
+         # installed by an admin (crds.py): no client model
+         "customresourcedefinitions": ("apiextensions.k8s.io/v1", "CustomResourceDefinition", ""),
+         "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet", ""),
+         "localqueues": ("kueue.x-k8s.io/v1beta2", "LocalQueue", ""),
+         "clusterqueues": ("kueue.x-k8s.io/v1beta2", "ClusterQueue", ""),
+         "resourceflavors": ("kueue.x-k8s.io/v1beta2", "ResourceFlavor", "")}
+GROUP = {"jobs": "jobs.batch", "daemonsets": "daemonsets.apps", "jobsets": "jobsets.jobset.x-k8s.io",  # how a Status message names the resource
          "gkenetworkparamsets": "gkenetworkparamsets.networking.gke.io", "networks": "networks.networking.gke.io"}
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 # The kubernetes client's packages import their modules lazily; two request threads importing it

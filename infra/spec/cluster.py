@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from infra.spec import catalog
 from infra.spec.accelerator import Cpu, Gpu, Tpu
 from infra.spec.budget import Budget
 from infra.spec.cluster_sections import (BucketSpec, GpuRequest, NetworkSpec, SshSpec, TpuRequest,
                                          check_data_buckets, check_reservation_value)
+from infra.spec.gke_names import kube_name
 from infra.spec.model import SpecModel, resolve
 from infra.spec.provider_constraints import check_provider
 
@@ -150,11 +151,23 @@ class ClusterSpec(SpecModel):
     idle_minutes: float | None = Field(None, gt=0, le=7 * 24 * 60)
     """A stack stood up by `trainctl up` goes down by itself after this long unused and idle
     (fractions allowed: 0.25 is 15 s); `ttl_hours` stays the backstop."""
+    queue: str | None = None
+    """GKE: the Kueue LocalQueue (in the pods' namespace) that admits the stack's jobs; they are
+    submitted as JobSets labelled `kueue.x-k8s.io/queue-name` (docs/how-to/kueue-and-jobset.md).
+    An experiment's `queue` overrides it. Unset: the job runs as soon as it is created."""
+    priority_class: str | None = None
+    """GKE: the PriorityClass of the jobs' pods (Kueue orders and preempts workloads by it). An
+    experiment's `priority_class` overrides it."""
 
     @field_validator("name")
     @classmethod
     def gce_name(cls, v: str) -> str:
         return validate_name(v, "name")
+
+    @field_validator("queue", "priority_class")
+    @classmethod
+    def kubernetes_name(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return kube_name(v, str(info.field_name))
 
     @field_validator("reservation")
     @classmethod
@@ -208,6 +221,9 @@ class ClusterSpec(SpecModel):
         if self.instance_termination_action and not self.has_spot:
             raise ValueError("instance_termination_action applies to spot VMs only (set spot: true, "
                              "or remove it)")
+        if (self.queue or self.priority_class) and self.kind != "gke":
+            raise ValueError("queue and priority_class name Kubernetes objects: they apply to GKE stacks "
+                             "(kind: gke) only")
         if self.pools:
             self._check_pools_shape()
         updates = check_provider(self)

@@ -5,6 +5,7 @@ pool's name), so both read them here."""
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import TYPE_CHECKING
 
 from infra.spec import catalog
@@ -17,6 +18,17 @@ if TYPE_CHECKING:
 GKE_NAME_MAX = 40
 # The label GKE puts on every node with its node pool's name.
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+# A Kueue LocalQueue or a PriorityClass named in a stack or an experiment: an RFC 1123 label (both
+# are object names, and the queue's name is also the value of the `kueue.x-k8s.io/queue-name`
+# label, which allows 63 characters): https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
+KUBE_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def kube_name(value: str | None, field: str) -> str | None:
+    if value is not None and not KUBE_NAME_RE.match(value):
+        raise ValueError(f"{field} {value!r}: a Kubernetes object name (lowercase letters, digits and '-', "
+                         "at most 63, starting and ending with a letter or digit)")
+    return value
 
 
 def bounded(name: str, limit: int = GKE_NAME_MAX) -> str:

@@ -50,7 +50,8 @@ else:
 
 
 def launch(gke_cluster, tmp_path: Path, image: str | None, command: tuple[str, ...], run_id: str = "probe",
-           cancel: threading.Event | None = None, echo=None, framework: str = "tensorflow", data: tuple = ()):
+           cancel: threading.Event | None = None, echo=None, framework: str = "tensorflow", data: tuple = (),
+           queue: str | None = None):
     from infra.providers.inventory import Inventory
     from infra.spec.stack_config import load_stack
     from trainctl.launchers.gke.job import run_job
@@ -62,7 +63,7 @@ def launch(gke_cluster, tmp_path: Path, image: str | None, command: tuple[str, .
                           known_hosts="", gke_service_account="runner@p.iam.gserviceaccount.com",
                           kubeconfig=str(config))
     spec = LaunchSpec(run_id=run_id, framework=framework, command=command, image=image,
-                      env={"JOB": run_id, "SVC": f"{run_id}-svc"}, data=data)
+                      env={"JOB": run_id, "SVC": f"{run_id}-svc"}, data=data, queue=queue)
     result = run_job(load_stack("gke-l4"), inventory, spec, tmp_path / "logs", echo or lines.append,
                      poll=0.05, cancel=cancel)
     return result, lines

@@ -141,8 +141,10 @@ def missing_artifacts(exp: Experiment, missing: list[str]) -> str | None:
     return f"artifacts not found: {', '.join(missing)}"
 
 
-def launch_spec(exp: Experiment, run_id: str, procs_per_node: int) -> LaunchSpec:
-    return LaunchSpec(run_id=run_id, command=exp.run.command, framework=exp.run.framework,
+def launch_spec(exp: Experiment, run_id: str, procs_per_node: int, stack: ClusterSpec | None = None) -> LaunchSpec:
+    """The experiment's launch; a GKE stack's queue and priority class apply where it names none."""
+    return LaunchSpec(queue=exp.queue or (stack.queue if stack else None),
+                      priority_class=exp.priority_class or (stack.priority_class if stack else None),run_id=run_id, command=exp.run.command, framework=exp.run.framework,
                       nproc_per_node=exp.run.processes_per_node or procs_per_node,
                       max_restarts=exp.restart.max_restarts, job_retries=exp.restart.job_retries,
                       permanent_exit_codes=exp.restart.permanent_exit_codes,
@@ -190,13 +192,21 @@ def refuse_framework_mismatch(spec: ClusterSpec, framework: str) -> None:
 def prepare_run(exp: Experiment, run_id: str, runs_dir: Path, echo: Callable[[str], None]) -> StackRun:
     """Validate everything before anything exists; then the run's folder."""
     budget = {"budget": exp.budget} if exp.budget else {}
+    # The experiment's queue and priority override the stack's; the stack's checks refuse them off GKE.
+    kueue = {k: v for k, v in (("queue", exp.queue), ("priority_class", exp.priority_class)) if v}
     spec = load_stack(exp.stack, name=run_id, overrides_from=exp.overrides_from,
-                      overrides={**exp.overrides, **budget, "ephemeral": True, "ttl_hours": exp.ttl_hours})
+                      overrides={**exp.overrides, **budget, **kueue, "ephemeral": True, "ttl_hours": exp.ttl_hours})
     spec = readable_by_nodes(spec, exp.data)
     spending = budgeted(exp, spec, echo)
     bspec = bootstrap_spec(exp, spec.python)
-    lspec = launch_spec(exp, run_id, spec.procs_per_node)
+    lspec = launch_spec(exp, run_id, spec.procs_per_node, spec)
     refuse_framework_mismatch(spec, lspec.framework)
+    if lspec.queue:
+        # The run's cluster is its own, new one: no admin installed Kueue on it.
+        raise ConfigError(f"experiment {exp.name}: queue {lspec.queue!r} names a Kueue LocalQueue, and `trainctl run` "
+                          "stands up a cluster of its own, which has no Kueue (trainctl does not install it yet): "
+                          "on a live GKE stack whose cluster has Kueue and JobSet, name the queue in the stack file "
+                          "and run `trainctl launch --stack <stack> -- <command>`")
     for note in keras_notes(exp, spec):
         echo(f"[trainctl] note: {note}")
     launcher = launcher_for_cluster(spec)

@@ -7,7 +7,8 @@ import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from infra.spec.budget import Budget
 from bootstrap.data_inputs import DataInput, overlapping
@@ -15,6 +16,7 @@ from infra.spec.cluster import Role, validate_name
 from infra.spec.stack_config import ConfigError, format_validation_error
 from trainctl.launchers import DEFAULT_JOB_RETRIES, DEFAULT_MAX_RESTARTS
 from trainctl.launchers.shared_dir import SharedDir
+from infra.spec.gke_names import kube_name
 from trainctl.launchers.spec import Framework
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -233,6 +235,12 @@ class Experiment(Model):
     """gs:// prefixes copied to (or mounted on) every node before training (see `data[].*`)."""
     network_check: NetworkCheckSection | None = None
     """The network pre-flight before training; off unless named (see `network_check.*`)."""
+    queue: str | None = None
+    """GKE: the Kueue LocalQueue that admits the run's job (a JobSet labelled
+    `kueue.x-k8s.io/queue-name`); overrides the stack's `queue`. `trainctl run` refuses it for
+    now: the cluster it stands up has no Kueue (docs/how-to/kueue-and-jobset.md)."""
+    priority_class: str | None = None
+    """GKE: the PriorityClass of the run's pods; overrides the stack's `priority_class`."""
     shared_dir: SharedDir | None = None
     """One folder for the run that every node reads and writes: a host folder on the local stack,
     the run's `gs://<bucket>/<run-id>/shared` mounted with Cloud Storage FUSE on GCP VMs and TPU
@@ -245,6 +253,11 @@ class Experiment(Model):
     _overrides_from: str = PrivateAttr("overrides")
     # Where the budget was written (the file, or --budget), for a refusal to name it.
     _budget_from: str = PrivateAttr("the experiment's budget")
+
+    @field_validator("queue", "priority_class")
+    @classmethod
+    def kubernetes_name(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return kube_name(v, str(info.field_name))
 
     @field_validator("name")
     @classmethod

@@ -39,6 +39,9 @@ class LaunchSpec(BaseModel):
     image: str | None = None
     # The experiment's data inputs: GKE pods mount them (SSH nodes had them staged before launch).
     data: tuple[DataInput, ...] = ()
+    # GKE: the Kueue LocalQueue that admits the job, and the pods' PriorityClass (None: none).
+    queue: str | None = None
+    priority_class: str | None = None
     # One folder for the run on every node (trainctl/launchers/shared_dir.py); None: none.
     shared_dir: SharedDir | None = None
 

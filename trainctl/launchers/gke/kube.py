@@ -8,6 +8,7 @@ from typing import Any, Callable, cast
 
 from infra.providers.inventory import Inventory
 from infra.spec.stack_config import ConfigError
+from trainctl.launchers.gke.jobset import JOBSET_GROUP, JOBSET_VERSION, KUEUE_GROUP, ClusterApis
 from trainctl.launchers.gke.manifests import import_kubernetes
 
 
@@ -34,6 +35,7 @@ class Kube:
                                                  client_configuration=configuration)
         self.core = client.CoreV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
         self.ns = namespace
 
     def keep_or_create(self, create: Callable[..., Any], body: Any) -> bool:
@@ -92,3 +94,58 @@ class Kube:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+    # -- JobSet and Kueue ------------------------------------------------------------------------
+
+    def apis(self) -> ClusterApis:
+        """What the cluster serves, from its API discovery (GET /apis): a CRD's group and versions
+        are listed there once it is installed."""
+        from kubernetes import client
+
+        groups = {g.name: g for g in client.ApisApi(self.api).get_api_versions().groups}
+        jobset = groups.get(JOBSET_GROUP)
+        kueue = groups.get(KUEUE_GROUP)
+        return ClusterApis(jobset=bool(jobset and any(v.version == JOBSET_VERSION for v in jobset.versions)),
+                           kueue_version=kueue.preferred_version.version if kueue and kueue.preferred_version else None)
+
+    def local_queue_exists(self, version: str, name: str) -> bool:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.custom.get_namespaced_custom_object(KUEUE_GROUP, version, self.ns, "localqueues", name)
+            return True
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return False
+
+    def create_jobset(self, body: dict[str, Any]) -> dict[str, Any]:
+        return cast(dict, self.custom.create_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets",
+                                                                      body, field_validation="Strict"))
+
+    def read_jobset(self, name: str) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return cast(dict, self.custom.get_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns,
+                                                                       "jobsets", name))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return None
+
+    def delete_jobset(self, name: str, wait: float, poll: float) -> None:
+        """Foreground, as delete_job: its Jobs, and their pods, go before it does."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.custom.delete_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", name,
+                                                        propagation_policy="Foreground")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        deadline = time.monotonic() + wait
+        while wait and self.read_jobset(name) is not None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"jobset {name} still terminating after {wait:.0f} s")
+            time.sleep(poll)

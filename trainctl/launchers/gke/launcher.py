@@ -17,9 +17,13 @@ from trainctl.launchers.spec import LaunchSpec
 
 class GkeJob:
     def dryrun(self, cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec) -> LaunchPlan:
+        from trainctl.launchers.gke.kube import Kube
         from trainctl.launchers.gke.manifests import manifests, validate
 
-        objects = manifests(cluster, inventory, spec)
+        # A live stack's cluster says whether it serves JobSet (its API discovery); a plan made
+        # before `up` has no cluster to ask, and shows a JobSet only where a queue is named.
+        apis = Kube(inventory, catalog.GKE_KSA_NAMESPACE, cluster.node_count).apis() if inventory.kubeconfig else None
+        objects = manifests(cluster, inventory, spec, apis=apis)
         for obj in objects:
             validate(obj)
         return LaunchPlan(cluster, inventory, spec, objects=objects)

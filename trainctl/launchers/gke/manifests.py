@@ -20,6 +20,8 @@ from trainctl.launchers import rendezvous_store
 from trainctl.launchers.cluster_env import TF_PORT, expand, job_env, thread_share, torchrun_target
 from trainctl.launchers.gke.data_volumes import add_data
 from trainctl.launchers.gke.gpudirect import apply as apply_gpudirect, gpudirect_pod
+from trainctl.launchers.gke.jobset import (SINGLE, ClusterApis, as_jobset, child_job_name, jobset_name,
+                                          jobset_unknown_fields, template_as_job)
 from trainctl.launchers.gke.slice_jobs import is_multislice, slice_jobs
 from trainctl.launchers.spec import LaunchSpec
 from infra.providers.inventory import Inventory
@@ -159,9 +161,26 @@ def _indexed_job(job: str, labels: dict[str, str], cluster: ClusterSpec, spec: L
     }
 
 
-def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
-              image: str | None = None, gsa: str | None = None) -> list[dict[str, Any]]:
+def workload_names(cluster: ClusterSpec, spec: LaunchSpec, as_set: bool) -> tuple[str, str, str]:
+    """The Job's (or JobSet's) name, the Service's, and the name the pods' hostnames start with
+    (a JobSet's child Job of replicated job `w`; a multislice set names each slice's Job)."""
     job, svc = names(spec)
+    if not as_set:
+        return job, svc, job
+    multi = is_multislice(cluster)
+    assert not multi or cluster.tpu is not None
+    rjobs = [f"s{i}" for i in range(cluster.tpu.slices)] if multi and cluster.tpu else [SINGLE]
+    pods = catalog.TPUS[cluster.tpu.type].hosts if multi and cluster.tpu else cluster.node_count
+    name = jobset_name(spec.run_id, rjobs, pods)
+    return name, svc, name if multi else child_job_name(name, SINGLE)
+
+
+def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec, image: str | None = None,
+              gsa: str | None = None, apis: ClusterApis | None = None) -> list[dict[str, Any]]:
+    """The ServiceAccount, the Service, and the job: a JobSet where a Kueue queue is named or the
+    cluster serves the JobSet API (`apis`, from its discovery), else the Indexed Job(s)."""
+    as_set = bool(spec.queue) or bool(apis and apis.jobset)
+    name, svc, job = workload_names(cluster, spec, as_set)
     email = gke_service_account(inventory, gsa)
     image = image or spec.image or default_image(cluster, spec.framework)
     labels = {"app.kubernetes.io/managed-by": "trainctl", "trainctl/run": spec.run_id}
@@ -184,7 +203,12 @@ def manifests(cluster: ClusterSpec, inventory: Inventory, spec: LaunchSpec,
     indexed = _indexed_job(job, labels, cluster, spec, pod_spec)
     with_gpudirect(cluster, inventory, indexed["spec"]["template"])
     add_data(spec.data, indexed["spec"]["template"])
-    jobs = slice_jobs(cluster, indexed, svc) if is_multislice(cluster) else [indexed]
+    jobs = slice_jobs(cluster, indexed, svc, "-0" if as_set else "") if is_multislice(cluster) else [indexed]
+    if as_set:
+        jobs = [as_jobset(name, labels, jobs, svc, spec.queue, spec.priority_class)]
+    elif spec.priority_class:
+        for one in jobs:
+            one["spec"]["template"]["spec"]["priorityClassName"] = spec.priority_class
     return [service_account(email, labels), _service(svc, labels, spec, ports), *jobs]
 
 
@@ -235,6 +259,13 @@ def import_kubernetes() -> None:
 def validate(manifest: dict[str, Any]) -> Any:
     """Deserialize into the Kubernetes client's typed models: unknown fields, wrong types and
     missing required fields raise, as the API server would."""
+    if manifest["kind"] == "JobSet":  # no client model: its API's fields, and each child Job's
+        unknown = jobset_unknown_fields(manifest)
+        if unknown:
+            raise ValueError(f"JobSet {manifest['metadata'].get('name')}: unknown field(s) " + ", ".join(unknown))
+        for index in range(len(manifest["spec"]["replicatedJobs"])):
+            validate(template_as_job(manifest, index))
+        return manifest
     import_kubernetes()
     from kubernetes.client import ApiClient
 
