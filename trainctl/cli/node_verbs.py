@@ -135,13 +135,14 @@ def launch(
         raise ConfigError("nothing to launch: give the command after --, e.g. "
                           "`trainctl launch --stack local -- python train.py`")
     rid = run_id or f"{stack}-{secrets.token_hex(3)}"
+    # the options are checked before the stack is read: bad input is named as such
+    spec = validated(LaunchSpec, run_id=rid, command=tuple(command), nproc_per_node=nproc_per_node,
+                     max_restarts=max_restarts, framework=framework, job_retries=job_retries, image=image)
     inventory = realizers.inventory(stack)
     launcher = launcher_for(inventory)
     cluster = realizers.spec(stack)
     # A GKE stack's Kueue queue and priority class (docs/how-to/kueue-and-jobset.md).
-    spec = validated(LaunchSpec, run_id=rid, command=tuple(command), nproc_per_node=nproc_per_node,
-                     max_restarts=max_restarts, framework=framework, job_retries=job_retries, image=image,
-                     queue=cluster.queue, priority_class=cluster.priority_class)
+    spec = spec.model_copy(update={"queue": cluster.queue, "priority_class": cluster.priority_class})
     refuse_framework_mismatch(cluster, framework)
     plan = launcher.dryrun(cluster, inventory, spec)
     if show_plan:  # exactly what `run` executes: each node's command line, or the Job's objects
