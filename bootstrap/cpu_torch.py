@@ -54,10 +54,15 @@ def _torch_requirement(spec: BootstrapSpec) -> Requirement | None:
     return None
 
 
+def computes_on_cpu(inventory: Inventory) -> bool:
+    """Every node computes on the CPU (no GPU, no TPU): torch's CUDA build is dead weight there."""
+    return all(n.accelerator.kind == "cpu" for n in inventory.nodes)
+
+
 def for_nodes(inventory: Inventory, spec: BootstrapSpec) -> BootstrapSpec:
     """`spec` with torch narrowed to the wheelhouse's CPU build where every node computes on the
     CPU, installs offline, and the requirements admit that build without naming it."""
-    if spec.image or not inventory.offline_nodes or any(n.accelerator.kind != "cpu" for n in inventory.nodes):
+    if spec.image or not inventory.offline_nodes or not computes_on_cpu(inventory):
         return spec
     torch = _torch_requirement(spec)
     # an exact pin is the user's choice (and uv takes a wheelhouse's +cpu build of it already)
@@ -77,6 +82,6 @@ def install_env(inventory: Inventory) -> dict[str, str]:
     PyTorch guide, "Automatic backend selection"; out of preview since uv 0.7.14); offline ones
     cannot reach that index and get the wheelhouse's build (`for_nodes`). A backend the stack's
     node_env names is kept."""
-    if inventory.offline_nodes or any(n.accelerator.kind != "cpu" for n in inventory.nodes):
+    if inventory.offline_nodes or not computes_on_cpu(inventory):
         return dict(inventory.node_env)
     return {"UV_TORCH_BACKEND": "cpu", **inventory.node_env}
